@@ -1,0 +1,194 @@
+/*
+ * alloc.h - bemalloc, the allocator of message buffers that are already
+ * registered for RDMA.
+ *
+ * Model. bemalloc is one process-wide heap, beside (never instead of) the
+ * process's malloc. It maps large aligned blocks (default 4 MiB) from the
+ * OS, registers each block once with every attached transport device, and
+ * carves the blocks into buffers by size class. Threads allocate from their
+ * own caches without locks; any thread may free any buffer. Registration
+ * happens only when the pool grows, so its cost is amortised over many
+ * allocations. Allocations larger than a block get a dedicated aligned
+ * region, registered on its own.
+ *
+ * Devices. A transport device (an RDMA NIC, the shm or the tcp transport)
+ * attaches with a struct be_alloc_reg_hook. Every existing block is
+ * registered on it at attach time, and every new block on every attached
+ * device. A buffer's keys for a device come from be_alloc_lookup(), O(1),
+ * from any pointer inside the buffer.
+ *
+ * Memory is never unmapped or given back with MADV_DONTNEED while it is
+ * registered: that silently breaks a registration. Blocks are deregistered
+ * first, then unmapped (be_alloc_trim(), be_alloc_detach_device()).
+ *
+ * Blocks are backed by a memfd, so the shm transport can hand them to a
+ * peer process; the hook receives the fd and the offset of the region.
+ *
+ * Allocator metadata lives outside the registered blocks, so a remote peer
+ * that holds a block's rkey can never corrupt the allocator.
+ *
+ * Threads: every function is thread-safe.
+ */
+#ifndef BE_ALLOC_H
+#define BE_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef BE_EXPORT
+#if defined(BE_BUILDING_LIBRARY)
+#define BE_EXPORT __attribute__((visibility("default")))
+#else
+#define BE_EXPORT
+#endif
+#endif
+
+/* At most this many devices can be attached at once. */
+#define BE_ALLOC_MAX_DEVICES 8
+/* Every buffer is aligned to at least this many bytes. */
+#define BE_ALLOC_MIN_ALIGN 64
+/* Number of size classes reported in struct be_alloc_stats. */
+#define BE_ALLOC_NUM_CLASSES 64
+
+struct be_alloc_config {
+	size_t block_size;  /* power of two, >= 1 MiB; default 4 MiB (BE_ALLOC_BLOCK_SIZE) */
+	size_t limit_bytes; /* bound on mapped+registered bytes; 0 = no limit (BE_ALLOC_LIMIT) */
+};
+
+/* Result of one registration of one region on one device. */
+struct be_alloc_mr {
+	uint32_t lkey;
+	uint32_t rkey;
+	void *handle; /* the transport's own object, handed back to dereg */
+};
+
+/*
+ * A transport implements this to attach a device. Both callbacks run with
+ * bemalloc's pool lock held: they must not call back into bemalloc.
+ *
+ * reg() registers [addr, addr+len), which is mapped MAP_SHARED from @fd at
+ * @fd_offset. The fd stays open and valid until dereg() returns; a
+ * transport that needs it longer dup()s it. Returns 0 or -errno and, on
+ * failure, may write a message into @err (NUL-terminated, @err_len bytes).
+ */
+struct be_alloc_reg_hook {
+	const char *name;
+	int (*reg)(void *dev, void *addr, size_t len, int fd, uint64_t fd_offset,
+		   struct be_alloc_mr *out, char *err, size_t err_len);
+	void (*dereg)(void *dev, struct be_alloc_mr *mr);
+	void *dev;
+};
+
+/* Where a buffer lives, for one device. */
+struct be_alloc_region {
+	void *base;      /* start of the registered region (block or huge region) */
+	size_t len;      /* its length */
+	uint32_t lkey;   /* keys on the device asked for */
+	uint32_t rkey;
+	int fd;          /* memfd the region is mapped from */
+	uint64_t fd_offset;
+	void *handle;    /* the transport's registration object */
+};
+
+struct be_alloc_stats {
+	uint64_t blocks;            /* blocks currently mapped (not counting huge regions) */
+	uint64_t huge_regions;      /* dedicated regions currently mapped */
+	uint64_t mapped_bytes;      /* bytes mapped in blocks and huge regions */
+	uint64_t registered_bytes;  /* mapped_bytes registered on every attached device */
+	uint64_t bytes_in_use;      /* bytes handed out (size-class sizes) and not freed */
+	uint64_t allocations;       /* successful be_alloc() calls, ever */
+	uint64_t frees;             /* be_free() calls, ever */
+	uint64_t registrations;     /* successful reg() calls, ever, all devices */
+	uint64_t deregistrations;   /* dereg() calls, ever */
+	uint64_t failures;          /* allocations that returned NULL */
+	uint64_t reg_failures;      /* reg() calls that failed */
+	uint64_t limit_bytes;       /* configured limit, 0 = none */
+	uint32_t devices;           /* devices attached now */
+	uint32_t num_classes;       /* entries used in the arrays below */
+	uint64_t class_size[BE_ALLOC_NUM_CLASSES];   /* buffer size of each class */
+	uint64_t class_in_use[BE_ALLOC_NUM_CLASSES]; /* bytes in use per class */
+};
+
+/*
+ * be_alloc_configure() - set the block size and limit. Call before the
+ * first allocation; later calls may only change limit_bytes. Fields left 0
+ * take the defaults, overridden by the BE_ALLOC_BLOCK_SIZE and
+ * BE_ALLOC_LIMIT environment variables (bytes, with optional K/M/G suffix).
+ * Returns 0, -EINVAL (bad block size) or -EBUSY (block size after use).
+ */
+BE_EXPORT int be_alloc_configure(const struct be_alloc_config *cfg);
+
+/*
+ * be_alloc() - a buffer of at least @size bytes, aligned to
+ * BE_ALLOC_MIN_ALIGN, registered on every attached device.
+ *
+ * Ownership: returns a buffer the caller owns until it passes it to
+ * be_free() (from any thread) or to a function documented to take it.
+ * Returns NULL with errno ENOMEM when the limit is reached or a
+ * registration failed (see be_alloc_last_error()). Never aborts.
+ * be_alloc(0) returns a minimal buffer.
+ */
+BE_EXPORT void *be_alloc(size_t size);
+
+/*
+ * be_free() - give back @p, from any thread. Takes @p; NULL is a no-op.
+ * @p must come from be_alloc() and not be freed twice.
+ */
+BE_EXPORT void be_free(void *p);
+
+/* be_alloc_usable_size() - bytes usable at @p (>= the size asked for). */
+BE_EXPORT size_t be_alloc_usable_size(const void *p);
+
+/*
+ * be_alloc_attach_device() - register every existing block on @hook's
+ * device and every future block too. Borrows @hook (copied).
+ * Returns the device index (>= 0) for be_alloc_lookup(), -ENOSPC when
+ * BE_ALLOC_MAX_DEVICES are attached, or the hook's error; on error every
+ * registration made by this call has been undone.
+ */
+BE_EXPORT int be_alloc_attach_device(const struct be_alloc_reg_hook *hook);
+
+/*
+ * be_alloc_detach_device() - deregister every block from device @dev_index.
+ * Buffers stay valid for the CPU. Returns 0 or -EINVAL.
+ */
+BE_EXPORT int be_alloc_detach_device(int dev_index);
+
+/*
+ * be_alloc_lookup() - O(1): the region holding @p (any byte inside a live
+ * buffer) and its keys on device @dev_index. Returns 0, -ENOENT (not a
+ * bemalloc pointer) or -EINVAL (bad device index).
+ */
+BE_EXPORT int be_alloc_lookup(const void *p, int dev_index, struct be_alloc_region *out);
+
+/*
+ * be_alloc_trim() - deregister and unmap blocks that are entirely free,
+ * and thread caches of exited threads. Returns the number of bytes given
+ * back to the OS.
+ */
+BE_EXPORT size_t be_alloc_trim(void);
+
+/* be_alloc_stats() - a consistent-enough snapshot (counters are relaxed). */
+BE_EXPORT void be_alloc_stats(struct be_alloc_stats *out);
+
+/*
+ * be_alloc_stats_json() - the stats as one JSON object (no newline) into
+ * @buf. Returns the length it needs (like snprintf), or -EINVAL.
+ */
+BE_EXPORT int be_alloc_stats_json(char *buf, size_t len);
+
+/*
+ * be_alloc_last_error() - the message of the last failure in this thread
+ * (limit reached, registration failed: which device and why), or "".
+ */
+BE_EXPORT const char *be_alloc_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BE_ALLOC_H */

@@ -1,0 +1,40 @@
+/*
+ * xport.c - the table of built-in transports.
+ */
+#include <string.h>
+
+#include "xport/xport.h"
+
+static const struct be_xport_ops *const xport_builtin[] = {
+#if BE_HAVE_VERBS
+	&be__xport_verbs_ops,
+#endif
+	&be__xport_shm_ops,
+	&be__xport_tcp_ops,
+};
+
+const struct be_xport_ops *be__xport_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(xport_builtin) / sizeof(xport_builtin[0]); i++)
+		if (name && strcmp(xport_builtin[i]->name, name) == 0)
+			return xport_builtin[i];
+	return NULL;
+}
+
+const char *be__xwc_status_str(enum be_xwc_status st)
+{
+	switch (st) {
+	case BE_XWC_SUCCESS: return "success";
+	case BE_XWC_LOC_LEN_ERR: return "local length error";
+	case BE_XWC_LOC_PROT_ERR: return "local protection error";
+	case BE_XWC_WR_FLUSH_ERR: return "flushed";
+	case BE_XWC_REM_ACCESS_ERR: return "remote access error";
+	case BE_XWC_REM_OP_ERR: return "remote operation error";
+	case BE_XWC_RETRY_EXC_ERR: return "transport retry counter exceeded";
+	case BE_XWC_RNR_RETRY_EXC: return "receiver not ready";
+	case BE_XWC_GENERAL_ERR: return "general error";
+	}
+	return "unknown status";
+}

@@ -1,0 +1,282 @@
+/*
+ * xport.h - the transport interface: an "RNIC" as a run-time ops table.
+ *
+ * The BE core runs unchanged on every transport, so this interface is
+ * shaped like verbs + rdma_cm, and the software transports (shm, tcp) give
+ * the guarantees of an RC QP:
+ *
+ *   device      an opened NIC (verbs), the shm transport, or the tcp one.
+ *               Ports with link speed and MTU. Memory registration
+ *               (bemalloc's reg hook, see xport_dev_reg_hook()).
+ *   evch        an event channel (rdma_event_channel): connection events
+ *               of the listeners and connections created on it. One per
+ *               worker, so each worker sees only its own events.
+ *   cq          a completion queue, one per worker, polled in batches, with
+ *               an fd that becomes readable when armed and a completion
+ *               arrives (ibv_comp_channel).
+ *   srq         a shared receive queue, shared by many connections of one
+ *               worker, with a low-water event (IBV_EVENT_SRQ_LIMIT_REACHED).
+ *   conn        a reliable connection (an RC QP + rdma_cm id): SEND,
+ *               RDMA WRITE, WRITE_WITH_IMM; in order, exactly once.
+ *   listener    accepts connection requests.
+ *
+ * Semantics every transport provides (what an RC QP gives):
+ * - Work requests on one conn execute and complete in posting order.
+ *   Signaled WRs produce one completion on the conn's send CQ; unsignaled
+ *   ones produce none on success. A WR's buffers are reusable once its
+ *   completion (or a later signaled one on the same conn) was polled.
+ * - A SEND consumes one receive posted on the peer's SRQ; the completion
+ *   there is BE_XWC_RECV with byte_len. A WRITE_IMM also consumes one
+ *   receive (its buffer untouched) and completes as BE_XWC_RECV_IMM with
+ *   the immediate and the written length. A SEND larger than the receive
+ *   buffer fails (BE_XWC_LOC_LEN_ERR on the receiver, BE_XWC_REM_OP_ERR on
+ *   the sender) and the connection goes to error.
+ * - No receive posted when a SEND/WRITE_IMM arrives: with rnr_retry 0 this
+ *   is BE_XWC_RNR_RETRY_EXC on the sender and the conn goes to error. The
+ *   core's credits make it impossible; seeing it is a bug.
+ * - RDMA WRITE checks the rkey and that [remote_addr, +len) lies inside the
+ *   registered region; a violation never touches memory, completes the WR
+ *   with BE_XWC_REM_ACCESS_ERR and puts the conn in error.
+ * - Once a conn is in error (local error, peer death, disconnect), every
+ *   outstanding WR, signaled or not, completes with an error status
+ *   (BE_XWC_WR_FLUSH_ERR for those after the first), and a
+ *   BE_XEV_DISCONNECTED (or BE_XEV_CONN_ERROR) event reaches its evch.
+ *   Peer death is detected within a bounded time (socket hang-up for shm
+ *   and tcp; the QP's retry timeout for verbs).
+ * - After conn_destroy() no completion or event names that conn again.
+ *
+ * Threads: a device may be used from several threads (registration happens
+ * under bemalloc's lock). An evch, a cq and everything attached to it
+ * (srq, conns, listeners) belong to one thread at a time (the worker).
+ *
+ * Errors: negative errno. Ownership of memory: the transport never owns
+ * buffers; WRs lend their scatter lists until completion.
+ */
+#ifndef BE_XPORT_XPORT_H
+#define BE_XPORT_XPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <be/alloc.h>
+
+struct be_xport_ops;
+
+#define BE_XPORT_MAX_PORTS 4
+#define BE_XPORT_PRIV_MAX 56 /* rdma_cm private data on an RC connect */
+#define BE_XPORT_ADDR_MAX 108
+
+/* Common heads embedded by each transport's objects (container_of). */
+struct be_xdev {
+	const struct be_xport_ops *ops;
+	int alloc_dev;   /* bemalloc device index, -1 until attached */
+};
+struct be_xevch {
+	struct be_xdev *dev;
+};
+struct be_xcq {
+	struct be_xdev *dev;
+};
+struct be_xsrq {
+	struct be_xdev *dev;
+	struct be_xcq *cq;
+	void *user;
+};
+struct be_xlistener {
+	struct be_xdev *dev;
+	struct be_xevch *evch;
+	void *user;
+};
+struct be_xconn {
+	struct be_xdev *dev;
+	struct be_xevch *evch;
+	void *user; /* owner's context (the Engine); never touched by the transport */
+};
+
+struct be_xport_port_attr {
+	int up;               /* link state */
+	uint32_t speed_mbps;  /* link speed; 0 if unknown */
+	uint32_t mtu;         /* active path MTU for RDMA (bytes) */
+	char netdev[32];      /* the network interface behind it, "" if none */
+};
+
+struct be_xdev_attr {
+	char name[64];
+	char transport[16];      /* "verbs", "shm", "tcp", "fake" */
+	int num_ports;
+	struct be_xport_port_attr port[BE_XPORT_MAX_PORTS];
+	uint32_t max_inline;     /* bytes a SEND may carry inline */
+	uint32_t max_sge;        /* scatter entries per WR */
+	uint32_t max_qp_wr;      /* send queue depth limit */
+	uint32_t max_srq_wr;     /* SRQ depth limit */
+	uint64_t max_msg_size;   /* largest single WR */
+	int has_thread_domain;   /* verbs: ibv_alloc_td works */
+};
+
+/* A scatter/gather entry: registered memory, local key. */
+struct be_xsge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+enum be_xwr_opcode {
+	BE_XWR_SEND = 0,
+	BE_XWR_WRITE,
+	BE_XWR_WRITE_IMM,
+};
+
+#define BE_XWR_F_SIGNALED 0x1u
+#define BE_XWR_F_INLINE   0x2u /* copy the data at post time; buffers free on return */
+
+struct be_xsend_wr {
+	struct be_xsend_wr *next; /* chain, like ibv_send_wr */
+	uint64_t wr_id;
+	enum be_xwr_opcode opcode;
+	unsigned int flags;
+	const struct be_xsge *sg_list;
+	int num_sge;
+	uint64_t remote_addr;     /* WRITE, WRITE_IMM */
+	uint32_t rkey;
+	uint32_t imm;             /* WRITE_IMM; host byte order */
+};
+
+struct be_xrecv_wr {
+	struct be_xrecv_wr *next;
+	uint64_t wr_id;
+	struct be_xsge sge;       /* one buffer per receive */
+};
+
+enum be_xwc_opcode {
+	BE_XWC_SEND = 0,
+	BE_XWC_WRITE,
+	BE_XWC_WRITE_IMM,   /* sender side of a WRITE_IMM */
+	BE_XWC_RECV,        /* a SEND arrived in an SRQ buffer */
+	BE_XWC_RECV_IMM,    /* a WRITE_IMM arrived; imm valid */
+};
+
+enum be_xwc_status {
+	BE_XWC_SUCCESS = 0,
+	BE_XWC_LOC_LEN_ERR,
+	BE_XWC_LOC_PROT_ERR,    /* bad lkey / local range */
+	BE_XWC_WR_FLUSH_ERR,    /* conn went to error before this WR ran */
+	BE_XWC_REM_ACCESS_ERR,  /* bad rkey or range at the peer */
+	BE_XWC_REM_OP_ERR,
+	BE_XWC_RETRY_EXC_ERR,   /* peer unreachable / dead */
+	BE_XWC_RNR_RETRY_EXC,   /* no receive posted at the peer */
+	BE_XWC_GENERAL_ERR,
+};
+
+struct be_xwc {
+	uint64_t wr_id;
+	enum be_xwc_status status;
+	enum be_xwc_opcode opcode;
+	uint32_t byte_len;        /* RECV: bytes received; RECV_IMM: bytes written */
+	uint32_t imm;             /* RECV_IMM only, host byte order */
+	struct be_xconn *conn;    /* the conn (for receives: the sender's conn here); may
+				     be NULL for an SRQ receive flushed at srq_destroy */
+	struct be_xsrq *srq;      /* receives only */
+	uint32_t vendor_err;
+};
+
+enum be_xev_type {
+	BE_XEV_CONNECT_REQUEST = 1, /* listener: conn is new, priv = the peer's */
+	BE_XEV_ESTABLISHED,         /* conn usable; priv = the acceptor's (connector side) */
+	BE_XEV_REJECTED,            /* connect refused; priv = reject's; status -ECONNREFUSED */
+	BE_XEV_UNREACHABLE,         /* connect failed; status -errno */
+	BE_XEV_DISCONNECTED,        /* peer closed or conn failed; status 0 or -errno */
+	BE_XEV_SRQ_LIMIT,           /* srq fell below its armed limit (one shot) */
+	BE_XEV_PORT_CHANGE,         /* a port went up or down (port, up) */
+};
+
+struct be_xevent {
+	enum be_xev_type type;
+	int status;
+	struct be_xconn *conn;
+	struct be_xlistener *listener;
+	struct be_xsrq *srq;
+	int port;
+	int up;
+	uint8_t priv[BE_XPORT_PRIV_MAX];
+	uint8_t priv_len;
+};
+
+struct be_xconn_attr {
+	struct be_xcq *send_cq;
+	struct be_xcq *recv_cq;    /* must be the srq's cq */
+	struct be_xsrq *srq;
+	uint32_t max_send_wr;      /* send queue depth */
+	uint32_t max_inline;       /* wanted inline size (clamped to the device) */
+	int timeout_ms;            /* connect / address resolution timeout; 0 = default */
+	void *user;                /* copied into conn->user */
+};
+
+struct be_xport_ops {
+	const char *name;
+
+	/* Devices. @name selects a device ("rxe0", "" for the first/only). */
+	int (*dev_open)(const char *name, struct be_xdev **out);
+	void (*dev_close)(struct be_xdev *dev);
+	int (*dev_query)(struct be_xdev *dev, struct be_xdev_attr *out);
+	/* bemalloc registration hook for this device (reg/dereg, dev set). */
+	void (*dev_reg_hook)(struct be_xdev *dev, struct be_alloc_reg_hook *out);
+
+	/* Event channels. get returns 1 with *ev filled, 0 if none, -errno. */
+	int (*evch_create)(struct be_xdev *dev, struct be_xevch **out);
+	void (*evch_destroy)(struct be_xevch *ch);
+	int (*evch_fd)(struct be_xevch *ch);
+	int (*evch_get)(struct be_xevch *ch, struct be_xevent *ev);
+
+	/* Completion queues. poll returns the count (0..n) or -errno. arm asks
+	 * for one wakeup of fd at the next completion; ack consumes it. */
+	int (*cq_create)(struct be_xdev *dev, uint32_t depth, struct be_xcq **out);
+	void (*cq_destroy)(struct be_xcq *cq);
+	int (*cq_poll)(struct be_xcq *cq, struct be_xwc *wc, int n);
+	int (*cq_fd)(struct be_xcq *cq);
+	int (*cq_arm)(struct be_xcq *cq);
+	int (*cq_ack)(struct be_xcq *cq);
+
+	/* Shared receive queues. Receives complete on @cq. Destroying flushes
+	 * posted receives with BE_XWC_WR_FLUSH_ERR completions. */
+	int (*srq_create)(struct be_xcq *cq, uint32_t depth, struct be_xsrq **out);
+	void (*srq_destroy)(struct be_xsrq *srq);
+	int (*srq_post_recv)(struct be_xsrq *srq, struct be_xrecv_wr *wr, struct be_xrecv_wr **bad);
+	int (*srq_arm_limit)(struct be_xsrq *srq, uint32_t limit);
+
+	/* Connections. @addr: "host:port" (verbs, tcp; port 0 = any when
+	 * listening), a name for shm. listener_addr writes the bound address. */
+	int (*listen)(struct be_xevch *ch, const char *addr, int backlog,
+		      struct be_xlistener **out);
+	int (*listener_addr)(struct be_xlistener *l, char *buf, size_t len);
+	void (*listener_close)(struct be_xlistener *l);
+	/* Starts a connect; BE_XEV_ESTABLISHED/REJECTED/UNREACHABLE follows. */
+	int (*connect)(struct be_xevch *ch, const char *addr, const struct be_xconn_attr *attr,
+		       const void *priv, size_t priv_len, struct be_xconn **out);
+	/* Answer a BE_XEV_CONNECT_REQUEST. After reject the conn is destroyed
+	 * by the transport. After accept, ESTABLISHED follows on the evch. */
+	int (*accept)(struct be_xconn *conn, const struct be_xconn_attr *attr,
+		      const void *priv, size_t priv_len);
+	int (*reject)(struct be_xconn *conn, const void *priv, size_t priv_len);
+	/* Starts teardown: outstanding WRs flush, the peer sees DISCONNECTED. */
+	int (*disconnect)(struct be_xconn *conn);
+	void (*conn_destroy)(struct be_xconn *conn);
+	/* Posts a chain. On error *bad points at the first WR not posted. */
+	int (*post_send)(struct be_xconn *conn, struct be_xsend_wr *wr, struct be_xsend_wr **bad);
+	/* Peer's address as text, for logs. */
+	int (*conn_peer_addr)(struct be_xconn *conn, char *buf, size_t len);
+};
+
+/* The transports built into this library, by name ("verbs", "shm", "tcp"). */
+const struct be_xport_ops *be__xport_find(const char *name);
+
+/* Name of a completion status, for messages. */
+const char *be__xwc_status_str(enum be_xwc_status st);
+
+extern const struct be_xport_ops be__xport_tcp_ops;
+extern const struct be_xport_ops be__xport_shm_ops;
+#if BE_HAVE_VERBS
+extern const struct be_xport_ops be__xport_verbs_ops;
+#endif
+
+#endif /* BE_XPORT_XPORT_H */

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# quickstart.sh - install what be needs on Debian 12, build, and run.
+#
+#   bash tools/quickstart.sh demo   install, build, run the demo
+#   bash tools/quickstart.sh test   install, build, run the whole test suite:
+#                                   normal build, ASan+UBSan build, TSan on the
+#                                   threaded tests, verbs tests on Soft-RoCE
+#
+# Environment: BE_JOBS (parallel build jobs), BE_SKIP_RXE=1 (skip the
+# Soft-RoCE guest), BE_SKIP_SANITIZERS=1 (normal build only).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=${BE_JOBS:-$(nproc)}
+mode=${1:-}
+
+# Debian packages: the build, verbs (rdma-core), and the comparison tools.
+build_pkgs=(gcc make cmake pkg-config libibverbs-dev librdmacm-dev ibverbs-providers)
+bench_pkgs=(ucx-utils libfabric-bin)
+
+install_pkgs() {
+	local missing=()
+	local p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "quickstart: missing packages: ${missing[*]} (run as root or install them)" >&2
+		exit 1
+	fi
+	echo "quickstart: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# build DIR [cmake args...]
+build() {
+	local dir=$1
+	shift
+	cmake -S . -B "$dir" -DBE_WERROR=ON "$@" >/dev/null
+	cmake --build "$dir" -j "$jobs"
+}
+
+case "$mode" in
+demo)
+	install_pkgs "${build_pkgs[@]}"
+	build build -DCMAKE_BUILD_TYPE=Release
+	if [ -x build/tools/be-demo ]; then
+		build/tools/be-demo
+	else
+		build/tools/be-perf alloc --iters 200000
+	fi
+	;;
+test)
+	install_pkgs "${build_pkgs[@]}" "${bench_pkgs[@]}"
+	if [ -z "${BE_SKIP_RXE:-}" ] && [ -x test/rxe/rxe-setup ]; then
+		test/rxe/rxe-setup
+	fi
+	rc=0
+	echo "== tests: release build"
+	build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	(cd build && ctest --output-on-failure -j "$jobs" ${BE_SKIP_RXE:+-LE rxe}) || rc=1
+	if [ -z "${BE_SKIP_SANITIZERS:-}" ]; then
+		echo "== tests: AddressSanitizer + UndefinedBehaviorSanitizer build"
+		build build-asan -DCMAKE_BUILD_TYPE=Debug -DBE_SANITIZE=ON
+		(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+			ctest --output-on-failure -j "$jobs" -LE rxe) || rc=1
+		echo "== tests: ThreadSanitizer build (tests labelled 'threads')"
+		build build-tsan -DCMAKE_BUILD_TYPE=Debug -DBE_TSAN=ON
+		(cd build-tsan && TSAN_OPTIONS=halt_on_error=1 \
+			ctest --output-on-failure -j "$jobs" -L threads) || rc=1
+	fi
+	exit $rc
+	;;
+*)
+	echo "usage: bash tools/quickstart.sh demo|test" >&2
+	exit 2
+	;;
+esac
