@@ -1,0 +1,754 @@
+/*
+ * cm.c - connection management of the verbs transport, on librdmacm.
+ *
+ * Objects. A verbs_evch wraps one rdma_event_channel; its fd (an epoll
+ * set) also watches the device's async fd and an eventfd that is readable
+ * while the transport has events of its own queued (verbs_int.h). A
+ * listener is a listening rdma_cm_id; a conn is one rdma_cm_id plus its RC
+ * QP. Connection requests arrive on the listener's channel and the new
+ * conns stay on it.
+ *
+ * Active side. connect() resolves the address (rdma_resolve_addr() from
+ * the IP: rdma_cm picks the device, the port and the RoCE v2 GID for us),
+ * evch_get() continues on ADDR_RESOLVED with rdma_resolve_route() and on
+ * ROUTE_RESOLVED creates the QP and sends the request. The user sees only
+ * ESTABLISHED, REJECTED or UNREACHABLE.
+ *
+ * Parameters of every QP: rnr_retry_count 0, so a SEND that finds no
+ * receive fails at once (the core's credits make that impossible, so it is
+ * a bug to surface, not to hide behind retries); retry_count 7 with an ACK
+ * timeout of 4.096 us * 2^BE_VERBS_ACK_TIMEOUT (default 16: about 268 ms),
+ * so a dead peer is detected in about two seconds.
+ *
+ * Private data. The RC connect request carries at most 56 bytes of user
+ * data and rdma_cm reports its full size, not the sender's length, so the
+ * first byte carries the length: connect() takes at most 55 bytes,
+ * accept() and reject() 56.
+ *
+ * Disconnection. A DISCONNECTED event (the peer left or failed) is answered
+ * with rdma_disconnect(), which flushes our QP and completes the peer's
+ * DREQ. Each conn reports at most one DISCONNECTED/UNREACHABLE/REJECTED.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "xport/verbs_int.h"
+
+#define CM_PRIV_REQ_MAX (BE_XPORT_PRIV_MAX - 1) /* one byte for the length */
+#define CM_DEFAULT_TIMEOUT_MS 5000
+#define CM_RETRY_COUNT 7
+#define CM_REJ_CONSUMER_DEFINED 28 /* IB CM reject reason: rdma_reject() */
+
+static uint8_t cm_ack_timeout(void)
+{
+	uint64_t v;
+
+	if (be__env_size("BE_VERBS_ACK_TIMEOUT", &v) == 1 && v <= 31)
+		return (uint8_t)v;
+	return 16;
+}
+
+/* "host:port", "[v6]:port" or ":port" into a sockaddr. */
+static int cm_parse_addr(const char *addr, int passive, struct sockaddr_storage *ss)
+{
+	char host[BE_XPORT_ADDR_MAX];
+	const char *colon, *port;
+	struct addrinfo hints, *res;
+	size_t hl;
+	int ret;
+
+	if (!addr)
+		return -EINVAL;
+	colon = strrchr(addr, ':');
+	if (!colon || !colon[1])
+		return -EINVAL;
+	port = colon + 1;
+	hl = (size_t)(colon - addr);
+	if (hl && addr[0] == '[' && addr[hl - 1] == ']') {
+		addr++;
+		hl -= 2;
+	}
+	if (hl >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, addr, hl);
+	host[hl] = '\0';
+	if (!passive && !host[0])
+		return -EINVAL;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+	ret = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+	if (ret) {
+		be_log_err("verbs: cannot resolve \"%s\": %s", addr, gai_strerror(ret));
+		return ret == EAI_SYSTEM ? -errno : -EINVAL;
+	}
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, res->ai_addr, BE_MIN((size_t)res->ai_addrlen, sizeof(*ss)));
+	freeaddrinfo(res);
+	if (!passive && ((ss->ss_family == AF_INET &&
+			  ((struct sockaddr_in *)ss)->sin_port == 0) ||
+			 (ss->ss_family == AF_INET6 &&
+			  ((struct sockaddr_in6 *)ss)->sin6_port == 0)))
+		return -EINVAL;
+	return 0;
+}
+
+static int cm_format_addr(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN];
+	int n;
+
+	if (!sa || !buf)
+		return -EINVAL;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		n = snprintf(buf, len, "%s:%u", ip, ntohs(in->sin_port));
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+		n = snprintf(buf, len, "[%s]:%u", ip, ntohs(in6->sin6_port));
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	return (n < 0 || (size_t)n >= len) ? -ENOSPC : 0;
+}
+
+/* Private data with its length in the first byte; returns the wire size. */
+static uint8_t cm_priv_encode(uint8_t *out, const void *priv, size_t len)
+{
+	out[0] = (uint8_t)len;
+	if (len)
+		memcpy(out + 1, priv, len);
+	return (uint8_t)(len + 1);
+}
+
+static void cm_priv_decode(struct be_xevent *ev, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	ev->priv_len = 0;
+	if (!p || len < 1 || p[0] > len - 1 || p[0] > BE_XPORT_PRIV_MAX)
+		return;
+	ev->priv_len = p[0];
+	memcpy(ev->priv, p + 1, p[0]);
+}
+
+/* IB CM reject reasons seen on RoCE (IBTA table 112). */
+static const char *cm_reject_str(int reason)
+{
+	switch (reason) {
+	case 1: return "no QP available at the peer";
+	case 8: return "nobody listens on that port";
+	case 10: return "stale connection";
+	case CM_REJ_CONSUMER_DEFINED: return "refused by the peer";
+	default: return "IB CM reject";
+	}
+}
+
+static void cm_conn_params(struct rdma_conn_param *cp, const uint8_t *priv, uint8_t len)
+{
+	memset(cp, 0, sizeof(*cp));
+	cp->private_data = priv;
+	cp->private_data_len = len;
+	/* We never RDMA READ: no read resources either way. */
+	cp->responder_resources = 0;
+	cp->initiator_depth = 0;
+	cp->retry_count = CM_RETRY_COUNT;
+	cp->rnr_retry_count = 0;
+}
+
+static void cm_set_ack_timeout(struct rdma_cm_id *id)
+{
+	uint8_t t = cm_ack_timeout();
+
+	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof(t)))
+		be_log_dbg("verbs: RDMA_OPTION_ID_ACK_TIMEOUT: %s (kernel default kept)",
+			   strerror(errno));
+}
+
+/* ------------------------------------------------------ event channels */
+
+int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
+{
+	struct verbs_dev *dev = to_vdev(d);
+	struct verbs_evch *ch;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	ch = calloc(1, sizeof(*ch));
+	if (!ch)
+		return -ENOMEM;
+	ch->base.dev = d;
+	ch->ch = rdma_create_event_channel();
+	if (!ch->ch) {
+		ret = errno ? -errno : -ENOMEM;
+		be_log_err("verbs: rdma_create_event_channel: %s (is rdma_ucm loaded?)",
+			   strerror(-ret));
+		goto err_free;
+	}
+	if (fcntl(ch->ch->fd, F_SETFL, fcntl(ch->ch->fd, F_GETFL) | O_NONBLOCK) < 0) {
+		ret = -errno;
+		goto err_ch;
+	}
+	ch->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ch->efd < 0) {
+		ret = -errno;
+		goto err_ch;
+	}
+	ch->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ch->epfd < 0) {
+		ret = -errno;
+		goto err_efd;
+	}
+	{
+		int fds[3] = { ch->ch->fd, ch->efd, dev->ctx->async_fd }, i;
+
+		for (i = 0; i < 3; i++) {
+			struct epoll_event e = { .events = EPOLLIN, .data.fd = fds[i] };
+
+			if (epoll_ctl(ch->epfd, EPOLL_CTL_ADD, fds[i], &e) < 0) {
+				ret = -errno;
+				goto err_ep;
+			}
+		}
+	}
+	pthread_mutex_lock(&be__verbs_lock);
+	ch->next = dev->evchs;
+	dev->evchs = ch;
+	pthread_mutex_unlock(&be__verbs_lock);
+	*out = &ch->base;
+	return 0;
+
+err_ep:
+	close(ch->epfd);
+err_efd:
+	close(ch->efd);
+err_ch:
+	rdma_destroy_event_channel(ch->ch);
+err_free:
+	free(ch);
+	return ret;
+}
+
+void be__verbs_evch_destroy(struct be_xevch *c)
+{
+	struct verbs_evch *ch = to_vevch(c), **pp;
+	struct verbs_dev *dev = to_vdev(c->dev);
+	struct verbs_qev *q;
+
+	pthread_mutex_lock(&be__verbs_lock);
+	for (pp = &dev->evchs; *pp; pp = &(*pp)->next) {
+		if (*pp == ch) {
+			*pp = ch->next;
+			break;
+		}
+	}
+	while ((q = ch->qhead)) {
+		ch->qhead = q->next;
+		free(q);
+	}
+	pthread_mutex_unlock(&be__verbs_lock);
+	rdma_destroy_event_channel(ch->ch);
+	close(ch->epfd);
+	close(ch->efd);
+	free(ch);
+}
+
+int be__verbs_evch_fd(struct be_xevch *c)
+{
+	return to_vevch(c)->epfd;
+}
+
+static struct verbs_qev *cm_queue_pop(struct verbs_evch *ch)
+{
+	struct verbs_qev *q;
+	uint64_t v;
+
+	pthread_mutex_lock(&be__verbs_lock);
+	q = ch->qhead;
+	if (q) {
+		ch->qhead = q->next;
+		if (!ch->qhead) {
+			ch->qtail = NULL;
+			if (read(ch->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				be_log_warn("verbs: eventfd read: %s", strerror(errno));
+		}
+	}
+	pthread_mutex_unlock(&be__verbs_lock);
+	return q;
+}
+
+/* A conn's connect attempt or connection ended: report it once. */
+static int cm_conn_down(struct verbs_conn *vc, enum be_xev_type type, int status,
+			struct be_xevent *ev)
+{
+	vc->state = VC_DOWN;
+	if (vc->reported_down)
+		return 0;
+	vc->reported_down = 1;
+	ev->type = type;
+	ev->status = status;
+	ev->conn = &vc->base;
+	return 1;
+}
+
+static int cm_route_resolved(struct verbs_conn *vc)
+{
+	struct rdma_conn_param cp;
+	int ret;
+
+	ret = be__verbs_qp_create(vc, &vc->attr);
+	if (ret)
+		return ret;
+	cm_conn_params(&cp, vc->priv, vc->priv_len);
+	if (rdma_connect(vc->id, &cp)) {
+		ret = errno ? -errno : -EIO;
+		be_log_err("verbs: rdma_connect: %s", strerror(-ret));
+		return ret;
+	}
+	vc->state = VC_CONNECTING;
+	return 0;
+}
+
+/* A connection request on listener @vl: a new conn, or refused. */
+static int cm_conn_request(struct verbs_evch *ch, struct rdma_cm_event *e, struct be_xevent *ev)
+{
+	struct verbs_listener *vl = e->listen_id->context;
+	struct verbs_dev *dev = to_vdev(vl->base.dev);
+	struct rdma_cm_id *id = e->id;
+	struct verbs_conn *vc = NULL;
+
+	if (id->verbs != dev->ctx) {
+		be_log_err("verbs: connection request arrived on device %s, but this listener "
+			   "uses %s; refused (listen on an address of %s)",
+			   id->verbs ? ibv_get_device_name(id->verbs->device) : "?", dev->name,
+			   dev->name);
+	} else {
+		vc = calloc(1, sizeof(*vc));
+		if (!vc)
+			be_log_err("verbs: out of memory: connection request refused");
+	}
+	if (!vc) {
+		rdma_ack_cm_event(e);
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return 0;
+	}
+	vc->magic = VERBS_OBJ_CONN;
+	vc->base.dev = vl->base.dev;
+	vc->base.evch = &ch->base;
+	vc->id = id;
+	vc->state = VC_REQUEST;
+	id->context = vc;
+	ev->type = BE_XEV_CONNECT_REQUEST;
+	ev->conn = &vc->base;
+	ev->listener = &vl->base;
+	cm_priv_decode(ev, e->param.conn.private_data, e->param.conn.private_data_len);
+	rdma_ack_cm_event(e);
+	return 1;
+}
+
+/*
+ * Translate one rdma_cm event; acks it. Returns 1 with *ev filled, 0 when
+ * the event was handled internally.
+ */
+static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct be_xevent *ev)
+{
+	enum rdma_cm_event_type type = e->event;
+	struct verbs_conn *vc = NULL;
+	struct verbs_dev *dev;
+	int status = e->status, ret = 0, r;
+
+	memset(ev, 0, sizeof(*ev));
+	if (type == RDMA_CM_EVENT_CONNECT_REQUEST)
+		return cm_conn_request(ch, e, ev);
+	if (e->id->context && *(uint32_t *)e->id->context == VERBS_OBJ_CONN)
+		vc = e->id->context;
+	if (!vc) {
+		/* The listener's own id: only device removal / address change. */
+		if (type == RDMA_CM_EVENT_DEVICE_REMOVAL)
+			be_log_err("verbs: device of a listener was removed");
+		else
+			be_log_dbg("verbs: listener event %s", rdma_event_str(type));
+		rdma_ack_cm_event(e);
+		return 0;
+	}
+	dev = to_vdev(vc->base.dev);
+
+	switch (type) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (vc->id->verbs != dev->ctx) {
+			char peer[BE_XPORT_ADDR_MAX] = "?";
+
+			be__verbs_conn_peer_addr(&vc->base, peer, sizeof(peer));
+			be_log_err("verbs: %s is reached through device %s, not %s (the device "
+				   "this connection was opened on)",
+				   peer,
+				   vc->id->verbs ? ibv_get_device_name(vc->id->verbs->device) : "?",
+				   dev->name);
+			ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, -ENODEV, ev);
+		} else if (rdma_resolve_route(vc->id, vc->timeout_ms)) {
+			r = errno ? -errno : -EIO;
+			be_log_err("verbs: rdma_resolve_route: %s", strerror(-r));
+			ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, r, ev);
+		}
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		r = cm_route_resolved(vc);
+		if (r)
+			ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, r, ev);
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		if (vc->state == VC_CONNECTING) {
+			cm_priv_decode(ev, e->param.conn.private_data,
+				       e->param.conn.private_data_len);
+		} else if (vc->state != VC_ACCEPTING) {
+			break;
+		}
+		vc->state = VC_ESTABLISHED;
+		ev->type = BE_XEV_ESTABLISHED;
+		ev->conn = &vc->base;
+		ret = 1;
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+		be_log_info("verbs: connection rejected: %s (%d)",
+			    cm_reject_str(status), status);
+		if (vc->state == VC_CONNECTING || vc->state == VC_RESOLVING) {
+			ret = cm_conn_down(vc, BE_XEV_REJECTED, -ECONNREFUSED, ev);
+			if (ret && status == CM_REJ_CONSUMER_DEFINED)
+				cm_priv_decode(ev, e->param.conn.private_data,
+					       e->param.conn.private_data_len);
+		} else {
+			ret = cm_conn_down(vc, BE_XEV_DISCONNECTED, -ECONNREFUSED, ev);
+		}
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		r = status < 0 ? status : -EHOSTUNREACH;
+		be_log_info("verbs: %s: %s", rdma_event_str(type), strerror(-r));
+		ret = cm_conn_down(vc,
+				   vc->state == VC_ACCEPTING ? BE_XEV_DISCONNECTED :
+							       BE_XEV_UNREACHABLE,
+				   r, ev);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		if (!vc->disconnect_sent) {
+			/* Flush our QP and answer the peer's DREQ. */
+			vc->disconnect_sent = 1;
+			if (rdma_disconnect(vc->id))
+				be_log_dbg("verbs: rdma_disconnect: %s", strerror(errno));
+		}
+		ret = cm_conn_down(vc, BE_XEV_DISCONNECTED, status < 0 ? status : 0, ev);
+		break;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		be_log_err("verbs: device %s removed under a connection", dev->name);
+		ret = cm_conn_down(vc,
+				   vc->state == VC_ESTABLISHED || vc->state == VC_ACCEPTING ||
+						   vc->state == VC_DOWN ?
+					   BE_XEV_DISCONNECTED :
+					   BE_XEV_UNREACHABLE,
+				   -ENODEV, ev);
+		break;
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+	case RDMA_CM_EVENT_ADDR_CHANGE:
+	default:
+		be_log_dbg("verbs: event %s ignored", rdma_event_str(type));
+		break;
+	}
+	rdma_ack_cm_event(e);
+	return ret;
+}
+
+int be__verbs_evch_get(struct be_xevch *c, struct be_xevent *ev)
+{
+	struct verbs_evch *ch = to_vevch(c);
+	struct rdma_cm_event *e;
+	struct verbs_qev *q;
+	int ret;
+
+	if (!ev)
+		return -EINVAL;
+	for (;;) {
+		q = cm_queue_pop(ch);
+		if (q) {
+			ret = 1;
+			if (q->ev.type == VERBS_QEV_QP_FATAL) {
+				char why[64];
+
+				snprintf(why, sizeof(why), "fatal QP event (%s)",
+					 strerror(-q->ev.status));
+				/* Queues the DISCONNECTED unless already reported. */
+				be__verbs_conn_failed(to_vconn(q->ev.conn), q->ev.status, why);
+				ret = 0;
+			} else {
+				*ev = q->ev;
+			}
+			free(q);
+			if (ret)
+				return 1;
+			continue;
+		}
+		be__verbs_async_pump(to_vdev(c->dev));
+		pthread_mutex_lock(&be__verbs_lock);
+		q = ch->qhead;
+		pthread_mutex_unlock(&be__verbs_lock);
+		if (q)
+			continue;
+		if (rdma_get_cm_event(ch->ch, &e)) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return errno ? -errno : -EIO;
+		}
+		ret = cm_translate(ch, e, ev);
+		if (ret)
+			return ret;
+	}
+}
+
+/* --------------------------------------------------------- listeners */
+
+int be__verbs_listen(struct be_xevch *c, const char *addr, int backlog,
+		     struct be_xlistener **out)
+{
+	struct verbs_evch *ch = to_vevch(c);
+	struct verbs_dev *dev = to_vdev(c->dev);
+	struct sockaddr_storage ss;
+	struct verbs_listener *vl;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	ret = cm_parse_addr(addr, 1, &ss);
+	if (ret)
+		return ret;
+	vl = calloc(1, sizeof(*vl));
+	if (!vl)
+		return -ENOMEM;
+	vl->magic = VERBS_OBJ_LISTENER;
+	vl->base.dev = c->dev;
+	vl->base.evch = c;
+	if (rdma_create_id(ch->ch, &vl->id, vl, RDMA_PS_TCP)) {
+		ret = errno ? -errno : -ENOMEM;
+		be_log_err("verbs: rdma_create_id: %s", strerror(-ret));
+		goto err_free;
+	}
+	if (rdma_bind_addr(vl->id, (struct sockaddr *)&ss)) {
+		ret = errno ? -errno : -EADDRNOTAVAIL;
+		be_log_err("verbs: cannot listen on %s: %s", addr, strerror(-ret));
+		goto err_id;
+	}
+	if (vl->id->verbs && vl->id->verbs != dev->ctx) {
+		be_log_err("verbs: %s belongs to device %s, not %s", addr,
+			   ibv_get_device_name(vl->id->verbs->device), dev->name);
+		ret = -ENODEV;
+		goto err_id;
+	}
+	if (rdma_listen(vl->id, backlog > 0 ? backlog : 128)) {
+		ret = errno ? -errno : -EIO;
+		be_log_err("verbs: rdma_listen(%s): %s", addr, strerror(-ret));
+		goto err_id;
+	}
+	*out = &vl->base;
+	return 0;
+
+err_id:
+	rdma_destroy_id(vl->id);
+err_free:
+	free(vl);
+	return ret;
+}
+
+int be__verbs_listener_addr(struct be_xlistener *l, char *buf, size_t len)
+{
+	return cm_format_addr(rdma_get_local_addr(to_vlistener(l)->id), buf, len);
+}
+
+void be__verbs_listener_close(struct be_xlistener *l)
+{
+	struct verbs_listener *vl = to_vlistener(l);
+
+	/* Pending requests die with the listening id (rdma_cm rejects them). */
+	if (rdma_destroy_id(vl->id))
+		be_log_err("verbs: rdma_destroy_id(listener): %s", strerror(errno));
+	free(vl);
+}
+
+/* ------------------------------------------------------- connections */
+
+int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xconn_attr *attr,
+		      const void *priv, size_t priv_len, struct be_xconn **out)
+{
+	struct verbs_evch *ch = to_vevch(c);
+	struct sockaddr_storage ss;
+	struct verbs_conn *vc;
+	int ret;
+
+	if (!attr || !attr->send_cq || !out || (priv_len && !priv))
+		return -EINVAL;
+	if (priv_len > CM_PRIV_REQ_MAX) {
+		be_log_err("verbs: connect private data of %zu bytes; at most %d", priv_len,
+			   CM_PRIV_REQ_MAX);
+		return -EMSGSIZE;
+	}
+	ret = cm_parse_addr(addr, 0, &ss);
+	if (ret)
+		return ret;
+	vc = calloc(1, sizeof(*vc));
+	if (!vc)
+		return -ENOMEM;
+	vc->magic = VERBS_OBJ_CONN;
+	vc->base.dev = c->dev;
+	vc->base.evch = c;
+	vc->base.user = attr->user;
+	vc->attr = *attr;
+	vc->priv_len = cm_priv_encode(vc->priv, priv, priv_len);
+	vc->timeout_ms = attr->timeout_ms > 0 ? attr->timeout_ms : CM_DEFAULT_TIMEOUT_MS;
+	vc->state = VC_RESOLVING;
+	if (rdma_create_id(ch->ch, &vc->id, vc, RDMA_PS_TCP)) {
+		ret = errno ? -errno : -ENOMEM;
+		be_log_err("verbs: rdma_create_id: %s", strerror(-ret));
+		goto err_free;
+	}
+	cm_set_ack_timeout(vc->id);
+	if (rdma_resolve_addr(vc->id, NULL, (struct sockaddr *)&ss, vc->timeout_ms)) {
+		ret = errno ? -errno : -EHOSTUNREACH;
+		be_log_err("verbs: rdma_resolve_addr(%s): %s", addr, strerror(-ret));
+		goto err_id;
+	}
+	*out = &vc->base;
+	return 0;
+
+err_id:
+	rdma_destroy_id(vc->id);
+err_free:
+	free(vc);
+	return ret;
+}
+
+int be__verbs_accept(struct be_xconn *conn, const struct be_xconn_attr *attr,
+		     const void *priv, size_t priv_len)
+{
+	struct verbs_conn *vc = to_vconn(conn);
+	struct rdma_conn_param cp;
+	uint8_t buf[BE_XPORT_PRIV_MAX + 1], len;
+	int ret;
+
+	if (!attr || (priv_len && !priv))
+		return -EINVAL;
+	if (priv_len > BE_XPORT_PRIV_MAX)
+		return -EMSGSIZE;
+	if (vc->state != VC_REQUEST)
+		return -EINVAL;
+	ret = be__verbs_qp_create(vc, attr);
+	if (ret)
+		return ret;
+	cm_set_ack_timeout(vc->id);
+	len = cm_priv_encode(buf, priv, priv_len);
+	cm_conn_params(&cp, buf, len);
+	if (rdma_accept(vc->id, &cp)) {
+		ret = errno ? -errno : -EIO;
+		be_log_err("verbs: rdma_accept: %s", strerror(-ret));
+		be__verbs_qp_destroy(vc);
+		return ret;
+	}
+	vc->base.user = attr->user;
+	vc->state = VC_ACCEPTING;
+	return 0;
+}
+
+static void cm_conn_free(struct verbs_conn *vc)
+{
+	struct verbs_evch *ch = to_vevch(vc->base.evch);
+
+	be__verbs_qp_destroy(vc);
+	if (vc->id && rdma_destroy_id(vc->id))
+		be_log_err("verbs: rdma_destroy_id: %s", strerror(errno));
+	pthread_mutex_lock(&be__verbs_lock);
+	be__verbs_purge_locked(ch, &vc->base, NULL);
+	pthread_mutex_unlock(&be__verbs_lock);
+	free(vc);
+}
+
+int be__verbs_reject(struct be_xconn *conn, const void *priv, size_t priv_len)
+{
+	struct verbs_conn *vc = to_vconn(conn);
+	uint8_t buf[BE_XPORT_PRIV_MAX + 1], len;
+
+	if ((priv_len && !priv) || vc->state != VC_REQUEST)
+		return -EINVAL;
+	if (priv_len > BE_XPORT_PRIV_MAX)
+		return -EMSGSIZE;
+	len = cm_priv_encode(buf, priv, priv_len);
+	if (rdma_reject(vc->id, buf, len)) {
+		int ret = errno ? -errno : -EIO;
+
+		be_log_err("verbs: rdma_reject: %s", strerror(-ret));
+		return ret;
+	}
+	cm_conn_free(vc);
+	return 0;
+}
+
+int be__verbs_disconnect(struct be_xconn *conn)
+{
+	struct verbs_conn *vc = to_vconn(conn);
+
+	if (vc->disconnect_sent)
+		return 0;
+	if (vc->state == VC_REQUEST)
+		return -ENOTCONN;
+	vc->disconnect_sent = 1;
+	if (rdma_disconnect(vc->id)) {
+		/* Not connected yet (or any more): still flush the QP. */
+		if (vc->qp) {
+			struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+			ibv_modify_qp(vc->qp, &a, IBV_QP_STATE);
+		}
+		be_log_dbg("verbs: rdma_disconnect: %s", strerror(errno));
+		if (vc->state != VC_ESTABLISHED && vc->state != VC_ACCEPTING) {
+			struct be_xevent ev;
+
+			memset(&ev, 0, sizeof(ev));
+			if (cm_conn_down(vc, vc->state == VC_DOWN ? BE_XEV_DISCONNECTED :
+								    BE_XEV_UNREACHABLE,
+					 -ECONNABORTED, &ev)) {
+				pthread_mutex_lock(&be__verbs_lock);
+				be__verbs_evch_push_locked(to_vevch(vc->base.evch), &ev);
+				pthread_mutex_unlock(&be__verbs_lock);
+			}
+		}
+	}
+	return 0;
+}
+
+void be__verbs_conn_destroy(struct be_xconn *conn)
+{
+	if (conn)
+		cm_conn_free(to_vconn(conn));
+}
+
+int be__verbs_conn_peer_addr(struct be_xconn *conn, char *buf, size_t len)
+{
+	struct verbs_conn *vc = to_vconn(conn);
+
+	if (!vc->id)
+		return -ENOTCONN;
+	return cm_format_addr(rdma_get_peer_addr(vc->id), buf, len);
+}

@@ -1,0 +1,198 @@
+/*
+ * verbs_int.h - objects of the verbs transport (internal to verbs*.c, cm.c).
+ *
+ * Model. A verbs_dev is one RDMA device as rdma_cm sees it: its
+ * ibv_context comes from rdma_get_devices(), so that every rdma_cm_id bound
+ * to that device has id->verbs == dev->ctx and QPs can be created on our PD.
+ * The context (and its async event fd) is shared by every verbs_dev opened
+ * on the same device and by rdma_cm itself; it is never closed.
+ *
+ * Per worker: a verbs_evch (rdma_event_channel + a queue of events the
+ * transport makes itself), a verbs_cq (completion channel + CQ + optional
+ * thread domain) and verbs_srqs on it. Connections are verbs_conns (one
+ * rdma_cm_id + one RC QP). Each CQ maps qp_num -> conn with a private table
+ * touched only by the CQ's owner thread, so the data path takes no lock.
+ *
+ * Shared state: the list of open devices and each device's list of event
+ * channels, and every evch's event queue, are guarded by verbs_lock. The
+ * device's async events (SRQ limit, port changes, QP fatal errors) are read
+ * by whichever thread calls evch_get first and copied into the queue of
+ * every evch of that device.
+ */
+#ifndef BE_XPORT_VERBS_INT_H
+#define BE_XPORT_VERBS_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "util/common.h"
+#include "xport/xport.h"
+
+/* A queued event that is not for the user: a fatal QP error read from the
+ * async fd by some thread, turned into DISCONNECTED by the conn's owner. */
+#define VERBS_QEV_QP_FATAL ((enum be_xev_type)100)
+
+/* u64 -> u64 open-addressing hash (verbs_map.c); owner thread only. */
+struct verbs_map {
+	uint64_t *keys;
+	uint64_t *vals;
+	uint8_t *used;
+	size_t cap;   /* power of two, 0 when empty */
+	size_t count;
+};
+
+int be__verbs_map_put(struct verbs_map *m, uint64_t key, uint64_t val);
+/* Returns 1 and *val if found, else 0. */
+int be__verbs_map_get(const struct verbs_map *m, uint64_t key, uint64_t *val);
+/* Returns 1 if @key was present (removed), else 0. */
+int be__verbs_map_del(struct verbs_map *m, uint64_t key);
+void be__verbs_map_free(struct verbs_map *m);
+/* Iterate: pass *pos = 0 first; returns 0 at the end. */
+int be__verbs_map_next(const struct verbs_map *m, size_t *pos, uint64_t *key, uint64_t *val);
+
+struct verbs_evch;
+
+struct verbs_dev {
+	struct be_xdev base;
+	struct ibv_context *ctx; /* rdma_cm's context: shared, never closed */
+	struct ibv_pd *pd;
+	struct ibv_device_attr attr;
+	char name[64];
+	int num_ports;
+	uint32_t max_inline;     /* probed: largest max_inline_data an RC QP accepts */
+	uint32_t max_sge;        /* send SGEs per WR we create QPs with */
+	int has_td;
+	struct verbs_dev *next;  /* verbs_devs list (verbs_lock) */
+	struct verbs_evch *evchs; /* this device's event channels (verbs_lock) */
+};
+
+/* An event queued by the transport itself (async events, QP errors). */
+struct verbs_qev {
+	struct verbs_qev *next;
+	struct be_xevent ev;
+};
+
+struct verbs_evch {
+	struct be_xevch base;
+	struct rdma_event_channel *ch;
+	int epfd;                /* the fd handed out: cm fd + async fd + efd */
+	int efd;                 /* eventfd: readable while the queue is non-empty */
+	struct verbs_qev *qhead, *qtail; /* verbs_lock */
+	struct verbs_evch *next; /* dev->evchs (verbs_lock) */
+};
+
+struct verbs_cq {
+	struct be_xcq base;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	struct ibv_td *td;
+	struct ibv_pd *qp_pd;    /* parent domain (thread domain) or the dev's PD */
+	int epfd;                /* the fd handed out: comp channel + efd */
+	int efd;                 /* readable while the backlog is non-empty */
+	unsigned int unacked;    /* CQ events got but not yet acked */
+	struct verbs_map qps;    /* qp_num -> struct verbs_conn * */
+	/* Completions taken off the CQ early (conn_destroy drains the CQ so
+	 * that no stale completion names a destroyed QP) or made up (SRQ
+	 * flushes); cq_poll returns them first. */
+	struct be_xwc *backlog;
+	size_t bl_head, bl_len, bl_cap;
+};
+
+struct verbs_srq {
+	struct be_xsrq base;
+	struct ibv_srq *srq;
+	struct verbs_map posted; /* wr_id -> count of receives on the SRQ */
+};
+
+enum verbs_conn_state {
+	VC_RESOLVING = 1, /* active: address/route resolution */
+	VC_CONNECTING,    /* active: QP created, REQ sent */
+	VC_REQUEST,       /* passive: CONNECT_REQUEST delivered, no answer yet */
+	VC_ACCEPTING,     /* passive: accepted, waiting for ESTABLISHED */
+	VC_ESTABLISHED,
+	VC_DOWN,          /* failed, disconnected or rejected */
+};
+
+#define VERBS_OBJ_CONN 0x636f6e6eu
+#define VERBS_OBJ_LISTENER 0x6c69736eu
+
+/* A signaled-or-not send WR in flight, to name the sender-side opcode of
+ * its completion (verbs reports WRITE_WITH_IMM as a plain RDMA_WRITE). */
+struct verbs_swr {
+	uint64_t wr_id;
+	uint8_t opcode;          /* enum be_xwc_opcode */
+	uint8_t signaled;
+};
+
+/* id->context points at the magic, the first member of both objects. */
+struct verbs_conn {
+	uint32_t magic;          /* VERBS_OBJ_CONN */
+	struct be_xconn base;
+	enum verbs_conn_state state;
+	struct rdma_cm_id *id;
+	struct ibv_qp *qp;
+	uint32_t qp_num;
+	struct verbs_cq *send_cq, *recv_cq;
+	struct verbs_srq *srq;
+	uint32_t max_inline;     /* what the QP was created with */
+	uint32_t max_sge;
+	struct verbs_swr *sq;    /* ring of posted send WRs, sq_mask + 1 slots */
+	uint32_t sq_mask, sq_head, sq_tail;
+	struct be_xconn_attr attr; /* active side: kept until ROUTE_RESOLVED */
+	uint8_t priv[BE_XPORT_PRIV_MAX + 1];
+	uint8_t priv_len;        /* encoded length (with our length byte) */
+	int timeout_ms;
+	int reported_down;       /* a DISCONNECTED/UNREACHABLE was delivered */
+	int disconnect_sent;     /* rdma_disconnect() was called */
+};
+
+struct verbs_listener {
+	uint32_t magic;          /* VERBS_OBJ_LISTENER */
+	struct be_xlistener base;
+	struct rdma_cm_id *id;
+};
+
+#define to_vdev(d) container_of(d, struct verbs_dev, base)
+#define to_vevch(c) container_of(c, struct verbs_evch, base)
+#define to_vcq(c) container_of(c, struct verbs_cq, base)
+#define to_vsrq(s) container_of(s, struct verbs_srq, base)
+#define to_vconn(c) container_of(c, struct verbs_conn, base)
+#define to_vlistener(l) container_of(l, struct verbs_listener, base)
+
+extern pthread_mutex_t be__verbs_lock;
+
+/* verbs.c */
+int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr);
+void be__verbs_qp_destroy(struct verbs_conn *vc);
+/* Queue a made-up event on @ch and wake its fd. Caller holds verbs_lock. */
+void be__verbs_evch_push_locked(struct verbs_evch *ch, const struct be_xevent *ev);
+/* Drop queued events naming @conn or @srq from @ch. Caller holds verbs_lock. */
+void be__verbs_purge_locked(struct verbs_evch *ch, const struct be_xconn *conn,
+			    const struct be_xsrq *srq);
+/* Read the device's async events, fan them out. Takes verbs_lock. */
+void be__verbs_async_pump(struct verbs_dev *dev);
+/* A conn failed (error completion or fatal QP event): report it once. */
+void be__verbs_conn_failed(struct verbs_conn *vc, int status, const char *why);
+
+/* cm.c */
+int be__verbs_evch_create(struct be_xdev *dev, struct be_xevch **out);
+void be__verbs_evch_destroy(struct be_xevch *ch);
+int be__verbs_evch_fd(struct be_xevch *ch);
+int be__verbs_evch_get(struct be_xevch *ch, struct be_xevent *ev);
+int be__verbs_listen(struct be_xevch *ch, const char *addr, int backlog,
+		     struct be_xlistener **out);
+int be__verbs_listener_addr(struct be_xlistener *l, char *buf, size_t len);
+void be__verbs_listener_close(struct be_xlistener *l);
+int be__verbs_connect(struct be_xevch *ch, const char *addr, const struct be_xconn_attr *attr,
+		      const void *priv, size_t priv_len, struct be_xconn **out);
+int be__verbs_accept(struct be_xconn *conn, const struct be_xconn_attr *attr,
+		     const void *priv, size_t priv_len);
+int be__verbs_reject(struct be_xconn *conn, const void *priv, size_t priv_len);
+int be__verbs_disconnect(struct be_xconn *conn);
+void be__verbs_conn_destroy(struct be_xconn *conn);
+int be__verbs_conn_peer_addr(struct be_xconn *conn, char *buf, size_t len);
+
+#endif /* BE_XPORT_VERBS_INT_H */
