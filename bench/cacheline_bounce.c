@@ -1,0 +1,180 @@
+/*
+ * cacheline_bounce.c - the floor for any shared-memory transport on this
+ * host: a 64-byte message bounced between two processes on two cores.
+ *
+ * Each direction has its own cache line in a MAP_SHARED page: 56 bytes of
+ * payload and an 8-byte sequence number, stored last with release order.
+ * The other side spins on the sequence (acquire), reads the payload, and
+ * answers on the other line. One round trip moves each line once between
+ * the cores, so RTT/2 is the cheapest a one-way shared-memory message can
+ * be; any transport adds its own bookkeeping on top.
+ *
+ *   cacheline_bounce [--iters N] [--warmup N] [--cpu A,B] [--json]
+ *
+ * Without --cpu the processes are pinned to cores 0 and 1 (two spinning
+ * processes on one core would measure the scheduler, not the cache).
+ * Output: one-way latency in microseconds (min, p25, p50, p75, p99, avg).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct line {
+	uint8_t payload[56];
+	uint64_t seq;
+} __attribute__((aligned(64)));
+
+struct shared {
+	struct line ping;
+	struct line pong;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void line_send(struct line *l, const uint8_t *payload, uint64_t seq)
+{
+	memcpy(l->payload, payload, sizeof(l->payload));
+	__atomic_store_n(&l->seq, seq, __ATOMIC_RELEASE);
+}
+
+static void line_wait(struct line *l, uint8_t *payload, uint64_t seq)
+{
+	while (__atomic_load_n(&l->seq, __ATOMIC_ACQUIRE) != seq)
+		__builtin_ia32_pause();
+	memcpy(payload, l->payload, sizeof(l->payload));
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double pct(const double *v, size_t n, double q)
+{
+	size_t i = (size_t)ceil(q * (double)n);
+
+	return v[i ? (i > n ? n : i) - 1 : 0];
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t iters = 200000, warmup = 10000, i, prev = 0;
+	int cpu[2] = { 0, 1 }, json = 0, status;
+	struct shared *sh;
+	uint8_t buf[56];
+	double *v, sum = 0;
+	pid_t pid;
+
+	for (int a = 1; a < argc; a++) {
+		if (!strcmp(argv[a], "--iters") && a + 1 < argc)
+			iters = strtoull(argv[++a], NULL, 10);
+		else if (!strcmp(argv[a], "--warmup") && a + 1 < argc)
+			warmup = strtoull(argv[++a], NULL, 10);
+		else if (!strcmp(argv[a], "--cpu") && a + 1 < argc &&
+			 sscanf(argv[a + 1], "%d,%d", &cpu[0], &cpu[1]) == 2)
+			a++;
+		else if (!strcmp(argv[a], "--json"))
+			json = 1;
+		else {
+			fprintf(stderr, "usage: %s [--iters N] [--warmup N] [--cpu A,B] [--json]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	if (!iters) {
+		fprintf(stderr, "cacheline_bounce: --iters must be > 0\n");
+		return 2;
+	}
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	v = calloc(iters, sizeof(*v));
+	if (sh == MAP_FAILED || !v) {
+		perror("cacheline_bounce: mmap/calloc");
+		return 1;
+	}
+	memset(sh, 0, sizeof(*sh));
+	memset(buf, 0x5a, sizeof(buf));
+
+	pid = fork();
+	if (pid < 0) {
+		perror("cacheline_bounce: fork");
+		return 1;
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (pin(cpu[1])) {
+			perror("cacheline_bounce: pin peer");
+			_exit(1);
+		}
+		for (i = 1; i <= warmup + iters; i++) {
+			line_wait(&sh->ping, buf, i);
+			line_send(&sh->pong, buf, i);
+		}
+		_exit(0);
+	}
+	if (pin(cpu[0])) {
+		perror("cacheline_bounce: pin");
+		kill(pid, SIGKILL);
+		return 1;
+	}
+	for (i = 1; i <= warmup + iters; i++) {
+		if (i == warmup + 1)
+			prev = now_ns();
+		line_send(&sh->ping, buf, i);
+		line_wait(&sh->pong, buf, i);
+		if (i > warmup) {
+			uint64_t t = now_ns();
+
+			v[i - warmup - 1] = (double)(t - prev) / 2e3;
+			prev = t;
+		}
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "cacheline_bounce: peer failed\n");
+		return 1;
+	}
+	qsort(v, iters, sizeof(*v), cmp_double);
+	for (i = 0; i < iters; i++)
+		sum += v[i];
+	if (json)
+		printf("{\"test\":\"cacheline-bounce\",\"size\":64,\"iters\":%llu,\"cpu\":\"%d,%d\""
+		       ",\"p50_us\":%.4f,\"p99_us\":%.4f,\"avg_us\":%.4f,\"min_us\":%.4f"
+		       ",\"p25_us\":%.4f,\"p75_us\":%.4f,\"max_us\":%.4f}\n",
+		       (unsigned long long)iters, cpu[0], cpu[1], pct(v, iters, 0.5),
+		       pct(v, iters, 0.99), sum / (double)iters, v[0], pct(v, iters, 0.25),
+		       pct(v, iters, 0.75), v[iters - 1]);
+	else
+		printf("cacheline bounce 64 B, cpus %d,%d, %llu iterations, one-way us:\n"
+		       "  min %.3f  p25 %.3f  p50 %.3f  p75 %.3f  p99 %.3f  avg %.3f\n",
+		       cpu[0], cpu[1], (unsigned long long)iters, v[0], pct(v, iters, 0.25),
+		       pct(v, iters, 0.5), pct(v, iters, 0.75), pct(v, iters, 0.99),
+		       sum / (double)iters);
+	return 0;
+}

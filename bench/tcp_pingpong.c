@@ -1,0 +1,285 @@
+/*
+ * tcp_pingpong.c - plain kernel TCP on loopback, the baseline the tcp
+ * transport (and everything else) is compared with.
+ *
+ *   tcp_pingpong lat [--size 64] [--iters N] [--warmup N] [--cpu A,B] [--json]
+ *   tcp_pingpong bw  [--size 1M] [--iters N] [--cpu A,B] [--json]
+ *
+ * lat: blocking ping-pong of @size bytes with TCP_NODELAY; one-way latency
+ *      = RTT/2, one sample per round trip.
+ * bw:  the client write()s @iters blocks of @size bytes as fast as it can;
+ *      the server read()s them all and answers one byte, which stops the
+ *      clock. MB/s with MB = 1e6 bytes.
+ *
+ * The server is a fork()ed child on 127.0.0.1 (ephemeral port, bound
+ * before the fork so there is no start-up race). With --cpu A,B the
+ * client is pinned to core A and the server to core B.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int pin(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return 0;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set);
+}
+
+static int xfer_all(int fd, void *buf, size_t len, int wr)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		ssize_t n = wr ? write(fd, (char *)buf + off, len - off) :
+				 read(fd, (char *)buf + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+static void nodelay(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double pct(const double *v, size_t n, double q)
+{
+	size_t i = (size_t)ceil(q * (double)n);
+
+	return v[i ? (i > n ? n : i) - 1 : 0];
+}
+
+static uint64_t parse_size(const char *s)
+{
+	char *end;
+	uint64_t v = strtoull(s, &end, 10);
+
+	if (*end == 'k' || *end == 'K')
+		v <<= 10;
+	else if (*end == 'm' || *end == 'M')
+		v <<= 20;
+	else if (*end == 'g' || *end == 'G')
+		v <<= 30;
+	return v;
+}
+
+/* Server: serve one connection, lat or bw, then exit. */
+static int serve(int lfd, int bw, size_t size, uint64_t total)
+{
+	char *buf = malloc(size);
+	int fd = accept(lfd, NULL, NULL);
+	uint64_t i;
+
+	if (fd < 0 || !buf)
+		return 1;
+	nodelay(fd);
+	for (i = 0; i < total; i++) {
+		if (xfer_all(fd, buf, size, 0))
+			return 1;
+		if (!bw && xfer_all(fd, buf, size, 1))
+			return 1;
+	}
+	if (bw && xfer_all(fd, buf, 1, 1))
+		return 1;
+	close(fd);
+	free(buf);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int bw, json = 0, cpu[2] = { -1, -1 }, lfd, fd, status;
+	uint64_t size, iters, warmup, i, prev = 0, t0;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	struct rusage ru0, ru1;
+	char *buf;
+	double *v = NULL;
+	pid_t pid;
+
+	if (argc < 2 || (strcmp(argv[1], "lat") && strcmp(argv[1], "bw"))) {
+		fprintf(stderr, "usage: %s lat|bw [--size N] [--iters N] [--warmup N] "
+			"[--cpu A,B] [--json]\n", argv[0]);
+		return 2;
+	}
+	bw = !strcmp(argv[1], "bw");
+	size = bw ? 1u << 20 : 64;
+	iters = bw ? 4000 : 20000;
+	warmup = bw ? 100 : 1000;
+	for (int a = 2; a < argc; a++) {
+		if (!strcmp(argv[a], "--size") && a + 1 < argc)
+			size = parse_size(argv[++a]);
+		else if (!strcmp(argv[a], "--iters") && a + 1 < argc)
+			iters = parse_size(argv[++a]);
+		else if (!strcmp(argv[a], "--warmup") && a + 1 < argc)
+			warmup = parse_size(argv[++a]);
+		else if (!strcmp(argv[a], "--cpu") && a + 1 < argc &&
+			 sscanf(argv[a + 1], "%d,%d", &cpu[0], &cpu[1]) == 2)
+			a++;
+		else if (!strcmp(argv[a], "--json"))
+			json = 1;
+		else {
+			fprintf(stderr, "tcp_pingpong: bad option '%s'\n", argv[a]);
+			return 2;
+		}
+	}
+	if (!size || !iters) {
+		fprintf(stderr, "tcp_pingpong: --size and --iters must be > 0\n");
+		return 2;
+	}
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1) ||
+	    getsockname(lfd, (struct sockaddr *)&sa, &sl)) {
+		perror("tcp_pingpong: listen");
+		return 1;
+	}
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		perror("tcp_pingpong: fork");
+		return 1;
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (pin(cpu[1]))
+			_exit(1);
+		_exit(serve(lfd, bw, size, warmup + iters));
+	}
+	close(lfd);
+	buf = malloc(size);
+	v = bw ? NULL : calloc(iters, sizeof(*v));
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (!buf || (!bw && !v) || pin(cpu[0]) || fd < 0 ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		perror("tcp_pingpong: connect");
+		kill(pid, SIGKILL);
+		return 1;
+	}
+	nodelay(fd);
+	memset(buf, 0xa5, size);
+
+	if (!bw) {
+		for (i = 0; i < warmup + iters; i++) {
+			if (i == warmup)
+				prev = now_ns();
+			if (xfer_all(fd, buf, size, 1) || xfer_all(fd, buf, size, 0))
+				goto io_err;
+			if (i >= warmup) {
+				uint64_t t = now_ns();
+
+				v[i - warmup] = (double)(t - prev) / 2e3;
+				prev = t;
+			}
+		}
+	} else {
+		for (i = 0; i < warmup; i++)
+			if (xfer_all(fd, buf, size, 1))
+				goto io_err;
+		getrusage(RUSAGE_SELF, &ru0);
+		t0 = now_ns();
+		for (i = 0; i < iters; i++)
+			if (xfer_all(fd, buf, size, 1))
+				goto io_err;
+		if (xfer_all(fd, buf, 1, 0))
+			goto io_err;
+		prev = now_ns() - t0;
+		getrusage(RUSAGE_SELF, &ru1);
+	}
+	close(fd);
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "tcp_pingpong: server failed\n");
+		return 1;
+	}
+
+	if (!bw) {
+		double sum = 0;
+
+		qsort(v, iters, sizeof(*v), cmp_double);
+		for (i = 0; i < iters; i++)
+			sum += v[i];
+		if (json)
+			printf("{\"test\":\"tcp-lat\",\"size\":%llu,\"iters\":%llu"
+			       ",\"p50_us\":%.4f,\"p99_us\":%.4f,\"avg_us\":%.4f,\"min_us\":%.4f"
+			       ",\"p25_us\":%.4f,\"p75_us\":%.4f,\"max_us\":%.4f}\n",
+			       (unsigned long long)size, (unsigned long long)iters,
+			       pct(v, iters, 0.5), pct(v, iters, 0.99), sum / (double)iters, v[0],
+			       pct(v, iters, 0.25), pct(v, iters, 0.75), v[iters - 1]);
+		else
+			printf("kernel TCP ping-pong %llu B, %llu iterations, one-way us:\n"
+			       "  min %.3f  p25 %.3f  p50 %.3f  p75 %.3f  p99 %.3f  avg %.3f\n",
+			       (unsigned long long)size, (unsigned long long)iters, v[0],
+			       pct(v, iters, 0.25), pct(v, iters, 0.5), pct(v, iters, 0.75),
+			       pct(v, iters, 0.99), sum / (double)iters);
+	} else {
+		double sec = (double)prev / 1e9;
+		double bytes = (double)size * (double)iters;
+		double cpu_s = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) +
+			       (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+			       (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e6 +
+			       (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+
+		if (json)
+			printf("{\"test\":\"tcp-bw\",\"size\":%llu,\"iters\":%llu,\"mb_s\":%.2f"
+			       ",\"seconds\":%.6f,\"cpu_s_per_gb\":%.4f}\n",
+			       (unsigned long long)size, (unsigned long long)iters,
+			       bytes / sec / 1e6, sec, cpu_s / (bytes / 1e9));
+		else
+			printf("kernel TCP stream %llu B x %llu: %.1f MB/s, %.4f s, "
+			       "%.4f cpu s/GB (sender)\n",
+			       (unsigned long long)size, (unsigned long long)iters,
+			       bytes / sec / 1e6, sec, cpu_s / (bytes / 1e9));
+	}
+	free(buf);
+	free(v);
+	return 0;
+
+io_err:
+	perror("tcp_pingpong: io");
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return 1;
+}
