@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# verbs-in-guest.sh - the verbs transport against perftest's ib_write_lat,
+# both inside the Soft-RoCE guest (test/rxe/rxe-run), in one run.
+#
+#   bash bench/verbs-in-guest.sh [--reps N] [--iters N] [--build DIR] [--json]
+#
+# On the host it builds be-perf (with verbs) and re-runs itself inside the
+# guest, where, --reps times each (default 5), interleaved:
+#   ib_write_lat -R   64 B, rdma_cm connection setup (as our verbs does)
+#   ib_write_lat      64 B, out-of-band (TCP) setup
+#   be-perf raw-lat --transport verbs --size 64   (peer on $BE_RXE_IP0)
+# and prints medians (min-max) of the one-way latency (RTT/2: perftest's
+# t_typical, our p50) and the ratio be / ib_write_lat -R; target <= 1.2.
+# Both ends run in the guest on rxe0; processes are not pinned (rxe does
+# its work in softirq context on the guest's two vCPUs).
+# --json: one JSON object per measurement and one for the ratio.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+reps=5
+iters=20000
+build=""
+json=0
+inside=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--reps) reps=$2; shift 2 ;;
+	--iters) iters=$2; shift 2 ;;
+	--build) build=$2; shift 2 ;;
+	--json) json=1; shift ;;
+	--inside) inside=1; shift ;;
+	-h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+	*) echo "verbs-in-guest: unknown option '$1'" >&2; exit 2 ;;
+	esac
+done
+
+if [ $inside -eq 0 ]; then
+	runner="$root/test/rxe/rxe-run"
+	if [ ! -x "$runner" ]; then
+		echo "verbs-in-guest: $runner not found (the Soft-RoCE harness)" >&2
+		exit 2
+	fi
+	for t in ib_write_lat cmake; do
+		if ! command -v $t >/dev/null 2>&1; then
+			echo "verbs-in-guest: missing $t (apt-get install -y perftest cmake)" >&2
+			exit 2
+		fi
+	done
+	if [ -z "$build" ]; then
+		build="$root/build-bench"
+		echo "verbs-in-guest: building be-perf (Release) in $build" >&2
+		cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBE_BUILD_TESTS=OFF \
+			-DBE_WITH_VERBS=ON >/dev/null && cmake --build "$build" -j 2 --target be-perf \
+			>/dev/null || { echo "verbs-in-guest: building be-perf failed" >&2; exit 2; }
+	fi
+	args=(--inside --reps "$reps" --iters "$iters" --build "$build")
+	[ $json -eq 1 ] && args+=(--json)
+	exec "$runner" --timeout 900 --cwd "$root" -- bash "$root/bench/verbs-in-guest.sh" "${args[@]}"
+fi
+
+# ---- inside the guest --------------------------------------------------------
+dev=${BE_RXE_DEV0:-rxe0}
+ip=${BE_RXE_IP0:?verbs-in-guest: BE_RXE_IP0 not set (not in the rxe guest?)}
+beperf="$build/tools/be-perf"
+work=$(mktemp -d)
+port=18600
+declare -A VALS ERRS
+
+# ibwl NAME [-R]: one ib_write_lat run; prints t_typical.
+ibwl() {
+	local name=$1 p=$((port++)) spid i rc=1 v
+	shift
+	timeout 120 ib_write_lat -d "$dev" -s 64 -n "$iters" -p "$p" "$@" >"$work/srv" 2>&1 &
+	spid=$!
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		sleep 0.5
+		timeout 120 ib_write_lat -d "$dev" -s 64 -n "$iters" -p "$p" "$@" "$ip" \
+			>"$work/cli" 2>&1
+		rc=$?
+		[ $rc -eq 0 ] && break
+		kill -0 $spid 2>/dev/null || break
+	done
+	kill $spid 2>/dev/null
+	wait $spid 2>/dev/null
+	# data line: bytes iters t_min t_max t_typical t_avg ...
+	v=$(awk '$1 == "64" && NF >= 6 { print $5 }' "$work/cli" | tail -n1)
+	if [ $rc -ne 0 ] || [ -z "$v" ]; then
+		ERRS[$name]="exit $rc: $(grep -i -m1 -E 'error|fail|unable|couldn' "$work/cli" "$work/srv" | cut -c1-150)"
+		return 1
+	fi
+	VALS[$name]+="$v "
+}
+
+beraw() {
+	local o v rc
+	o=$(timeout 120 "$beperf" raw-lat --transport verbs --size 64 --iters "$iters" --json \
+		2>"$work/err")
+	rc=$?
+	v=$(printf '%s\n' "$o" | sed -n 's/.*"p50_us":\([0-9.eE+-]*\).*/\1/p')
+	if [ $rc -ne 0 ] || [ -z "$v" ]; then
+		ERRS[be]="exit $rc: $(tail -n1 "$work/err" | cut -c1-150)"
+		return 1
+	fi
+	VALS[be]+="$v "
+}
+
+for r in $(seq "$reps"); do
+	echo "verbs-in-guest: repetition $r/$reps" >&2
+	ibwl ibwl_cm -R
+	ibwl ibwl_oob
+	beraw
+done
+
+stats() {
+	printf '%s\n' ${VALS[$1]:-} | awk 'NF { v[n++] = $1 }
+		END {
+			if (!n) exit
+			for (i = 0; i < n; i++) for (j = i + 1; j < n; j++)
+				if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+			m = n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2
+			printf "%g %g %g %d\n", m, v[0], v[n - 1], n
+		}'
+}
+declare -A DESC=([ibwl_cm]="ib_write_lat -R 64 B (t_typical)" \
+	[ibwl_oob]="ib_write_lat 64 B (t_typical)" [be]="be verbs raw-lat 64 B (p50)")
+rc=0
+for n in ibwl_cm ibwl_oob be; do
+	s=$(stats $n)
+	if [ -n "$s" ]; then
+		set -- $s
+		if [ $json -eq 1 ]; then
+			printf '{"name":"%s","desc":"%s","metric":"us","median":%s,"min":%s,"max":%s,"reps":%s}\n' \
+				"$n" "${DESC[$n]}" "$1" "$2" "$3" "$4"
+		else
+			printf '%-36s %8.3f us  (%.3f-%.3f, %d/%d)\n' "${DESC[$n]}" "$1" "$2" "$3" "$4" "$reps"
+		fi
+	else
+		[ $n = be ] && rc=1
+		if [ $json -eq 1 ]; then
+			printf '{"name":"%s","desc":"%s","status":"n/a","reason":"%s"}\n' "$n" "${DESC[$n]}" \
+				"$(printf '%s' "${ERRS[$n]:-no value}" | tr -d '"\\')"
+		else
+			printf '%-36s      n/a    %s\n' "${DESC[$n]}" "${ERRS[$n]:-}"
+		fi
+	fi
+done
+b=$(stats be | awk '{ print $1 }')
+for ref in ibwl_cm ibwl_oob; do
+	i=$(stats $ref | awk '{ print $1 }')
+	if [ -n "$b" ] && [ -n "$i" ]; then
+		v=$(awk -v a="$b" -v b="$i" 'BEGIN { printf "%.3f", a / b }')
+		ok=$(awk -v v="$v" 'BEGIN { print v <= 1.2 ? "met" : "missed" }')
+	else
+		v=n/a
+		ok=n/a
+	fi
+	if [ $json -eq 1 ]; then
+		printf '{"ratio":"be_vs_%s","value":%s,"target":"<= 1.2","status":"%s"}\n' \
+			"$ref" "$([ "$v" = n/a ] && echo null || echo "$v")" "$ok"
+	else
+		printf 'ratio be / %-24s %s  target <= 1.2  %s\n' "${DESC[$ref]%% (*}" "$v" "$ok"
+	fi
+done
+rm -rf "$work"
+exit $rc
