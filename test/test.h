@@ -30,7 +30,8 @@
 
 #define ASSERT_OP(a, op, b, fmt, type)                                       \
 	do {                                                                 \
-		type a_ = (type)(a), b_ = (type)(b);                         \
+		type a_ = (type)(a);                                         \
+		type b_ = (type)(b);                                         \
 		if (!(a_ op b_))                                             \
 			TEST_FAIL("%s %s %s (" fmt " vs " fmt ")", #a, #op,  \
 				  #b, a_, b_);                               \
