@@ -1,0 +1,1439 @@
+/*
+ * tcp.c - the tcp transport: kernel TCP behind the RNIC interface of
+ * xport.h. The fallback path and the baseline.
+ *
+ * Model (objects in tcp.h; the wire format in docs/TRANSPORTS.md):
+ *
+ *   device      "tcp", one port, a table of registered regions.
+ *   evch        progress for connection setup: accepts, non-blocking
+ *               connects, the HELLO / ACCEPT / REJECT handshake carrying
+ *               private data, handshake deadlines. evch_fd is an epoll fd
+ *               over listeners, handshaking sockets, an eventfd that is
+ *               readable while events are queued, and a timerfd.
+ *   cq          progress for the data path: cq_poll reads and writes the
+ *               sockets of established conns that epoll reports ready
+ *               (non-blocking, with a byte budget per conn), then returns
+ *               queued completions. cq_fd is that epoll fd plus an eventfd
+ *               that cq_arm / locally made completions signal.
+ *   srq         a ring of receives; SENDs and WRITE_IMMs of every conn
+ *               attached to it take from it in arrival order.
+ *   conn        one TCP connection (TCP_NODELAY, non-blocking). Hang-ups
+ *               of established conns are noticed by cq_poll on their cqs
+ *               (a worker polls both its cq and its evch).
+ *
+ * There are no threads here: nothing happens unless the owner calls
+ * cq_poll or evch_get. Nothing calls back into the user, so objects can
+ * be destroyed at any time between calls.
+ *
+ * Lifetimes: conns and listeners belong to the user, except conns that
+ * were never handed out (a handshake still in progress on a listener,
+ * or a CONNECT_REQUEST still queued when its listener closes) and conns
+ * passed to reject(). Destroy conns and listeners before the srq, cq and
+ * evch they use, and all of those before the device; a parent destroyed
+ * early detaches (and logs) rather than leaving dangling pointers.
+ */
+#define _GNU_SOURCE /* accept4 */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "xport/tcp.h"
+
+#define TCP_HELLO_TIMEOUT_MS 10000 /* inbound socket must say HELLO by then */
+#define TCP_ACCEPT_BATCH 64
+
+/* Sentinels in epoll data: queued-events eventfd and the timerfd. */
+static int tcp_efd_tag;
+static int tcp_tfd_tag;
+
+/* ---- addresses ------------------------------------------------------- */
+
+static int tcp_parse_addr(const char *addr, int passive, struct sockaddr_storage *ss,
+			  socklen_t *sslen)
+{
+	char buf[BE_XPORT_ADDR_MAX], *host, *port, *colon, *end;
+	struct addrinfo hints, *res = NULL;
+	unsigned long pnum;
+	size_t hl;
+	int r;
+
+	if (!addr || strlen(addr) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, addr);
+	colon = strrchr(buf, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = '\0';
+	host = buf;
+	port = colon + 1;
+	if (!*port)
+		return -EINVAL;
+	errno = 0;
+	pnum = strtoul(port, &end, 10);
+	if (errno || *end || pnum > 65535 || (!passive && pnum == 0))
+		return -EINVAL;
+	hl = strlen(host);
+	if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+		host[hl - 1] = '\0';
+		host++;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+	r = getaddrinfo(*host ? host : NULL, port, &hints, &res);
+	if (r || !res) {
+		if (res)
+			freeaddrinfo(res);
+		return r == EAI_NONAME || r == EAI_AGAIN || r == EAI_FAIL ? -EHOSTUNREACH : -EINVAL;
+	}
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*sslen = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+static void tcp_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)ss;
+
+		inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+		snprintf(buf, len, "%s:%u", ip, ntohs(a->sin_port));
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)ss;
+
+		inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+		snprintf(buf, len, "[%s]:%u", ip, ntohs(a->sin6_port));
+	} else {
+		snprintf(buf, len, "?");
+	}
+}
+
+static void tcp_set_nodelay(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* ---- device ---------------------------------------------------------- */
+
+static int tcp_dev_open(const char *name, struct be_xdev **out)
+{
+	struct tcp_dev *d;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	if (name && *name && strcmp(name, "tcp") != 0)
+		return -ENODEV;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	ret = be__tcp_reg_init(d);
+	if (ret) {
+		free(d);
+		return ret;
+	}
+	d->x.ops = &be__xport_tcp_ops;
+	d->x.alloc_dev = -1;
+	*out = &d->x;
+	return 0;
+}
+
+static void tcp_dev_close(struct be_xdev *xdev)
+{
+	struct tcp_dev *d;
+
+	if (!xdev)
+		return;
+	d = container_of(xdev, struct tcp_dev, x);
+	be__tcp_reg_fini(d);
+	free(d);
+}
+
+static int tcp_dev_query(struct be_xdev *xdev, struct be_xdev_attr *out)
+{
+	if (!xdev || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	snprintf(out->name, sizeof(out->name), "tcp");
+	snprintf(out->transport, sizeof(out->transport), "tcp");
+	out->num_ports = 1;
+	out->port[0].up = 1;
+	out->port[0].speed_mbps = 0; /* the route decides; unknown */
+	out->port[0].mtu = TCP_MTU;
+	out->max_inline = TCP_MAX_INLINE;
+	out->max_sge = TCP_MAX_SGE;
+	out->max_qp_wr = TCP_MAX_QP_WR;
+	out->max_srq_wr = TCP_MAX_SRQ_WR;
+	out->max_msg_size = TCP_MAX_MSG;
+	out->has_thread_domain = 0;
+	return 0;
+}
+
+/* ---- event channel --------------------------------------------------- */
+
+void be__tcp_evch_push(struct tcp_evch *ch, const struct be_xevent *ev)
+{
+	struct tcp_evnode *n;
+	uint64_t one = 1;
+
+	if (!ch)
+		return;
+	n = malloc(sizeof(*n));
+	if (!n) {
+		be_log_err("tcp: out of memory queueing event %d; dropped", ev->type);
+		return;
+	}
+	n->next = NULL;
+	n->ev = *ev;
+	if (ch->ev_tail)
+		ch->ev_tail->next = n;
+	else
+		ch->ev_head = n;
+	ch->ev_tail = n;
+	if (ch->ev_head == n && write(ch->efd, &one, sizeof(one)) < 0)
+		be_log_dbg("tcp: evch eventfd write: %s", strerror(errno));
+}
+
+static void tcp_drain_fd(int fd)
+{
+	uint64_t v;
+
+	while (read(fd, &v, sizeof(v)) > 0)
+		;
+}
+
+/* Remove queued events that name @c (conn) or @l (listener). */
+static void evch_purge(struct tcp_evch *ch, const struct be_xconn *c, const struct be_xlistener *l)
+{
+	struct tcp_evnode **pp = &ch->ev_head, *n;
+
+	ch->ev_tail = NULL;
+	while ((n = *pp)) {
+		if ((c && n->ev.conn == c) || (l && n->ev.listener == l)) {
+			*pp = n->next;
+			free(n);
+			continue;
+		}
+		ch->ev_tail = n;
+		pp = &n->next;
+	}
+	if (!ch->ev_head)
+		tcp_drain_fd(ch->efd);
+}
+
+static int evch_has_event_for(struct tcp_evch *ch, const struct be_xconn *c)
+{
+	struct tcp_evnode *n;
+
+	for (n = ch->ev_head; n; n = n->next)
+		if (n->ev.conn == c)
+			return 1;
+	return 0;
+}
+
+static int tcp_evch_create(struct be_xdev *xdev, struct be_xevch **out)
+{
+	struct epoll_event e = { .events = EPOLLIN };
+	struct tcp_evch *ch;
+	int ret;
+
+	if (!xdev || !out)
+		return -EINVAL;
+	ch = calloc(1, sizeof(*ch));
+	if (!ch)
+		return -ENOMEM;
+	ch->x.dev = xdev;
+	tcp_list_init(&ch->conns);
+	tcp_list_init(&ch->listeners);
+	ch->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ch->epfd < 0) {
+		ret = -errno;
+		goto err_free;
+	}
+	ch->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ch->efd < 0) {
+		ret = -errno;
+		goto err_ep;
+	}
+	ch->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (ch->tfd < 0) {
+		ret = -errno;
+		goto err_efd;
+	}
+	e.data.ptr = &tcp_efd_tag;
+	if (epoll_ctl(ch->epfd, EPOLL_CTL_ADD, ch->efd, &e) < 0) {
+		ret = -errno;
+		goto err_tfd;
+	}
+	e.data.ptr = &tcp_tfd_tag;
+	if (epoll_ctl(ch->epfd, EPOLL_CTL_ADD, ch->tfd, &e) < 0) {
+		ret = -errno;
+		goto err_tfd;
+	}
+	*out = &ch->x;
+	return 0;
+
+err_tfd:
+	close(ch->tfd);
+err_efd:
+	close(ch->efd);
+err_ep:
+	close(ch->epfd);
+err_free:
+	free(ch);
+	return ret;
+}
+
+static void conn_free(struct tcp_conn *c);
+static void listener_free(struct tcp_listener *l);
+
+static void tcp_evch_destroy(struct be_xevch *xch)
+{
+	struct tcp_evch *ch;
+
+	if (!xch)
+		return;
+	ch = container_of(xch, struct tcp_evch, x);
+	while (!tcp_list_empty(&ch->listeners)) {
+		struct tcp_listener *l = container_of(ch->listeners.next, struct tcp_listener, link);
+
+		be_log_err("tcp: evch destroyed with listener %s open; closing it", l->addr);
+		listener_free(l);
+	}
+	while (!tcp_list_empty(&ch->conns)) {
+		struct tcp_conn *c = container_of(ch->conns.next, struct tcp_conn, ev_link);
+
+		if (c->state != TCP_C_WAIT_HELLO)
+			be_log_err("tcp: evch destroyed with conn %s alive; detaching it", c->peer);
+		if (c->state == TCP_C_WAIT_HELLO) {
+			conn_free(c);
+			continue;
+		}
+		/* The user still owns c: cut it off, keep the object. */
+		be__tcp_conn_close_fd(c);
+		if (c->state != TCP_C_ERROR)
+			c->state = TCP_C_DEAD;
+		tcp_list_del(&c->ev_link);
+		c->ch = NULL;
+		c->x.evch = NULL;
+	}
+	while (ch->ev_head) {
+		struct tcp_evnode *n = ch->ev_head;
+
+		ch->ev_head = n->next;
+		free(n);
+	}
+	close(ch->tfd);
+	close(ch->efd);
+	close(ch->epfd);
+	free(ch);
+}
+
+static int tcp_evch_fd(struct be_xevch *xch)
+{
+	return xch ? container_of(xch, struct tcp_evch, x)->epfd : -EINVAL;
+}
+
+static void evch_timer_update(struct tcp_evch *ch)
+{
+	struct itimerspec its;
+	struct tcp_list *p;
+	uint64_t min = 0;
+
+	for (p = ch->conns.next; ch->nhandshake && p != &ch->conns; p = p->next) {
+		struct tcp_conn *c = container_of(p, struct tcp_conn, ev_link);
+
+		if (c->deadline_ns && (!min || c->deadline_ns < min))
+			min = c->deadline_ns;
+	}
+	memset(&its, 0, sizeof(its));
+	if (min) {
+		its.it_value.tv_sec = (time_t)(min / 1000000000ull);
+		its.it_value.tv_nsec = (long)(min % 1000000000ull);
+	}
+	timerfd_settime(ch->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static void conn_set_deadline(struct tcp_conn *c, int ms)
+{
+	if (!c->deadline_ns)
+		c->ch->nhandshake++;
+	c->deadline_ns = be__now_ns() + (uint64_t)ms * 1000000ull;
+	evch_timer_update(c->ch);
+}
+
+static void conn_clear_deadline(struct tcp_conn *c)
+{
+	if (!c->deadline_ns)
+		return;
+	c->deadline_ns = 0;
+	if (c->ch) {
+		c->ch->nhandshake--;
+		evch_timer_update(c->ch);
+	}
+}
+
+/* ---- completion queue ------------------------------------------------ */
+
+static void cq_notify(struct tcp_cq *cq)
+{
+	uint64_t one = 1;
+
+	if (!cq->armed)
+		return;
+	cq->armed = 0;
+	if (write(cq->efd, &one, sizeof(one)) < 0)
+		be_log_dbg("tcp: cq eventfd write: %s", strerror(errno));
+}
+
+void be__tcp_cq_push(struct tcp_cq *cq, const struct be_xwc *wc)
+{
+	if (cq->count == cq->cap) {
+		uint32_t ncap = cq->cap * 2, i;
+		struct be_xwc *r = malloc((size_t)ncap * sizeof(*r));
+
+		if (!r) {
+			be_log_err("tcp: out of memory growing a cq; completion %llu lost",
+				   (unsigned long long)wc->wr_id);
+			return;
+		}
+		for (i = 0; i < cq->count; i++)
+			r[i] = cq->ring[(cq->head + i) % cq->cap];
+		free(cq->ring);
+		cq->ring = r;
+		cq->cap = ncap;
+		cq->head = 0;
+	}
+	cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
+	cq->count++;
+	cq_notify(cq);
+}
+
+void be__tcp_cq_kick(struct tcp_cq *cq, struct tcp_conn *c)
+{
+	if (c->kicked)
+		return;
+	c->kicked = 1;
+	c->kick_next = cq->kick;
+	cq->kick = c;
+	cq_notify(cq);
+}
+
+static void cq_unkick(struct tcp_cq *cq, struct tcp_conn *c)
+{
+	struct tcp_conn **pp;
+
+	if (!c->kicked)
+		return;
+	for (pp = &cq->kick; *pp; pp = &(*pp)->kick_next) {
+		if (*pp == c) {
+			*pp = c->kick_next;
+			break;
+		}
+	}
+	c->kicked = 0;
+}
+
+/* Drop completions of @c's send queue; receives stay, without the conn. */
+static void cq_purge(struct tcp_cq *cq, const struct be_xconn *c)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < cq->count; i++) {
+		struct be_xwc wc = cq->ring[(cq->head + i) % cq->cap];
+
+		if (wc.conn == c) {
+			if (wc.opcode != BE_XWC_RECV && wc.opcode != BE_XWC_RECV_IMM)
+				continue;
+			wc.conn = NULL;
+		}
+		cq->ring[(cq->head + n) % cq->cap] = wc;
+		n++;
+	}
+	cq->count = n;
+}
+
+static int tcp_cq_create(struct be_xdev *xdev, uint32_t depth, struct be_xcq **out)
+{
+	struct epoll_event e = { .events = EPOLLIN };
+	struct tcp_cq *cq;
+	int ret;
+
+	if (!xdev || !out)
+		return -EINVAL;
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -ENOMEM;
+	cq->x.dev = xdev;
+	tcp_list_init(&cq->conns);
+	cq->cap = BE_MAX(depth, 64u);
+	cq->ring = malloc((size_t)cq->cap * sizeof(*cq->ring));
+	if (!cq->ring) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	cq->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (cq->epfd < 0) {
+		ret = -errno;
+		goto err_ring;
+	}
+	cq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (cq->efd < 0) {
+		ret = -errno;
+		goto err_ep;
+	}
+	e.data.ptr = NULL;
+	if (epoll_ctl(cq->epfd, EPOLL_CTL_ADD, cq->efd, &e) < 0) {
+		ret = -errno;
+		goto err_efd;
+	}
+	*out = &cq->x;
+	return 0;
+
+err_efd:
+	close(cq->efd);
+err_ep:
+	close(cq->epfd);
+err_ring:
+	free(cq->ring);
+err_free:
+	free(cq);
+	return ret;
+}
+
+static void tcp_cq_destroy(struct be_xcq *xcq)
+{
+	struct tcp_cq *cq;
+
+	if (!xcq)
+		return;
+	cq = container_of(xcq, struct tcp_cq, x);
+	while (!tcp_list_empty(&cq->conns)) {
+		struct tcp_list *p = cq->conns.next;
+		struct tcp_conn *c;
+
+		tcp_list_del(p);
+		/* A conn is on this list by scq_link, or by rcq_link when
+		 * its rcq differs from its scq. */
+		c = container_of(p, struct tcp_conn, scq_link);
+		if (c->scq != cq)
+			c = container_of(p, struct tcp_conn, rcq_link);
+		be_log_err("tcp: cq destroyed with conn %s attached; detaching it", c->peer);
+		be__tcp_conn_close_fd(c);
+		if (c->state == TCP_C_ESTABLISHED)
+			c->state = TCP_C_ERROR;
+		if (c->scq) {
+			cq_unkick(c->scq, c);
+			tcp_list_del(&c->scq_link);
+		}
+		if (c->rcq) {
+			cq_unkick(c->rcq, c);
+			tcp_list_del(&c->rcq_link);
+		}
+		c->scq = c->rcq = NULL;
+	}
+	close(cq->efd);
+	close(cq->epfd);
+	free(cq->ring);
+	free(cq);
+}
+
+static void cq_progress(struct tcp_cq *cq)
+{
+	struct epoll_event evs[64];
+	int n, i;
+
+	while (cq->kick) {
+		struct tcp_conn *c = cq->kick;
+
+		cq->kick = c->kick_next;
+		c->kicked = 0;
+		be__tcp_conn_progress(c);
+	}
+	n = epoll_wait(cq->epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
+	for (i = 0; i < n; i++) {
+		if (!evs[i].data.ptr)
+			continue;
+		be__tcp_conn_progress(evs[i].data.ptr);
+	}
+}
+
+static int tcp_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
+{
+	struct tcp_cq *cq;
+	int i;
+
+	if (!xcq || n < 0 || (n && !wc))
+		return -EINVAL;
+	cq = container_of(xcq, struct tcp_cq, x);
+	if (cq->count < (uint32_t)n)
+		cq_progress(cq);
+	for (i = 0; i < n && cq->count; i++) {
+		wc[i] = cq->ring[cq->head];
+		cq->head = (cq->head + 1) % cq->cap;
+		cq->count--;
+	}
+	return i;
+}
+
+static int tcp_cq_fd(struct be_xcq *xcq)
+{
+	return xcq ? container_of(xcq, struct tcp_cq, x)->epfd : -EINVAL;
+}
+
+static int tcp_cq_arm(struct be_xcq *xcq)
+{
+	struct tcp_cq *cq;
+
+	if (!xcq)
+		return -EINVAL;
+	cq = container_of(xcq, struct tcp_cq, x);
+	cq->armed = 1;
+	/* Work already waiting must wake the sleeper, not be lost. */
+	if (cq->count || cq->kick)
+		cq_notify(cq);
+	return 0;
+}
+
+static int tcp_cq_ack(struct be_xcq *xcq)
+{
+	if (!xcq)
+		return -EINVAL;
+	tcp_drain_fd(container_of(xcq, struct tcp_cq, x)->efd);
+	return 0;
+}
+
+/* ---- shared receive queue -------------------------------------------- */
+
+static int tcp_srq_create(struct be_xcq *xcq, uint32_t depth, struct be_xsrq **out)
+{
+	struct tcp_srq *srq;
+
+	if (!xcq || !out || depth == 0 || depth > TCP_MAX_SRQ_WR)
+		return -EINVAL;
+	srq = calloc(1, sizeof(*srq));
+	if (!srq)
+		return -ENOMEM;
+	srq->ring = calloc(depth, sizeof(*srq->ring));
+	if (!srq->ring) {
+		free(srq);
+		return -ENOMEM;
+	}
+	srq->cap = depth;
+	srq->cq = container_of(xcq, struct tcp_cq, x);
+	srq->x.dev = xcq->dev;
+	srq->x.cq = xcq;
+	tcp_list_init(&srq->conns);
+	*out = &srq->x;
+	return 0;
+}
+
+static void tcp_srq_destroy(struct be_xsrq *xsrq)
+{
+	struct tcp_srq *srq;
+	struct be_xwc wc;
+
+	if (!xsrq)
+		return;
+	srq = container_of(xsrq, struct tcp_srq, x);
+	while (!tcp_list_empty(&srq->conns)) {
+		struct tcp_conn *c = container_of(srq->conns.next, struct tcp_conn, srq_link);
+
+		be_log_err("tcp: srq destroyed with conn %s attached; detaching it", c->peer);
+		tcp_list_del(&c->srq_link);
+		c->srq = NULL;
+	}
+	/* Flush posted receives so their buffers go back to the owner. */
+	memset(&wc, 0, sizeof(wc));
+	wc.status = BE_XWC_WR_FLUSH_ERR;
+	wc.opcode = BE_XWC_RECV;
+	while (srq->count) {
+		wc.wr_id = srq->ring[srq->head].wr_id;
+		srq->head = (srq->head + 1) % srq->cap;
+		srq->count--;
+		be__tcp_cq_push(srq->cq, &wc);
+	}
+	free(srq->ring);
+	free(srq);
+}
+
+static int tcp_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr,
+			     struct be_xrecv_wr **bad)
+{
+	struct tcp_srq *srq;
+	struct tcp_dev *d;
+
+	if (bad)
+		*bad = NULL;
+	if (!xsrq) {
+		if (bad)
+			*bad = wr;
+		return -EINVAL;
+	}
+	srq = container_of(xsrq, struct tcp_srq, x);
+	d = container_of(xsrq->dev, struct tcp_dev, x);
+	for (; wr; wr = wr->next) {
+		struct tcp_rwr *r;
+
+		if (wr->sge.length && !be__tcp_reg_check(d, wr->sge.lkey, wr->sge.addr, wr->sge.length)) {
+			if (bad)
+				*bad = wr;
+			return -EINVAL;
+		}
+		if (srq->count == srq->cap) {
+			if (bad)
+				*bad = wr;
+			return -ENOMEM;
+		}
+		r = &srq->ring[(srq->head + srq->count) % srq->cap];
+		r->wr_id = wr->wr_id;
+		r->addr = wr->sge.addr;
+		r->len = wr->sge.length;
+		srq->count++;
+	}
+	return 0;
+}
+
+static int tcp_srq_arm_limit(struct be_xsrq *xsrq, uint32_t limit)
+{
+	struct tcp_srq *srq;
+
+	if (!xsrq)
+		return -EINVAL;
+	srq = container_of(xsrq, struct tcp_srq, x);
+	if (limit > srq->cap)
+		return -EINVAL;
+	srq->limit = limit;
+	return 0;
+}
+
+/* ---- conns: lifetime and epoll membership ----------------------------- */
+
+static struct tcp_conn *conn_new(struct tcp_evch *ch)
+{
+	struct tcp_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->rbuf = malloc(TCP_RBUF_SIZE);
+	if (!c->rbuf) {
+		free(c);
+		return NULL;
+	}
+	c->kind = TCP_K_CONN;
+	c->fd = -1;
+	c->ch = ch;
+	c->dev = container_of(ch->x.dev, struct tcp_dev, x);
+	c->x.dev = ch->x.dev;
+	c->x.evch = &ch->x;
+	tcp_list_add(&ch->conns, &c->ev_link);
+	return c;
+}
+
+static int cq_epoll_ctl(struct tcp_cq *cq, int op, struct tcp_conn *c, uint32_t events)
+{
+	struct epoll_event e = { .events = events, .data.ptr = c };
+
+	return epoll_ctl(cq->epfd, op, c->fd, &e);
+}
+
+void be__tcp_conn_epoll_update(struct tcp_conn *c)
+{
+	uint32_t want = 0;
+
+	if (c->fd < 0)
+		return;
+	if (c->state == TCP_C_ESTABLISHED || c->state == TCP_C_ERROR)
+		want = EPOLLIN | (be__tcp_conn_tx_pending(c) ? EPOLLOUT : 0);
+	if (want == c->ep_events)
+		return;
+	if (c->scq) {
+		if (!want && c->ep_scq) {
+			cq_epoll_ctl(c->scq, EPOLL_CTL_DEL, c, 0);
+			c->ep_scq = 0;
+		} else if (want) {
+			if (cq_epoll_ctl(c->scq, c->ep_scq ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c, want) == 0)
+				c->ep_scq = 1;
+		}
+	}
+	if (c->rcq && c->rcq != c->scq) {
+		if (!want && c->ep_rcq) {
+			cq_epoll_ctl(c->rcq, EPOLL_CTL_DEL, c, 0);
+			c->ep_rcq = 0;
+		} else if (want) {
+			if (cq_epoll_ctl(c->rcq, c->ep_rcq ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c, want) == 0)
+				c->ep_rcq = 1;
+		}
+	}
+	c->ep_events = want;
+}
+
+static int conn_evch_epoll(struct tcp_conn *c, int op, uint32_t events)
+{
+	struct epoll_event e = { .events = events, .data.ptr = c };
+
+	if (epoll_ctl(c->ch->epfd, op, c->fd, &e) < 0)
+		return -errno;
+	c->ep_ch = op != EPOLL_CTL_DEL;
+	return 0;
+}
+
+void be__tcp_conn_close_fd(struct tcp_conn *c)
+{
+	if (c->fd < 0)
+		return;
+	if (c->ep_scq && c->scq)
+		cq_epoll_ctl(c->scq, EPOLL_CTL_DEL, c, 0);
+	if (c->ep_rcq && c->rcq)
+		cq_epoll_ctl(c->rcq, EPOLL_CTL_DEL, c, 0);
+	if (c->ep_ch && c->ch)
+		conn_evch_epoll(c, EPOLL_CTL_DEL, 0);
+	c->ep_scq = c->ep_rcq = c->ep_ch = 0;
+	c->ep_events = 0;
+	close(c->fd);
+	c->fd = -1;
+}
+
+static int conn_check_attr(struct tcp_evch *ch, const struct be_xconn_attr *attr)
+{
+	if (!attr || !attr->send_cq || !attr->recv_cq)
+		return -EINVAL;
+	if (attr->srq && attr->srq->cq != attr->recv_cq)
+		return -EINVAL;
+	if (attr->send_cq->dev != ch->x.dev || attr->recv_cq->dev != ch->x.dev)
+		return -EINVAL;
+	if (attr->max_send_wr > TCP_MAX_QP_WR)
+		return -EINVAL;
+	return 0;
+}
+
+/* Take the cqs, srq and send queue of @attr (checked). */
+static int conn_attach(struct tcp_conn *c, const struct be_xconn_attr *attr)
+{
+	int ret = be__tcp_conn_alloc_sq(c, attr->max_send_wr, attr->max_inline);
+
+	if (ret)
+		return ret;
+	c->scq = container_of(attr->send_cq, struct tcp_cq, x);
+	c->rcq = container_of(attr->recv_cq, struct tcp_cq, x);
+	tcp_list_add(&c->scq->conns, &c->scq_link);
+	if (c->rcq != c->scq)
+		tcp_list_add(&c->rcq->conns, &c->rcq_link);
+	if (attr->srq) {
+		c->srq = container_of(attr->srq, struct tcp_srq, x);
+		tcp_list_add(&c->srq->conns, &c->srq_link);
+	}
+	c->x.user = attr->user;
+	c->timeout_ms = attr->timeout_ms > 0 ? attr->timeout_ms : TCP_DEFAULT_TIMEOUT_MS;
+	return 0;
+}
+
+static void conn_free(struct tcp_conn *c)
+{
+	be__tcp_conn_close_fd(c);
+	conn_clear_deadline(c);
+	if (c->rx_has_recv && c->rcq) {
+		/* A receive taken for a frame that never finished: give it back. */
+		struct be_xwc wc;
+
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = c->rx_recv.wr_id;
+		wc.status = BE_XWC_WR_FLUSH_ERR;
+		wc.opcode = c->rx.type == TCP_F_WRITE_IMM ? BE_XWC_RECV_IMM : BE_XWC_RECV;
+		be__tcp_cq_push(c->rcq, &wc);
+	}
+	if (c->scq) {
+		cq_unkick(c->scq, c);
+		cq_purge(c->scq, &c->x);
+		tcp_list_del(&c->scq_link);
+	}
+	if (c->rcq) {
+		cq_unkick(c->rcq, c);
+		if (c->rcq != c->scq)
+			cq_purge(c->rcq, &c->x);
+		tcp_list_del(&c->rcq_link);
+	}
+	if (c->srq)
+		tcp_list_del(&c->srq_link);
+	if (c->ch) {
+		evch_purge(c->ch, &c->x, NULL);
+		tcp_list_del(&c->ev_link);
+	}
+	be__tcp_conn_free_sq(c);
+	free(c->rbuf);
+	free(c);
+}
+
+static void tcp_conn_destroy(struct be_xconn *xc)
+{
+	if (xc)
+		conn_free(container_of(xc, struct tcp_conn, x));
+}
+
+/* ---- handshake --------------------------------------------------------- */
+
+/* Write a handshake frame in one go: a fresh socket's buffer takes 88 bytes. */
+static int conn_send_hs(struct tcp_conn *c, uint8_t type, const void *priv, size_t len)
+{
+	struct tcp_hdr h = { .magic = TCP_MAGIC, .type = type };
+	uint8_t buf[TCP_HDR_LEN + BE_XPORT_PRIV_MAX];
+	ssize_t n;
+
+	h.len = (uint32_t)len;
+	if (type == TCP_F_HELLO)
+		h.addr = TCP_PROTO_VERSION;
+	be__tcp_hdr_pack(buf, &h);
+	if (len)
+		memcpy(buf + TCP_HDR_LEN, priv, len);
+	do
+		n = send(c->fd, buf, TCP_HDR_LEN + len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n != TCP_HDR_LEN + len)
+		return -EIO;
+	return 0;
+}
+
+static void conn_unreachable(struct tcp_conn *c, int status)
+{
+	struct be_xevent ev;
+
+	be_log_info("tcp: connect to %s failed: %s", c->peer, strerror(-status));
+	be__tcp_conn_close_fd(c);
+	conn_clear_deadline(c);
+	c->state = TCP_C_DEAD;
+	memset(&ev, 0, sizeof(ev));
+	ev.type = BE_XEV_UNREACHABLE;
+	ev.status = status;
+	ev.conn = &c->x;
+	be__tcp_evch_push(c->ch, &ev);
+}
+
+/*
+ * Read handshake bytes into rbuf; returns 1 with *h set when a whole
+ * frame (header + up to BE_XPORT_PRIV_MAX bytes) is there, 0 if more is
+ * needed, or -errno (hang-up: -ECONNRESET; malformed: -EPROTO).
+ */
+static int conn_hs_read(struct tcp_conn *c, struct tcp_hdr *h)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (c->rend >= TCP_HDR_LEN) {
+			be__tcp_hdr_unpack(h, c->rbuf);
+			if (h->magic != TCP_MAGIC || h->rsvd || h->status ||
+			    h->len > BE_XPORT_PRIV_MAX || h->ack)
+				return -EPROTO;
+			if (c->rend >= TCP_HDR_LEN + h->len)
+				return 1;
+		}
+		n = recv(c->fd, c->rbuf + c->rend, TCP_RBUF_SIZE - c->rend, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (n <= 0)
+			return n == 0 ? -ECONNRESET : -errno;
+		c->rend += (uint32_t)n;
+	}
+}
+
+/* Connector: the acceptor's answer arrived, the conn joins its cqs. */
+static void conn_established(struct tcp_conn *c, const struct tcp_hdr *h)
+{
+	struct be_xevent ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.type = BE_XEV_ESTABLISHED;
+	ev.conn = &c->x;
+	ev.priv_len = (uint8_t)h->len;
+	memcpy(ev.priv, c->rbuf + TCP_HDR_LEN, h->len);
+	conn_evch_epoll(c, EPOLL_CTL_DEL, 0);
+	conn_clear_deadline(c);
+	c->rpos = TCP_HDR_LEN + h->len;
+	c->state = TCP_C_ESTABLISHED;
+	be__tcp_conn_epoll_update(c);
+	be__tcp_evch_push(c->ch, &ev);
+	/* Frames that came right behind the ACCEPT sit in rbuf already. */
+	if (c->rend > c->rpos)
+		be__tcp_cq_kick(c->rcq, c);
+}
+
+static void conn_hs_progress(struct tcp_conn *c, uint32_t events)
+{
+	struct be_xevent ev;
+	struct tcp_hdr h;
+	int r;
+
+	switch (c->state) {
+	case TCP_C_CONNECTING: {
+		int err = 0;
+		socklen_t el = sizeof(err);
+
+		if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+			return;
+		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+			err = errno;
+		if (err) {
+			conn_unreachable(c, -err);
+			return;
+		}
+		r = conn_send_hs(c, TCP_F_HELLO, c->ctl, c->ctl_len);
+		c->ctl_len = 0;
+		if (r) {
+			conn_unreachable(c, r);
+			return;
+		}
+		c->state = TCP_C_HELLO_SENT;
+		conn_evch_epoll(c, EPOLL_CTL_MOD, EPOLLIN);
+		return;
+	}
+	case TCP_C_HELLO_SENT:
+		r = conn_hs_read(c, &h);
+		if (r == 0)
+			return;
+		if (r < 0) {
+			conn_unreachable(c, r);
+			return;
+		}
+		if (h.type == TCP_F_ACCEPT) {
+			conn_established(c, &h);
+			return;
+		}
+		if (h.type != TCP_F_REJECT || c->rend != TCP_HDR_LEN + h.len) {
+			be_log_err("tcp: connect to %s: bad handshake answer (type %u)", c->peer, h.type);
+			conn_unreachable(c, -EPROTO);
+			return;
+		}
+		memset(&ev, 0, sizeof(ev));
+		ev.type = BE_XEV_REJECTED;
+		ev.status = -ECONNREFUSED;
+		ev.conn = &c->x;
+		ev.priv_len = (uint8_t)h.len;
+		memcpy(ev.priv, c->rbuf + TCP_HDR_LEN, h.len);
+		be__tcp_conn_close_fd(c);
+		conn_clear_deadline(c);
+		c->state = TCP_C_DEAD;
+		be__tcp_evch_push(c->ch, &ev);
+		return;
+	case TCP_C_WAIT_HELLO:
+		r = conn_hs_read(c, &h);
+		if (r == 0)
+			return;
+		if (r > 0 && (h.type != TCP_F_HELLO || h.addr != TCP_PROTO_VERSION || h.imm ||
+			      h.rkey || c->rend != TCP_HDR_LEN + h.len))
+			r = -EPROTO;
+		if (r < 0) {
+			if (r == -EPROTO)
+				be_log_err("tcp: inbound connection from %s: bad HELLO; closed", c->peer);
+			else
+				be_log_info("tcp: inbound connection from %s: hung up before HELLO", c->peer);
+			conn_free(c);
+			return;
+		}
+		memset(&ev, 0, sizeof(ev));
+		ev.type = BE_XEV_CONNECT_REQUEST;
+		ev.conn = &c->x;
+		ev.listener = &c->listener->x;
+		ev.priv_len = (uint8_t)h.len;
+		memcpy(ev.priv, c->rbuf + TCP_HDR_LEN, h.len);
+		c->rpos = c->rend = 0;
+		conn_evch_epoll(c, EPOLL_CTL_DEL, 0);
+		conn_clear_deadline(c);
+		c->state = TCP_C_REQUEST;
+		be__tcp_evch_push(c->ch, &ev);
+		return;
+	default:
+		return;
+	}
+}
+
+static void listener_accept(struct tcp_listener *l, struct tcp_evch *ch)
+{
+	int i;
+
+	for (i = 0; i < TCP_ACCEPT_BATCH; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		struct tcp_conn *c;
+		int fd;
+
+		fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				be_log_err("tcp: accept on %s: %s", l->addr, strerror(errno));
+			return;
+		}
+		tcp_set_nodelay(fd);
+		c = conn_new(ch);
+		if (!c) {
+			be_log_err("tcp: out of memory accepting on %s", l->addr);
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->state = TCP_C_WAIT_HELLO;
+		c->listener = l;
+		tcp_format_addr(&ss, c->peer, sizeof(c->peer));
+		if (conn_evch_epoll(c, EPOLL_CTL_ADD, EPOLLIN) < 0) {
+			conn_free(c);
+			continue;
+		}
+		conn_set_deadline(c, TCP_HELLO_TIMEOUT_MS);
+	}
+}
+
+static void evch_check_deadlines(struct tcp_evch *ch)
+{
+	uint64_t now = be__now_ns();
+	struct tcp_list *p, *next;
+
+	for (p = ch->conns.next; p != &ch->conns; p = next) {
+		struct tcp_conn *c = container_of(p, struct tcp_conn, ev_link);
+
+		next = p->next;
+		if (!c->deadline_ns || now < c->deadline_ns)
+			continue;
+		if (c->state == TCP_C_WAIT_HELLO) {
+			be_log_info("tcp: inbound connection from %s: no HELLO in time; closed",
+				    c->peer);
+			conn_free(c);
+		} else {
+			conn_unreachable(c, -ETIMEDOUT);
+		}
+	}
+}
+
+static int tcp_evch_get(struct be_xevch *xch, struct be_xevent *ev)
+{
+	struct epoll_event evs[32];
+	struct tcp_evnode *node;
+	struct tcp_evch *ch;
+	int n, i;
+
+	if (!xch || !ev)
+		return -EINVAL;
+	ch = container_of(xch, struct tcp_evch, x);
+	n = epoll_wait(ch->epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
+	for (i = 0; i < n; i++) {
+		void *p = evs[i].data.ptr;
+
+		if (p == &tcp_efd_tag)
+			continue;
+		if (p == &tcp_tfd_tag) {
+			tcp_drain_fd(ch->tfd);
+			continue;
+		}
+		if (*(int *)p == TCP_K_LISTENER)
+			listener_accept(p, ch);
+		else
+			conn_hs_progress(p, evs[i].events);
+	}
+	if (ch->nhandshake)
+		evch_check_deadlines(ch);
+	node = ch->ev_head;
+	if (!node)
+		return 0;
+	ch->ev_head = node->next;
+	if (!ch->ev_head) {
+		ch->ev_tail = NULL;
+		tcp_drain_fd(ch->efd);
+	}
+	*ev = node->ev;
+	free(node);
+	return 1;
+}
+
+/* ---- listeners --------------------------------------------------------- */
+
+static int tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
+		      struct be_xlistener **out)
+{
+	struct epoll_event e = { .events = EPOLLIN };
+	struct sockaddr_storage ss;
+	struct tcp_listener *l;
+	struct tcp_evch *ch;
+	socklen_t sl;
+	int one = 1, ret;
+
+	if (!xch || !out)
+		return -EINVAL;
+	ch = container_of(xch, struct tcp_evch, x);
+	ret = tcp_parse_addr(addr, 1, &ss, &sl);
+	if (ret)
+		return ret;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->kind = TCP_K_LISTENER;
+	l->x.dev = xch->dev;
+	l->x.evch = xch;
+	l->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (l->fd < 0) {
+		ret = -errno;
+		goto err_free;
+	}
+	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l->fd, (struct sockaddr *)&ss, sl) < 0 ||
+	    listen(l->fd, backlog > 0 ? backlog : 128) < 0) {
+		ret = -errno;
+		goto err_close;
+	}
+	sl = sizeof(ss);
+	if (getsockname(l->fd, (struct sockaddr *)&ss, &sl) < 0) {
+		ret = -errno;
+		goto err_close;
+	}
+	tcp_format_addr(&ss, l->addr, sizeof(l->addr));
+	e.data.ptr = l;
+	if (epoll_ctl(ch->epfd, EPOLL_CTL_ADD, l->fd, &e) < 0) {
+		ret = -errno;
+		goto err_close;
+	}
+	tcp_list_add(&ch->listeners, &l->link);
+	*out = &l->x;
+	return 0;
+
+err_close:
+	close(l->fd);
+err_free:
+	free(l);
+	return ret;
+}
+
+static int tcp_listener_addr(struct be_xlistener *xl, char *buf, size_t len)
+{
+	struct tcp_listener *l;
+
+	if (!xl || !buf || !len)
+		return -EINVAL;
+	l = container_of(xl, struct tcp_listener, x);
+	if (strlen(l->addr) >= len)
+		return -ENOSPC;
+	strcpy(buf, l->addr);
+	return 0;
+}
+
+static void listener_free(struct tcp_listener *l)
+{
+	struct tcp_evch *ch = container_of(l->x.evch, struct tcp_evch, x);
+	struct tcp_list *p, *next;
+
+	epoll_ctl(ch->epfd, EPOLL_CTL_DEL, l->fd, NULL);
+	close(l->fd);
+	/* Requests not yet handed to the user die with the listener. */
+	for (p = ch->conns.next; p != &ch->conns; p = next) {
+		struct tcp_conn *c = container_of(p, struct tcp_conn, ev_link);
+
+		next = p->next;
+		if (c->listener != l)
+			continue;
+		if (c->state == TCP_C_WAIT_HELLO ||
+		    (c->state == TCP_C_REQUEST && evch_has_event_for(ch, &c->x)))
+			conn_free(c);
+		else
+			c->listener = NULL;
+	}
+	evch_purge(ch, NULL, &l->x);
+	tcp_list_del(&l->link);
+	free(l);
+}
+
+static void tcp_listener_close(struct be_xlistener *xl)
+{
+	if (xl)
+		listener_free(container_of(xl, struct tcp_listener, x));
+}
+
+/* ---- connect / accept / reject / disconnect ---------------------------- */
+
+static int tcp_connect(struct be_xevch *xch, const char *addr, const struct be_xconn_attr *attr,
+		       const void *priv, size_t priv_len, struct be_xconn **out)
+{
+	struct sockaddr_storage ss;
+	struct tcp_evch *ch;
+	struct tcp_conn *c;
+	socklen_t sl;
+	int ret;
+
+	if (!xch || !out || priv_len > BE_XPORT_PRIV_MAX || (priv_len && !priv))
+		return -EINVAL;
+	ch = container_of(xch, struct tcp_evch, x);
+	ret = conn_check_attr(ch, attr);
+	if (ret)
+		return ret;
+	ret = tcp_parse_addr(addr, 0, &ss, &sl);
+	if (ret)
+		return ret;
+	c = conn_new(ch);
+	if (!c)
+		return -ENOMEM;
+	ret = conn_attach(c, attr);
+	if (ret)
+		goto err_free;
+	snprintf(c->peer, sizeof(c->peer), "%s", addr);
+	/* The HELLO's private data waits in ctl until the socket connects. */
+	if (priv_len)
+		memcpy(c->ctl, priv, priv_len);
+	c->ctl_len = (uint32_t)priv_len;
+	c->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		ret = -errno;
+		goto err_free;
+	}
+	tcp_set_nodelay(c->fd);
+	c->state = TCP_C_CONNECTING;
+	if (connect(c->fd, (struct sockaddr *)&ss, sl) < 0 && errno != EINPROGRESS) {
+		/* Refused right away (loopback): report it as an event, as
+		 * the contract says connect only starts the attempt. */
+		conn_unreachable(c, -errno);
+		*out = &c->x;
+		return 0;
+	}
+	ret = conn_evch_epoll(c, EPOLL_CTL_ADD, EPOLLOUT);
+	if (ret)
+		goto err_free;
+	conn_set_deadline(c, c->timeout_ms);
+	*out = &c->x;
+	return 0;
+
+err_free:
+	conn_free(c);
+	return ret;
+}
+
+static int tcp_accept(struct be_xconn *xc, const struct be_xconn_attr *attr, const void *priv,
+		      size_t priv_len)
+{
+	struct tcp_conn *c;
+	struct be_xevent ev;
+	int ret;
+
+	if (!xc || priv_len > BE_XPORT_PRIV_MAX || (priv_len && !priv))
+		return -EINVAL;
+	c = container_of(xc, struct tcp_conn, x);
+	if (c->state != TCP_C_REQUEST || !c->ch)
+		return -EINVAL;
+	ret = conn_check_attr(c->ch, attr);
+	if (ret)
+		return ret;
+	ret = conn_attach(c, attr);
+	if (ret)
+		return ret;
+	ret = conn_send_hs(c, TCP_F_ACCEPT, priv, priv_len);
+	if (ret) {
+		be_log_info("tcp: accept of %s failed: %s", c->peer, strerror(-ret));
+		be__tcp_conn_close_fd(c);
+		c->state = TCP_C_DEAD;
+		return ret;
+	}
+	c->listener = NULL;
+	c->state = TCP_C_ESTABLISHED;
+	be__tcp_conn_epoll_update(c);
+	memset(&ev, 0, sizeof(ev));
+	ev.type = BE_XEV_ESTABLISHED;
+	ev.conn = &c->x;
+	be__tcp_evch_push(c->ch, &ev);
+	return 0;
+}
+
+static int tcp_reject(struct be_xconn *xc, const void *priv, size_t priv_len)
+{
+	struct tcp_conn *c;
+	int ret;
+
+	if (!xc || priv_len > BE_XPORT_PRIV_MAX || (priv_len && !priv))
+		return -EINVAL;
+	c = container_of(xc, struct tcp_conn, x);
+	if (c->state != TCP_C_REQUEST)
+		return -EINVAL;
+	ret = conn_send_hs(c, TCP_F_REJECT, priv, priv_len);
+	if (ret)
+		be_log_info("tcp: reject of %s not delivered: %s", c->peer, strerror(-ret));
+	conn_free(c);
+	return 0;
+}
+
+static int tcp_disconnect(struct be_xconn *xc)
+{
+	struct tcp_conn *c;
+
+	if (!xc)
+		return -EINVAL;
+	c = container_of(xc, struct tcp_conn, x);
+	if (c->state == TCP_C_ERROR)
+		return 0;
+	if (c->state != TCP_C_ESTABLISHED)
+		return -ENOTCONN;
+	/* BYE tells the peer this is an orderly close (its WRs flush rather
+	 * than fail with a retry error). */
+	be__tcp_conn_send_ctl_now(c, TCP_F_BYE, 0);
+	be__tcp_conn_fail(c, BE_XWC_WR_FLUSH_ERR, 0, 1);
+	return 0;
+}
+
+static int tcp_conn_peer_addr(struct be_xconn *xc, char *buf, size_t len)
+{
+	struct tcp_conn *c;
+
+	if (!xc || !buf || !len)
+		return -EINVAL;
+	c = container_of(xc, struct tcp_conn, x);
+	if (strlen(c->peer) >= len)
+		return -ENOSPC;
+	strcpy(buf, c->peer);
+	return 0;
+}
+
+const struct be_xport_ops be__xport_tcp_ops = {
+	.name = "tcp",
+	.dev_open = tcp_dev_open,
+	.dev_close = tcp_dev_close,
+	.dev_query = tcp_dev_query,
+	.dev_reg_hook = be__tcp_dev_reg_hook,
+	.evch_create = tcp_evch_create,
+	.evch_destroy = tcp_evch_destroy,
+	.evch_fd = tcp_evch_fd,
+	.evch_get = tcp_evch_get,
+	.cq_create = tcp_cq_create,
+	.cq_destroy = tcp_cq_destroy,
+	.cq_poll = tcp_cq_poll,
+	.cq_fd = tcp_cq_fd,
+	.cq_arm = tcp_cq_arm,
+	.cq_ack = tcp_cq_ack,
+	.srq_create = tcp_srq_create,
+	.srq_destroy = tcp_srq_destroy,
+	.srq_post_recv = tcp_srq_post_recv,
+	.srq_arm_limit = tcp_srq_arm_limit,
+	.listen = tcp_listen,
+	.listener_addr = tcp_listener_addr,
+	.listener_close = tcp_listener_close,
+	.connect = tcp_connect,
+	.accept = tcp_accept,
+	.reject = tcp_reject,
+	.disconnect = tcp_disconnect,
+	.conn_destroy = tcp_conn_destroy,
+	.post_send = be__tcp_post_send,
+	.conn_peer_addr = tcp_conn_peer_addr,
+};

@@ -1,0 +1,299 @@
+/*
+ * tcp.h - internals of the tcp transport, shared by tcp.c (objects,
+ * connection setup), tcp_data.c (the data path) and tcp_reg.c (memory
+ * registration). Nothing outside src/xport/tcp*.c includes this.
+ *
+ * Model. The tcp transport gives the guarantees of an RC QP over one
+ * kernel TCP connection per conn (see xport.h and docs/TRANSPORTS.md):
+ *
+ *   tcp_dev      region table (rkey -> [addr, len)), shared by threads
+ *                under a rwlock: bemalloc registers from any thread, the
+ *                workers look keys up on every WR and every frame.
+ *   tcp_evch     an epoll set over listeners and handshaking sockets, an
+ *                eventfd that is readable while events are queued, and a
+ *                timerfd for connect/handshake deadlines.
+ *   tcp_cq       an epoll set over the sockets of its established conns,
+ *                a growable ring of completions, and an eventfd for
+ *                wakeups of completions made without socket activity.
+ *   tcp_srq      a ring of posted receives.
+ *   tcp_conn     a socket, a send queue of WR slots (posted -> written ->
+ *                acked), a receive state machine (header -> payload
+ *                straight into the destination -> next).
+ *
+ * There are no threads: all progress happens inside cq_poll (data path)
+ * and evch_get (connection setup), on the worker that owns them.
+ */
+#ifndef BE_XPORT_TCP_H
+#define BE_XPORT_TCP_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "util/common.h"
+#include "xport/xport.h"
+
+/* Device limits (docs/TRANSPORTS.md). */
+#define TCP_MAX_INLINE 4096u
+#define TCP_MAX_SGE 16
+#define TCP_MAX_QP_WR 4096u
+#define TCP_MAX_SRQ_WR 65536u
+#define TCP_MAX_MSG (1u << 30)
+#define TCP_MTU 65536u
+#define TCP_DEFAULT_TIMEOUT_MS 10000
+#define TCP_RBUF_SIZE (32u * 1024)   /* per-conn staging for headers and small payloads */
+#define TCP_RX_BUDGET (8u << 20)     /* bytes read per conn per progress call */
+
+/*
+ * Wire format: every frame starts with this 32-byte header, fields little
+ * endian, followed by @len payload bytes. docs/TRANSPORTS.md has the table.
+ */
+#define TCP_MAGIC 0x31544542u /* "BET1" */
+#define TCP_HDR_LEN 32u
+#define TCP_PROTO_VERSION 1u
+
+enum tcp_ftype {
+	TCP_F_HELLO = 1,  /* connector -> acceptor: priv in payload, addr = version */
+	TCP_F_ACCEPT,     /* acceptor -> connector: priv in payload */
+	TCP_F_REJECT,     /* acceptor -> connector: priv in payload, then close */
+	TCP_F_SEND,       /* payload -> next SRQ receive */
+	TCP_F_WRITE,      /* payload -> [addr, addr+len) under rkey */
+	TCP_F_WRITE_IMM,  /* as WRITE, then consumes a receive with imm */
+	TCP_F_ACK,        /* no payload; ack field only */
+	TCP_F_NAK,        /* no payload; status = why frame ack+1 failed, then close */
+	TCP_F_BYE,        /* no payload; orderly disconnect, then close */
+};
+
+enum tcp_nak_status {
+	TCP_NAK_ACCESS = 1, /* bad rkey or range -> REM_ACCESS_ERR */
+	TCP_NAK_LEN,        /* SEND larger than the receive -> REM_OP_ERR */
+	TCP_NAK_RNR,        /* no receive posted -> RNR_RETRY_EXC */
+	TCP_NAK_PROTO,      /* malformed frame -> REM_OP_ERR */
+};
+
+struct tcp_hdr {
+	uint32_t magic;
+	uint8_t type;
+	uint8_t status;
+	uint16_t rsvd;
+	uint32_t len;
+	uint32_t rkey;
+	uint64_t addr;
+	uint32_t imm;
+	uint32_t ack;
+};
+_Static_assert(sizeof(struct tcp_hdr) == TCP_HDR_LEN, "tcp header is 32 bytes");
+
+void be__tcp_hdr_pack(uint8_t *out, const struct tcp_hdr *h);
+void be__tcp_hdr_unpack(struct tcp_hdr *h, const uint8_t *in);
+
+/* Intrusive doubly linked list. */
+struct tcp_list {
+	struct tcp_list *prev, *next;
+};
+
+static inline void tcp_list_init(struct tcp_list *l)
+{
+	l->prev = l->next = l;
+}
+
+static inline int tcp_list_empty(const struct tcp_list *l)
+{
+	return l->next == l;
+}
+
+static inline void tcp_list_add(struct tcp_list *head, struct tcp_list *n)
+{
+	n->prev = head->prev;
+	n->next = head;
+	head->prev->next = n;
+	head->prev = n;
+}
+
+static inline void tcp_list_del(struct tcp_list *n)
+{
+	if (!n->next)
+		return;
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	n->prev = n->next = NULL;
+}
+
+/* What an epoll entry points at. */
+enum tcp_kind {
+	TCP_K_LISTENER = 1,
+	TCP_K_CONN,
+};
+
+struct tcp_region {
+	struct tcp_region *next;
+	uintptr_t addr;
+	size_t len;
+	uint32_t key;
+};
+
+struct tcp_dev {
+	struct be_xdev x;
+	pthread_rwlock_t lock;       /* protects the table below */
+	struct tcp_region **buckets; /* chained by key */
+	uint32_t nbuckets;           /* power of two */
+	uint32_t nregions;
+	uint32_t key_seed;
+	uint32_t key_ctr;
+};
+
+struct tcp_evnode {
+	struct tcp_evnode *next;
+	struct be_xevent ev;
+};
+
+struct tcp_evch {
+	struct be_xevch x;
+	int epfd;
+	int efd;                  /* readable while events are queued */
+	int tfd;                  /* timerfd: next handshake deadline */
+	struct tcp_evnode *ev_head, *ev_tail;
+	struct tcp_list conns;    /* every conn on this evch */
+	struct tcp_list listeners;
+	uint32_t nhandshake;      /* conns with a deadline */
+};
+
+struct tcp_cq {
+	struct be_xcq x;
+	int epfd;                 /* cq_fd: sockets + efd */
+	int efd;                  /* wakeup for completions made locally */
+	int armed;
+	struct be_xwc *ring;
+	uint32_t cap, head, count;
+	struct tcp_list conns;    /* conns using this cq (send or recv) */
+	struct tcp_conn *kick;    /* conns with work not signalled by their fd */
+};
+
+struct tcp_rwr {
+	uint64_t wr_id;
+	uint64_t addr;
+	uint32_t len;
+};
+
+struct tcp_srq {
+	struct be_xsrq x;
+	struct tcp_cq *cq;
+	struct tcp_rwr *ring;
+	uint32_t cap, head, count;
+	uint32_t limit;           /* armed low-water mark, 0 = off */
+	struct tcp_list conns;
+};
+
+struct tcp_listener {
+	int kind;                 /* TCP_K_LISTENER */
+	struct be_xlistener x;
+	int fd;
+	struct tcp_list link;     /* evch->listeners */
+	char addr[BE_XPORT_ADDR_MAX];
+};
+
+/* A send queue slot: one posted WR. */
+struct tcp_wr {
+	uint64_t wr_id;
+	uint64_t addr;
+	uint32_t rkey, imm;
+	uint32_t len;             /* payload bytes */
+	uint32_t seq;
+	uint8_t opcode;           /* enum be_xwr_opcode */
+	uint8_t signaled;
+	uint8_t hdr_built;
+	uint8_t local_err;        /* enum be_xwc_status, 0 = none */
+	int niov;
+	struct iovec iov[TCP_MAX_SGE];
+	uint8_t *inl;             /* inline copy (max_inline bytes), reused */
+	uint8_t hdr[TCP_HDR_LEN];
+};
+
+enum tcp_cstate {
+	TCP_C_CONNECTING = 1,     /* connector: TCP connect in flight */
+	TCP_C_HELLO_SENT,         /* connector: waiting for ACCEPT/REJECT */
+	TCP_C_WAIT_HELLO,         /* acceptor: internal, waiting for HELLO */
+	TCP_C_REQUEST,            /* acceptor: CONNECT_REQUEST delivered */
+	TCP_C_ESTABLISHED,
+	TCP_C_ERROR,              /* flushed; fd may still drain until EOF */
+	TCP_C_DEAD,               /* rejected / unreachable / closed */
+};
+
+struct tcp_conn {
+	int kind;                 /* TCP_K_CONN */
+	struct be_xconn x;
+	struct tcp_dev *dev;
+	struct tcp_evch *ch;
+	int fd;
+	enum tcp_cstate state;
+	struct tcp_listener *listener; /* acceptor side, until accepted */
+	struct tcp_cq *scq, *rcq;
+	struct tcp_srq *srq;
+	struct tcp_list ev_link, scq_link, rcq_link, srq_link;
+	struct tcp_conn *kick_next;
+	int kicked;
+	int ep_scq, ep_rcq;       /* registered in that cq's epoll */
+	uint32_t ep_events;       /* current epoll interest there */
+	int ep_ch;                /* registered in the evch's epoll */
+	uint64_t deadline_ns;     /* handshake deadline, 0 = none */
+	int timeout_ms;
+
+	/* Send queue: ring of sq_cap slots; the first sq_cnt from sq_head
+	 * are outstanding, of which the first tx_written are on the wire
+	 * (waiting for an ack) and slot tx_written has tx_off bytes out. */
+	struct tcp_wr *sq;
+	uint32_t sq_cap, sq_head, sq_cnt, tx_written;
+	size_t tx_off;
+	uint32_t seq_next;        /* seq of the next posted WR */
+	uint32_t seq_acked;       /* last seq the peer acked */
+	uint32_t max_inline;
+
+	/* A control frame (handshake, ACK), written before the next data frame. */
+	uint8_t ctl[TCP_HDR_LEN + BE_XPORT_PRIV_MAX];
+	uint32_t ctl_len, ctl_off;
+	uint32_t ack_sent;        /* last ack value put in a header */
+
+	/* Receive: staging buffer, then the frame in progress. */
+	uint8_t *rbuf;
+	uint32_t rpos, rend;
+	struct tcp_hdr rx;        /* current frame */
+	uint8_t *rx_dst;
+	uint32_t rx_left;         /* payload bytes still to place; 0 = at a header */
+	int rx_has_recv;          /* rx_recv was taken from the srq */
+	struct tcp_rwr rx_recv;
+	uint32_t rx_count;        /* data frames placed (the ack value) */
+
+	char peer[BE_XPORT_ADDR_MAX];
+};
+
+/* tcp_reg.c */
+int be__tcp_reg_init(struct tcp_dev *d);
+void be__tcp_reg_fini(struct tcp_dev *d);
+void be__tcp_dev_reg_hook(struct be_xdev *xdev, struct be_alloc_reg_hook *out);
+/* 1 if [addr, addr+len) lies inside the region registered under @key. */
+int be__tcp_reg_check(struct tcp_dev *d, uint32_t key, uint64_t addr, uint64_t len);
+
+/* tcp.c: queues shared with the data path. */
+void be__tcp_cq_push(struct tcp_cq *cq, const struct be_xwc *wc);
+void be__tcp_cq_kick(struct tcp_cq *cq, struct tcp_conn *c);
+void be__tcp_evch_push(struct tcp_evch *ch, const struct be_xevent *ev);
+void be__tcp_conn_epoll_update(struct tcp_conn *c);
+
+/* tcp_data.c */
+int be__tcp_conn_alloc_sq(struct tcp_conn *c, uint32_t depth, uint32_t max_inline);
+void be__tcp_conn_free_sq(struct tcp_conn *c);
+void be__tcp_conn_progress(struct tcp_conn *c);
+int be__tcp_conn_tx_pending(const struct tcp_conn *c);
+/* Put @c in error: outstanding WRs complete (@first for the oldest, then
+ * WR_FLUSH_ERR), DISCONNECTED(@ev_status) is queued. @graceful keeps the
+ * socket open for reading (shut down for writing) until the peer closes. */
+void be__tcp_conn_fail(struct tcp_conn *c, enum be_xwc_status first, int ev_status,
+		       int graceful);
+int be__tcp_post_send(struct be_xconn *xc, struct be_xsend_wr *wr, struct be_xsend_wr **bad);
+/* Write a bodiless control frame (NAK, BYE) now if at a frame boundary;
+ * best effort, for a conn about to fail. */
+void be__tcp_conn_send_ctl_now(struct tcp_conn *c, uint8_t type, uint8_t status);
+/* Close the socket and leave every epoll set. */
+void be__tcp_conn_close_fd(struct tcp_conn *c);
+
+#endif /* BE_XPORT_TCP_H */

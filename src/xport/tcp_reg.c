@@ -1,0 +1,180 @@
+/*
+ * tcp_reg.c - memory registration of the tcp transport.
+ *
+ * Model. A registration is an entry (addr, len, key) in the device's hash
+ * table, chained by key. The key is both lkey and rkey. Keys are random
+ * looking 32-bit ids, never pointers: a multiplicative permutation of a
+ * counter xored with a per-device random seed, so a peer cannot guess
+ * another region's key from its own and keys do not repeat until 2^32
+ * registrations. Registration runs under bemalloc's pool lock on any
+ * thread; lookups run on the workers for every WR (lkey) and every
+ * incoming WRITE (rkey), so the table sits under a rwlock.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "xport/tcp.h"
+
+static uint32_t reg_hash(uint32_t key, uint32_t nbuckets)
+{
+	return (key * 0x9E3779B1u) >> 7 & (nbuckets - 1);
+}
+
+int be__tcp_reg_init(struct tcp_dev *d)
+{
+	uint32_t seed;
+
+	d->nbuckets = 256;
+	d->buckets = calloc(d->nbuckets, sizeof(*d->buckets));
+	if (!d->buckets)
+		return -ENOMEM;
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
+		seed = (uint32_t)be__now_ns() ^ (uint32_t)getpid() * 2654435761u;
+	d->key_seed = seed;
+	d->key_ctr = 0;
+	d->nregions = 0;
+	if (pthread_rwlock_init(&d->lock, NULL)) {
+		free(d->buckets);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void be__tcp_reg_fini(struct tcp_dev *d)
+{
+	uint32_t i;
+
+	for (i = 0; i < d->nbuckets; i++) {
+		while (d->buckets[i]) {
+			struct tcp_region *r = d->buckets[i];
+
+			d->buckets[i] = r->next;
+			free(r);
+		}
+	}
+	if (d->nregions)
+		be_log_warn("tcp: device closed with %u regions registered", d->nregions);
+	free(d->buckets);
+	d->buckets = NULL;
+	pthread_rwlock_destroy(&d->lock);
+}
+
+static struct tcp_region *reg_find_locked(struct tcp_dev *d, uint32_t key)
+{
+	struct tcp_region *r = d->buckets[reg_hash(key, d->nbuckets)];
+
+	while (r && r->key != key)
+		r = r->next;
+	return r;
+}
+
+/* Double the table when it is more than full on average. */
+static void reg_grow_locked(struct tcp_dev *d)
+{
+	uint32_t n = d->nbuckets * 2, i;
+	struct tcp_region **b = calloc(n, sizeof(*b));
+
+	if (!b)
+		return; /* keep the longer chains; still correct */
+	for (i = 0; i < d->nbuckets; i++) {
+		while (d->buckets[i]) {
+			struct tcp_region *r = d->buckets[i];
+			uint32_t h = reg_hash(r->key, n);
+
+			d->buckets[i] = r->next;
+			r->next = b[h];
+			b[h] = r;
+		}
+	}
+	free(d->buckets);
+	d->buckets = b;
+	d->nbuckets = n;
+}
+
+int be__tcp_reg_check(struct tcp_dev *d, uint32_t key, uint64_t addr, uint64_t len)
+{
+	struct tcp_region *r;
+	int ok = 0;
+
+	pthread_rwlock_rdlock(&d->lock);
+	r = reg_find_locked(d, key);
+	/* Overflow-safe: addr >= start, and len fits in what is left. */
+	if (r && addr >= r->addr && addr - r->addr <= r->len && len <= r->len - (addr - r->addr))
+		ok = 1;
+	pthread_rwlock_unlock(&d->lock);
+	return ok;
+}
+
+static int tcp_reg(void *dev, void *addr, size_t len, int fd, uint64_t fd_offset,
+		   struct be_alloc_mr *out, char *err, size_t err_len)
+{
+	struct tcp_dev *d = dev;
+	struct tcp_region *r;
+
+	if (!addr || !len) {
+		if (err && err_len)
+			snprintf(err, err_len, "tcp: empty region");
+		return -EINVAL;
+	}
+	r = malloc(sizeof(*r));
+	if (!r) {
+		if (err && err_len)
+			snprintf(err, err_len, "tcp: out of memory for a region");
+		return -ENOMEM;
+	}
+	r->addr = (uintptr_t)addr;
+	r->len = len;
+	pthread_rwlock_wrlock(&d->lock);
+	do {
+		/* An odd multiplier permutes 32-bit values: no repeats. */
+		r->key = (++d->key_ctr * 0x2545F491u) ^ d->key_seed;
+	} while (r->key == 0 || reg_find_locked(d, r->key));
+	if (d->nregions >= d->nbuckets)
+		reg_grow_locked(d);
+	{
+		uint32_t h = reg_hash(r->key, d->nbuckets);
+
+		r->next = d->buckets[h];
+		d->buckets[h] = r;
+	}
+	d->nregions++;
+	pthread_rwlock_unlock(&d->lock);
+	out->lkey = r->key;
+	out->rkey = r->key;
+	out->handle = r;
+	return 0;
+}
+
+static void tcp_dereg(void *dev, struct be_alloc_mr *mr)
+{
+	struct tcp_dev *d = dev;
+	struct tcp_region *r = mr->handle, **pp;
+
+	if (!r)
+		return;
+	pthread_rwlock_wrlock(&d->lock);
+	for (pp = &d->buckets[reg_hash(r->key, d->nbuckets)]; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			d->nregions--;
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&d->lock);
+	free(r);
+	mr->handle = NULL;
+}
+
+void be__tcp_dev_reg_hook(struct be_xdev *xdev, struct be_alloc_reg_hook *out)
+{
+	out->name = "tcp";
+	out->reg = tcp_reg;
+	out->dereg = tcp_dereg;
+	out->dev = container_of(xdev, struct tcp_dev, x);
+}
