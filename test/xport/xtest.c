@@ -1,0 +1,376 @@
+/*
+ * xtest.c - see xtest.h. Test code: failures abort through test.h.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "xtest.h"
+
+/* One registered buffer: its own memfd mapping, registered on the device. */
+struct xt_buf {
+	struct xt_buf *next;
+	void *addr;
+	size_t len;
+	int fd;
+	struct be_alloc_mr mr;
+	struct be_alloc_reg_hook hook;
+};
+
+static struct xt_buf *xt_bufs;
+
+static uint64_t xt_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void xt_init(struct xt *t, int argc, char **argv)
+{
+	const char *addr = NULL, *hang;
+	int i;
+
+	memset(t, 0, sizeof(*t));
+	t->transport = "tcp";
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--transport") && i + 1 < argc)
+			t->transport = argv[++i];
+		else if (!strcmp(argv[i], "--addr") && i + 1 < argc)
+			addr = argv[++i];
+	}
+	t->ops = be__xport_find(t->transport);
+	if (!t->ops) {
+		fprintf(stderr, "transport %s not built in: skipped\n", t->transport);
+		exit(77);
+	}
+	if (addr) {
+		snprintf(t->addr, sizeof(t->addr), "%s", addr);
+	} else if (!strcmp(t->transport, "shm")) {
+		snprintf(t->addr, sizeof(t->addr), "be-test-%d", (int)getpid());
+	} else if (!strcmp(t->transport, "verbs")) {
+		const char *ip = getenv("BE_RXE_IP0");
+
+		snprintf(t->addr, sizeof(t->addr), "%s:0", ip ? ip : "127.0.0.1");
+	} else {
+		snprintf(t->addr, sizeof(t->addr), "127.0.0.1:0");
+	}
+	hang = getenv("XT_HANG_S");
+	t->hang_ns = (uint64_t)(hang ? atoi(hang) : 60) * 1000000000ull;
+	ASSERT_OK(t->ops->dev_open("", &t->dev));
+	ASSERT_OK(t->ops->dev_query(t->dev, &t->attr));
+}
+
+void xt_fini(struct xt *t)
+{
+	while (xt_bufs)
+		xt_free(t, xt_bufs->addr);
+	t->ops->dev_close(t->dev);
+	t->dev = NULL;
+}
+
+void *xt_alloc(struct xt *t, size_t size)
+{
+	struct xt_buf *b = calloc(1, sizeof(*b));
+	char err[128] = "";
+	size_t len = BE_ALLOC_MIN_ALIGN;
+
+	ASSERT(b);
+	while (len < size)
+		len *= 2;
+	len = (len + 4095) & ~(size_t)4095;
+	b->fd = memfd_create("xt-buf", MFD_CLOEXEC);
+	ASSERT(b->fd >= 0);
+	ASSERT(ftruncate(b->fd, (off_t)len) == 0);
+	b->addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
+	ASSERT(b->addr != MAP_FAILED);
+	b->len = len;
+	t->ops->dev_reg_hook(t->dev, &b->hook);
+	if (b->hook.reg(b->hook.dev, b->addr, len, b->fd, 0, &b->mr, err, sizeof(err)))
+		TEST_FAIL("registration failed: %s", err);
+	b->next = xt_bufs;
+	xt_bufs = b;
+	return b->addr;
+}
+
+static struct xt_buf *xt_find(const void *p)
+{
+	struct xt_buf *b;
+
+	for (b = xt_bufs; b; b = b->next)
+		if ((const char *)p >= (const char *)b->addr &&
+		    (const char *)p < (const char *)b->addr + b->len)
+			return b;
+	TEST_FAIL("%p is not an xt_alloc() buffer", p);
+	return NULL;
+}
+
+void xt_free(struct xt *t, void *p)
+{
+	struct xt_buf **pp, *b;
+
+	(void)t;
+	if (!p)
+		return;
+	for (pp = &xt_bufs; *pp; pp = &(*pp)->next) {
+		b = *pp;
+		if (b->addr != p)
+			continue;
+		*pp = b->next;
+		b->hook.dereg(b->hook.dev, &b->mr);
+		munmap(b->addr, b->len);
+		close(b->fd);
+		free(b);
+		return;
+	}
+	TEST_FAIL("xt_free(%p): unknown buffer", p);
+}
+
+uint32_t xt_lkey(struct xt *t, const void *p)
+{
+	(void)t;
+	return xt_find(p)->mr.lkey;
+}
+
+uint32_t xt_rkey(struct xt *t, const void *p)
+{
+	(void)t;
+	return xt_find(p)->mr.rkey;
+}
+
+void xt_side_init(struct xt *t, struct xt_side *s, uint32_t cq_depth, uint32_t srq_depth)
+{
+	memset(s, 0, sizeof(*s));
+	ASSERT(t->nsides < XT_MAX_SIDES);
+	ASSERT_OK(t->ops->evch_create(t->dev, &s->ch));
+	ASSERT_OK(t->ops->cq_create(t->dev, cq_depth, &s->cq));
+	if (srq_depth)
+		ASSERT_OK(t->ops->srq_create(s->cq, srq_depth, &s->srq));
+	s->wc = calloc(XT_QUEUE, sizeof(*s->wc));
+	ASSERT(s->wc);
+	t->sides[t->nsides++] = s;
+}
+
+void xt_side_fini(struct xt *t, struct xt_side *s)
+{
+	int i;
+
+	if (s->srq)
+		t->ops->srq_destroy(s->srq);
+	t->ops->cq_destroy(s->cq);
+	t->ops->evch_destroy(s->ch);
+	free(s->wc);
+	for (i = 0; i < t->nsides; i++) {
+		if (t->sides[i] == s) {
+			t->sides[i] = t->sides[--t->nsides];
+			break;
+		}
+	}
+}
+
+struct be_xconn_attr xt_attr(struct xt_side *s, uint32_t max_send_wr)
+{
+	struct be_xconn_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.send_cq = s->cq;
+	a.recv_cq = s->cq;
+	a.srq = s->srq;
+	a.max_send_wr = max_send_wr;
+	a.max_inline = 256;
+	a.timeout_ms = 20000;
+	return a;
+}
+
+void xt_post_recvs(struct xt *t, struct xt_side *s, int n, size_t size)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		struct be_xrecv_wr wr, *bad;
+		void *buf = xt_alloc(t, size);
+
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = (uint64_t)(uintptr_t)buf;
+		wr.sge.addr = (uint64_t)(uintptr_t)buf;
+		wr.sge.length = (uint32_t)size;
+		wr.sge.lkey = xt_lkey(t, buf);
+		ASSERT_OK(t->ops->srq_post_recv(s->srq, &wr, &bad));
+	}
+}
+
+void xt_progress(struct xt *t)
+{
+	int i, n;
+
+	for (i = 0; i < t->nsides; i++) {
+		struct xt_side *s = t->sides[i];
+		struct be_xevent ev;
+
+		while (s->nev < (int)BE_ARRAY_SIZE(s->ev)) {
+			n = t->ops->evch_get(s->ch, &ev);
+			ASSERT_OK(n);
+			if (!n)
+				break;
+			s->ev[s->nev++] = ev;
+		}
+		if (s->nwc < XT_QUEUE) {
+			n = t->ops->cq_poll(s->cq, s->wc + s->nwc, BE_MIN(64, XT_QUEUE - s->nwc));
+			ASSERT_OK(n);
+			s->nwc += n;
+		}
+	}
+}
+
+#define XT_WAIT(t, cond, what)                                                        \
+	do {                                                                          \
+		uint64_t start_ = xt_now_ns();                                        \
+		unsigned long it_ = 0;                                                \
+		while (!(cond)) {                                                     \
+			xt_progress(t);                                               \
+			if (++it_ % 1024 == 0 &&                                      \
+			    xt_now_ns() - start_ > (t)->hang_ns)                      \
+				TEST_FAIL("hang guard: waiting for %s", what);        \
+			if (it_ % 64 == 0)                                            \
+				usleep(50);                                           \
+		}                                                                     \
+	} while (0)
+
+void xt_next_event(struct xt *t, struct xt_side *s, struct be_xevent *ev)
+{
+	XT_WAIT(t, s->nev > 0, "an event");
+	*ev = s->ev[0];
+	memmove(s->ev, s->ev + 1, (size_t)(s->nev - 1) * sizeof(*ev));
+	s->nev--;
+}
+
+void xt_expect_event(struct xt *t, struct xt_side *s, enum be_xev_type type,
+		     struct be_xevent *ev)
+{
+	struct be_xevent e;
+
+	xt_next_event(t, s, &e);
+	if (e.type != type)
+		TEST_FAIL("expected event %d, got %d (status %d)", type, e.type, e.status);
+	if (ev)
+		*ev = e;
+}
+
+void xt_wait_wc(struct xt *t, struct xt_side *s, struct be_xwc *wc, int n)
+{
+	ASSERT(n <= XT_QUEUE);
+	XT_WAIT(t, s->nwc >= n, "completions");
+	memcpy(wc, s->wc, (size_t)n * sizeof(*wc));
+	memmove(s->wc, s->wc + n, (size_t)(s->nwc - n) * sizeof(*wc));
+	s->nwc -= n;
+}
+
+void xt_spin(struct xt *t, int ms)
+{
+	uint64_t end = xt_now_ns() + (uint64_t)ms * 1000000ull;
+
+	while (xt_now_ns() < end) {
+		xt_progress(t);
+		usleep(100);
+	}
+}
+
+struct be_xlistener *xt_listen(struct xt *t, struct xt_side *s)
+{
+	struct be_xlistener *l;
+
+	ASSERT_OK(t->ops->listen(s->ch, t->addr, 128, &l));
+	return l;
+}
+
+void xt_connect_pair(struct xt *t, struct xt_side *cli, struct xt_side *srv,
+		     struct be_xlistener *l, uint32_t max_send_wr,
+		     struct be_xconn **cli_conn, struct be_xconn **srv_conn)
+{
+	struct be_xconn_attr ca = xt_attr(cli, max_send_wr), sa = xt_attr(srv, max_send_wr);
+	char addr[BE_XPORT_ADDR_MAX];
+	struct be_xevent ev;
+
+	ASSERT_OK(t->ops->listener_addr(l, addr, sizeof(addr)));
+	ASSERT_OK(t->ops->connect(cli->ch, addr, &ca, "hi", 2, cli_conn));
+	xt_expect_event(t, srv, BE_XEV_CONNECT_REQUEST, &ev);
+	ASSERT_PTR_EQ(ev.listener, l);
+	*srv_conn = ev.conn;
+	ASSERT_OK(t->ops->accept(*srv_conn, &sa, "ok", 2));
+	xt_expect_event(t, srv, BE_XEV_ESTABLISHED, &ev);
+	ASSERT_PTR_EQ(ev.conn, *srv_conn);
+	xt_expect_event(t, cli, BE_XEV_ESTABLISHED, &ev);
+	ASSERT_PTR_EQ(ev.conn, *cli_conn);
+}
+
+void xt_dead_addr(struct xt *t, char *buf, size_t len)
+{
+	struct be_xlistener *l;
+	struct xt_side s;
+
+	if (!strcmp(t->transport, "shm")) {
+		snprintf(buf, len, "be-test-nobody-%d", (int)getpid());
+		return;
+	}
+	/* Bind a port, then close it: nobody listens there now. */
+	xt_side_init(t, &s, 16, 0);
+	l = xt_listen(t, &s);
+	ASSERT_OK(t->ops->listener_addr(l, buf, len));
+	t->ops->listener_close(l);
+	xt_side_fini(t, &s);
+}
+
+void xt_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t wr_id,
+	     void *buf, uint32_t len, unsigned flags, uint64_t raddr, uint32_t rkey,
+	     uint32_t imm)
+{
+	struct be_xsend_wr wr, *bad;
+	struct be_xsge sge;
+
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uint64_t)(uintptr_t)buf;
+	sge.length = len;
+	sge.lkey = buf ? xt_lkey(t, buf) : 0;
+	wr.wr_id = wr_id;
+	wr.opcode = op;
+	wr.flags = flags;
+	wr.sg_list = &sge;
+	wr.num_sge = buf ? 1 : 0;
+	wr.remote_addr = raddr;
+	wr.rkey = rkey;
+	wr.imm = imm;
+	ASSERT_OK(t->ops->post_send(c, &wr, &bad));
+}
+
+static uint8_t xt_byte(size_t i, uint32_t seed)
+{
+	uint32_t x = (uint32_t)i * 2654435761u + seed * 40503u;
+
+	return (uint8_t)(x >> 13 ^ x);
+}
+
+void xt_fill(void *p, size_t len, uint32_t seed)
+{
+	uint8_t *b = p;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		b[i] = xt_byte(i, seed);
+}
+
+int xt_check(const void *p, size_t len, uint32_t seed)
+{
+	const uint8_t *b = p;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (b[i] != xt_byte(i, seed))
+			return 0;
+	return 1;
+}

@@ -1,0 +1,111 @@
+/*
+ * xtest.h - shared helper of the transport conformance suite.
+ *
+ * Every test in test/xport/ runs against one transport, chosen with
+ * --transport NAME (tcp, shm, verbs) and, for listen/connect, --addr ADDR
+ * (defaults: 127.0.0.1:0 for tcp, "be-test-<pid>" for shm, $BE_RXE_IP0:0
+ * for verbs). Both ends live in one process: each end is an xt_side (an
+ * evch, a cq and an srq, as one worker would have). Since one thread
+ * drives both ends, every wait below makes progress on all sides and
+ * files events and completions on the side they belong to.
+ *
+ * Waits are bounded by an iteration count and a generous wall-clock hang
+ * guard (XT_HANG_S, default 60 s; not a speed assertion): a test that
+ * hangs fails with a message instead of running into the ctest timeout.
+ *
+ * Buffers come from xt_alloc(): registered on the test's device, backed
+ * by a memfd (the shm transport maps it in the peer).
+ */
+#ifndef BE_TEST_XPORT_XTEST_H
+#define BE_TEST_XPORT_XTEST_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "test.h"
+#include "util/common.h"
+#include "xport/xport.h"
+
+#define XT_MAX_SIDES 8
+#define XT_QUEUE 8192
+
+struct xt_side {
+	struct be_xevch *ch;
+	struct be_xcq *cq;
+	struct be_xsrq *srq;
+	/* Filed by xt_progress(). */
+	struct be_xevent ev[256];
+	int nev;
+	struct be_xwc *wc;
+	int nwc;
+};
+
+struct xt {
+	const struct be_xport_ops *ops;
+	const char *transport;
+	char addr[BE_XPORT_ADDR_MAX];   /* where to listen */
+	struct be_xdev *dev;
+	struct be_xdev_attr attr;
+	struct xt_side *sides[XT_MAX_SIDES];
+	int nsides;
+	uint64_t hang_ns;
+};
+
+/* Parse --transport/--addr, open the device. Skips (exit 77) if the
+ * transport is not built in. */
+void xt_init(struct xt *t, int argc, char **argv);
+void xt_fini(struct xt *t);
+
+/* A registered buffer of @size bytes; keys for the test's device. */
+void *xt_alloc(struct xt *t, size_t size);
+void xt_free(struct xt *t, void *p);
+uint32_t xt_lkey(struct xt *t, const void *p);
+uint32_t xt_rkey(struct xt *t, const void *p);
+
+/* An evch + cq (@cq_depth) + srq (@srq_depth, 0 = none). */
+void xt_side_init(struct xt *t, struct xt_side *s, uint32_t cq_depth, uint32_t srq_depth);
+void xt_side_fini(struct xt *t, struct xt_side *s);
+
+/* A conn attribute for side @s with @max_send_wr. */
+struct be_xconn_attr xt_attr(struct xt_side *s, uint32_t max_send_wr);
+
+/* Post @n receives of @size bytes each from fresh xt_alloc() buffers;
+ * wr_id is the buffer address. */
+void xt_post_recvs(struct xt *t, struct xt_side *s, int n, size_t size);
+
+/* Poll every side once; file what comes out. */
+void xt_progress(struct xt *t);
+
+/* Wait for the next event on @s (any type); fails the test on a hang.
+ * Returns it in *ev. */
+void xt_next_event(struct xt *t, struct xt_side *s, struct be_xevent *ev);
+/* Wait for an event of @type on @s, skipping none (fails if another
+ * type comes first). */
+void xt_expect_event(struct xt *t, struct xt_side *s, enum be_xev_type type,
+		     struct be_xevent *ev);
+/* Wait until @n completions are filed on @s and move them to @wc. */
+void xt_wait_wc(struct xt *t, struct xt_side *s, struct be_xwc *wc, int n);
+/* Progress for about @ms milliseconds. */
+void xt_spin(struct xt *t, int ms);
+
+/* Listen on @srv, connect from @cli with @priv, accept: *cli_conn and
+ * *srv_conn are established (both ESTABLISHED events consumed). */
+void xt_connect_pair(struct xt *t, struct xt_side *cli, struct xt_side *srv,
+		     struct be_xlistener *l, uint32_t max_send_wr,
+		     struct be_xconn **cli_conn, struct be_xconn **srv_conn);
+struct be_xlistener *xt_listen(struct xt *t, struct xt_side *s);
+
+/* An address where nobody listens (for UNREACHABLE). */
+void xt_dead_addr(struct xt *t, char *buf, size_t len);
+
+/* Post a single WR; fails the test if post_send fails. */
+void xt_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t wr_id,
+	     void *buf, uint32_t len, unsigned flags, uint64_t raddr, uint32_t rkey,
+	     uint32_t imm);
+
+/* Deterministic pattern for verification. */
+void xt_fill(void *p, size_t len, uint32_t seed);
+int xt_check(const void *p, size_t len, uint32_t seed); /* 1 if it matches */
+
+#endif /* BE_TEST_XPORT_XTEST_H */
