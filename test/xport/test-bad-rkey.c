@@ -1,0 +1,134 @@
+/*
+ * Check that WRITEs outside what the peer registered are refused without
+ * touching memory: a wrong rkey, a range running past the end of the
+ * region, a range before its start, and an address that wraps around.
+ * The WR completes with REM_ACCESS_ERR, the WRs posted after it flush,
+ * the ones before it succeed, both ends see DISCONNECTED, and guard bytes
+ * around the target are intact. A bad lkey on the sender completes with
+ * LOC_PROT_ERR.
+ */
+#include "xtest.h"
+
+#define TLEN 4096
+
+struct bad_case {
+	const char *what;
+	int64_t off;       /* from the start of the region */
+	uint32_t len;
+	uint32_t rkey_xor;
+	int wrap;
+};
+
+static const struct bad_case cases[] = {
+	{ "wrong rkey", 0, 16, 0x5A5A5A5A, 0 },
+	{ "past the end", TLEN - 8, 16, 0, 0 },
+	{ "before the start", -8, 16, 0, 0 },
+	{ "wrap around", 0, 4096, 0, 1 },
+};
+
+int main(int argc, char **argv)
+{
+	struct xt t;
+	struct xt_side cli, srv;
+	struct be_xlistener *l;
+	struct be_xevent ev;
+	struct be_xwc wc[3];
+	uint8_t *region, *src, *snapshot;
+	size_t i, rlen;
+
+	xt_init(&t, argc, argv);
+	xt_side_init(&t, &cli, 64, 0);
+	xt_side_init(&t, &srv, 64, 16);
+	l = xt_listen(&t, &srv);
+	/* The region is the whole registered buffer: its neighbours are
+	 * unregistered, so the guards live inside it around the target. */
+	region = xt_alloc(&t, TLEN);
+	rlen = TLEN;
+	src = xt_alloc(&t, 8192);
+	xt_fill(src, 8192, 9);
+	snapshot = malloc(rlen);
+	ASSERT(snapshot);
+	xt_fill(region, rlen, 3);
+	memcpy(snapshot, region, rlen);
+
+	for (i = 0; i < BE_ARRAY_SIZE(cases); i++) {
+		const struct bad_case *bc = &cases[i];
+		struct be_xconn *c, *s;
+		uint64_t raddr = bc->wrap ? UINT64_MAX - 100 :
+			(uint64_t)(uintptr_t)region + (uint64_t)bc->off;
+
+		xt_connect_pair(&t, &cli, &srv, l, 16, &c, &s);
+		/* good, bad, then one that must flush */
+		xt_post(&t, c, BE_XWR_WRITE, 1, src, 8, BE_XWR_F_SIGNALED,
+			(uint64_t)(uintptr_t)region + 100, xt_rkey(&t, region), 0);
+		xt_post(&t, c, BE_XWR_WRITE, 2, src, bc->len, BE_XWR_F_SIGNALED, raddr,
+			xt_rkey(&t, region) ^ bc->rkey_xor, 0);
+		xt_post(&t, c, BE_XWR_WRITE, 3, src, 8, 0,
+			(uint64_t)(uintptr_t)region + 200, xt_rkey(&t, region), 0);
+		xt_wait_wc(&t, &cli, wc, 3);
+		fprintf(stderr, "case %s: %s, %s, %s\n", bc->what,
+			be__xwc_status_str(wc[0].status), be__xwc_status_str(wc[1].status),
+			be__xwc_status_str(wc[2].status));
+		ASSERT_UEQ(wc[0].wr_id, 1);
+		ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
+		ASSERT_UEQ(wc[1].wr_id, 2);
+		ASSERT_EQ(wc[1].status, BE_XWC_REM_ACCESS_ERR);
+		ASSERT_UEQ(wc[2].wr_id, 3);
+		ASSERT_EQ(wc[2].status, BE_XWC_WR_FLUSH_ERR);
+		xt_expect_event(&t, &cli, BE_XEV_DISCONNECTED, &ev);
+		ASSERT_PTR_EQ(ev.conn, c);
+		xt_expect_event(&t, &srv, BE_XEV_DISCONNECTED, &ev);
+		ASSERT_PTR_EQ(ev.conn, s);
+		/* Only the good write landed. */
+		memcpy(snapshot + 100, src, 8);
+		ASSERT(memcmp(region, snapshot, rlen) == 0);
+		/* Posting to a conn in error flushes. */
+		xt_post(&t, c, BE_XWR_WRITE, 4, src, 8, 0,
+			(uint64_t)(uintptr_t)region, xt_rkey(&t, region), 0);
+		xt_wait_wc(&t, &cli, wc, 1);
+		ASSERT_UEQ(wc[0].wr_id, 4);
+		ASSERT_EQ(wc[0].status, BE_XWC_WR_FLUSH_ERR);
+		xt_spin(&t, 5);
+		ASSERT_EQ(srv.nwc, 0);
+		ASSERT_EQ(cli.nwc, 0);
+		t.ops->conn_destroy(c);
+		t.ops->conn_destroy(s);
+	}
+
+	/* A bad lkey: WR 1 succeeds, WR 2 fails locally, WR 3 flushes. */
+	{
+		struct be_xconn *c, *s;
+		struct be_xsend_wr wr, *bad;
+		struct be_xsge sge = { (uint64_t)(uintptr_t)src, 8, xt_lkey(&t, src) ^ 0x33CC33CC };
+
+		xt_connect_pair(&t, &cli, &srv, l, 16, &c, &s);
+		xt_post(&t, c, BE_XWR_WRITE, 1, src, 8, BE_XWR_F_SIGNALED,
+			(uint64_t)(uintptr_t)region, xt_rkey(&t, region), 0);
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = 2;
+		wr.opcode = BE_XWR_WRITE;
+		wr.flags = BE_XWR_F_SIGNALED;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.remote_addr = (uint64_t)(uintptr_t)region;
+		wr.rkey = xt_rkey(&t, region);
+		ASSERT_OK(t.ops->post_send(c, &wr, &bad));
+		xt_post(&t, c, BE_XWR_WRITE, 3, src, 8, BE_XWR_F_SIGNALED,
+			(uint64_t)(uintptr_t)region, xt_rkey(&t, region), 0);
+		xt_wait_wc(&t, &cli, wc, 3);
+		ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
+		ASSERT_EQ(wc[1].status, BE_XWC_LOC_PROT_ERR);
+		ASSERT_EQ(wc[2].status, BE_XWC_WR_FLUSH_ERR);
+		xt_expect_event(&t, &cli, BE_XEV_DISCONNECTED, &ev);
+		xt_expect_event(&t, &srv, BE_XEV_DISCONNECTED, &ev);
+		t.ops->conn_destroy(c);
+		t.ops->conn_destroy(s);
+	}
+
+	free(snapshot);
+	t.ops->listener_close(l);
+	xt_side_fini(&t, &cli);
+	xt_side_fini(&t, &srv);
+	xt_fini(&t);
+	return 0;
+}

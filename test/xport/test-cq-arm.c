@@ -1,0 +1,148 @@
+/*
+ * Check the wakeup fds: after cq_arm, the cq fd becomes readable when a
+ * message arrives from the peer, and when completions are made locally
+ * (a disconnect flushing WRs); an armed cq with completions already
+ * queued wakes at once; the evch fd becomes readable when a connection
+ * request arrives and when an event is queued. A sleeper on these fds
+ * never misses work.
+ */
+#include <poll.h>
+
+#include "xtest.h"
+
+static int readable(int fd, int ms)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+
+	return poll(&p, 1, ms) > 0;
+}
+
+/* Sleep on @fd (up to 10 s); fails if it never wakes. */
+static void wait_fd(int fd)
+{
+	ASSERT(readable(fd, 10000));
+}
+
+int main(int argc, char **argv)
+{
+	struct xt t;
+	struct xt_side cli, srv;
+	struct be_xlistener *l;
+	struct be_xconn *c, *s;
+	struct be_xconn_attr ca;
+	struct be_xevent ev;
+	struct be_xwc wc[4];
+	char addr[BE_XPORT_ADDR_MAX];
+	uint8_t *src;
+	int i, n;
+
+	xt_init(&t, argc, argv);
+	xt_side_init(&t, &cli, 64, 16);
+	xt_side_init(&t, &srv, 64, 16);
+	l = xt_listen(&t, &srv);
+	ASSERT_OK(t.ops->listener_addr(l, addr, sizeof(addr)));
+	src = xt_alloc(&t, 4096);
+	xt_post_recvs(&t, &srv, 4, 4096);
+
+	/* evch fd: a connect request wakes the acceptor. */
+	ca = xt_attr(&cli, 16);
+	ASSERT_OK(t.ops->connect(cli.ch, addr, &ca, NULL, 0, &c));
+	for (i = 0; i < 1000 && !readable(t.ops->evch_fd(srv.ch), 0); i++) {
+		/* The connector progresses only through its own evch. */
+		n = t.ops->evch_get(cli.ch, &ev);
+		ASSERT_OK(n);
+		ASSERT_EQ(n, 0);
+		readable(t.ops->evch_fd(cli.ch), 10);
+	}
+	wait_fd(t.ops->evch_fd(srv.ch));
+	/* Each side progresses its own evch when its fd wakes. */
+	for (i = 0, n = 0; i < 1000 && n == 0; i++) {
+		struct pollfd p[2] = { { t.ops->evch_fd(srv.ch), POLLIN, 0 },
+				       { t.ops->evch_fd(cli.ch), POLLIN, 0 } };
+
+		ASSERT(poll(p, 2, 10000) > 0);
+		if (p[1].revents)
+			ASSERT_EQ(t.ops->evch_get(cli.ch, &ev), 0);
+		if (p[0].revents)
+			n = t.ops->evch_get(srv.ch, &ev);
+	}
+	ASSERT_EQ(n, 1);
+	ASSERT_EQ(ev.type, BE_XEV_CONNECT_REQUEST);
+	s = ev.conn;
+	{
+		struct be_xconn_attr sa = xt_attr(&srv, 16);
+
+		ASSERT_OK(t.ops->accept(s, &sa, NULL, 0));
+	}
+	/* A queued event keeps the evch fd readable. */
+	ASSERT(readable(t.ops->evch_fd(srv.ch), 0));
+	ASSERT_EQ(t.ops->evch_get(srv.ch, &ev), 1);
+	ASSERT_EQ(ev.type, BE_XEV_ESTABLISHED);
+	wait_fd(t.ops->evch_fd(cli.ch));
+	do
+		n = t.ops->evch_get(cli.ch, &ev);
+	while (n == 0 && readable(t.ops->evch_fd(cli.ch), 1000));
+	ASSERT_EQ(n, 1);
+	ASSERT_EQ(ev.type, BE_XEV_ESTABLISHED);
+
+	/* cq fd: quiet, armed, then a message arrives. */
+	xt_spin(&t, 10);
+	ASSERT_EQ(srv.nwc + cli.nwc, 0);
+	ASSERT_OK(t.ops->cq_arm(srv.cq));
+	ASSERT_EQ(t.ops->cq_poll(srv.cq, wc, 4), 0);
+	xt_post(&t, c, BE_XWR_SEND, 1, src, 100, BE_XWR_F_SIGNALED, 0, 0, 0);
+	wait_fd(t.ops->cq_fd(srv.cq));
+	ASSERT_OK(t.ops->cq_ack(srv.cq));
+	n = 0;
+	for (i = 0; i < 1000 && n == 0; i++) {
+		n = t.ops->cq_poll(srv.cq, wc, 4);
+		ASSERT_OK(n);
+		if (!n)
+			readable(t.ops->cq_fd(srv.cq), 10);
+	}
+	ASSERT_EQ(n, 1);
+	ASSERT_EQ(wc[0].opcode, BE_XWC_RECV);
+	ASSERT_EQ(wc[0].byte_len, 100);
+	/* The sender's completion wakes the sender. */
+	ASSERT_OK(t.ops->cq_arm(cli.cq));
+	n = 0;
+	for (i = 0; i < 1000 && n == 0; i++) {
+		n = t.ops->cq_poll(cli.cq, wc, 4);
+		ASSERT_OK(n);
+		if (!n)
+			wait_fd(t.ops->cq_fd(cli.cq));
+		t.ops->cq_poll(srv.cq, wc + 1, 0);
+	}
+	ASSERT_EQ(n, 1);
+	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
+	ASSERT_OK(t.ops->cq_ack(cli.cq));
+
+	/* Local completions (flush at disconnect) wake an armed cq. */
+	xt_spin(&t, 10);
+	ASSERT_EQ(srv.nwc + cli.nwc, 0);
+	ASSERT_EQ(t.ops->cq_poll(srv.cq, wc, 4), 0);
+	ASSERT_OK(t.ops->cq_arm(srv.cq));
+	xt_post(&t, s, BE_XWR_SEND, 2, src, 10, 0, 0, 0, 0);
+	ASSERT_OK(t.ops->disconnect(s));
+	wait_fd(t.ops->cq_fd(srv.cq));
+	ASSERT_OK(t.ops->cq_ack(srv.cq));
+	/* Arming with completions queued wakes at once. */
+	ASSERT_OK(t.ops->cq_arm(srv.cq));
+	ASSERT(readable(t.ops->cq_fd(srv.cq), 0));
+	ASSERT_OK(t.ops->cq_ack(srv.cq));
+	n = t.ops->cq_poll(srv.cq, wc, 4);
+	ASSERT_GE(n, 1);
+	ASSERT_UEQ(wc[0].wr_id, 2);
+	/* The disconnect event wakes the evch. */
+	wait_fd(t.ops->evch_fd(srv.ch));
+	ASSERT_EQ(t.ops->evch_get(srv.ch, &ev), 1);
+	ASSERT_EQ(ev.type, BE_XEV_DISCONNECTED);
+
+	t.ops->conn_destroy(c);
+	t.ops->conn_destroy(s);
+	t.ops->listener_close(l);
+	xt_side_fini(&t, &cli);
+	xt_side_fini(&t, &srv);
+	xt_fini(&t);
+	return 0;
+}

@@ -1,0 +1,173 @@
+/*
+ * Check that a peer killed mid-transfer (kill -9) fails every outstanding
+ * WR exactly once with an error status and that DISCONNECTED arrives.
+ *
+ * Round 1: the peer (a forked child) connects, then stops making
+ * progress; the parent streams 16 MiB WRITEs that stall in flight, then
+ * kills the child: all WRs (signaled or not) complete with errors, the
+ * oldest one first with a non-flush error.
+ * Round 2: the child keeps receiving; the parent kills it after the first
+ * completion: every signaled WR completes exactly once, successes first,
+ * then errors.
+ */
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "xtest.h"
+
+#define BIG (16u << 20)
+#define NWR 6
+
+struct target {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t len;
+};
+
+/* The child: connect, announce its target, then idle or progress. */
+static void child(int argc, char **argv, const char *addr, int progress)
+{
+	struct xt t;
+	struct xt_side s;
+	struct be_xconn_attr a;
+	struct be_xconn *c;
+	struct be_xevent ev;
+	struct target tg;
+	uint8_t *buf;
+
+	alarm(120); /* never outlive the test */
+	xt_init(&t, argc, argv);
+	xt_side_init(&t, &s, 64, 16);
+	buf = xt_alloc(&t, BIG);
+	tg.addr = (uint64_t)(uintptr_t)buf;
+	tg.rkey = xt_rkey(&t, buf);
+	tg.len = BIG;
+	a = xt_attr(&s, 16);
+	ASSERT_OK(t.ops->connect(s.ch, addr, &a, &tg, sizeof(tg), &c));
+	xt_expect_event(&t, &s, BE_XEV_ESTABLISHED, &ev);
+	for (;;) {
+		if (progress)
+			xt_progress(&t);
+		else
+			pause();
+	}
+}
+
+static void round_(struct xt *t, struct xt_side *srv, struct be_xlistener *l, int argc,
+		   char **argv, int progress)
+{
+	char addr[BE_XPORT_ADDR_MAX];
+	struct be_xconn_attr sa = xt_attr(srv, 16);
+	struct be_xevent ev;
+	struct be_xwc wc[NWR];
+	struct target tg;
+	struct be_xconn *s;
+	uint8_t *src;
+	int seen[NWR] = { 0 };
+	int i, nsig = 0, nerr = 0, status;
+	pid_t pid;
+
+	ASSERT_OK(t->ops->listener_addr(l, addr, sizeof(addr)));
+	fflush(stderr);
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0)
+		child(argc, argv, addr, progress);
+
+	xt_expect_event(t, srv, BE_XEV_CONNECT_REQUEST, &ev);
+	ASSERT_EQ(ev.priv_len, sizeof(tg));
+	memcpy(&tg, ev.priv, sizeof(tg));
+	s = ev.conn;
+	ASSERT_OK(t->ops->accept(s, &sa, NULL, 0));
+	xt_expect_event(t, srv, BE_XEV_ESTABLISHED, &ev);
+
+	src = xt_alloc(t, BIG);
+	xt_fill(src, BIG, 1);
+	/* Round 1: all signaled but one; round 2: every other one. */
+	for (i = 0; i < NWR; i++) {
+		unsigned f = progress ? (i % 2 ? BE_XWR_F_SIGNALED : 0) :
+					(i == 2 ? 0 : BE_XWR_F_SIGNALED);
+
+		if (i == NWR - 1)
+			f = BE_XWR_F_SIGNALED;
+		nsig += !!f;
+		xt_post(t, s, BE_XWR_WRITE, (uint64_t)i, src, BIG, f, tg.addr, tg.rkey, 0);
+	}
+	if (progress) {
+		xt_wait_wc(t, srv, wc, 1);
+		ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
+		ASSERT_UEQ(wc[0].wr_id, 1);
+		seen[1]++;
+	} else {
+		xt_spin(t, 50); /* fill the pipe; the child reads nothing */
+	}
+	kill(pid, SIGKILL);
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+
+	if (progress) {
+		/* Signaled WRs complete exactly once, in order, successes
+		 * first; once the conn fails, unsignaled ones still
+		 * outstanding complete too, with errors. */
+		uint64_t last = 1; /* wr 1 completed already */
+
+		xt_expect_event(t, srv, BE_XEV_DISCONNECTED, &ev);
+		ASSERT_PTR_EQ(ev.conn, s);
+		xt_spin(t, 20);
+		ASSERT_LE(srv->nwc, NWR);
+		for (i = 0; i < srv->nwc; i++) {
+			struct be_xwc *w = &srv->wc[i];
+			int sig;
+
+			ASSERT_LT(w->wr_id, NWR);
+			ASSERT(w->wr_id > last);
+			last = w->wr_id;
+			sig = w->wr_id % 2 || w->wr_id == NWR - 1;
+			seen[w->wr_id]++;
+			if (w->status != BE_XWC_SUCCESS)
+				nerr++;
+			else
+				ASSERT(sig && nerr == 0);
+		}
+		srv->nwc = 0;
+		for (i = 0; i < NWR; i++)
+			if (i % 2 || i == NWR - 1)
+				ASSERT_EQ(seen[i], 1);
+			else
+				ASSERT_LE(seen[i], 1);
+		(void)nsig;
+	} else {
+		/* Nothing was acked: every WR fails, in order. */
+		xt_wait_wc(t, srv, wc, NWR);
+		for (i = 0; i < NWR; i++) {
+			ASSERT_UEQ(wc[i].wr_id, i);
+			ASSERT_NE(wc[i].status, BE_XWC_SUCCESS);
+			if (i > 0)
+				ASSERT_EQ(wc[i].status, BE_XWC_WR_FLUSH_ERR);
+		}
+		xt_expect_event(t, srv, BE_XEV_DISCONNECTED, &ev);
+		ASSERT_PTR_EQ(ev.conn, s);
+	}
+	xt_spin(t, 20);
+	ASSERT_EQ(srv->nwc, 0);
+	ASSERT_EQ(srv->nev, 0);
+	t->ops->conn_destroy(s);
+	xt_free(t, src);
+}
+
+int main(int argc, char **argv)
+{
+	struct xt t;
+	struct xt_side srv;
+	struct be_xlistener *l;
+
+	xt_init(&t, argc, argv);
+	xt_side_init(&t, &srv, 64, 16);
+	l = xt_listen(&t, &srv);
+	round_(&t, &srv, l, argc, argv, 0);
+	round_(&t, &srv, l, argc, argv, 1);
+	t.ops->listener_close(l);
+	xt_side_fini(&t, &srv);
+	xt_fini(&t);
+	return 0;
+}

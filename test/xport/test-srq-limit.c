@@ -1,0 +1,84 @@
+/*
+ * Check the SRQ low-water event: with the limit armed at 4 and 8 receives
+ * posted, the receive that leaves fewer than 4 posted raises one
+ * BE_XEV_SRQ_LIMIT naming the srq (one shot: no more until re-armed);
+ * re-arming works. Receives are consumed in posting order, and an SRQ
+ * posted beyond its depth refuses with -ENOMEM.
+ */
+#include "xtest.h"
+
+int main(int argc, char **argv)
+{
+	struct xt t;
+	struct xt_side cli, srv;
+	struct be_xlistener *l;
+	struct be_xconn *c, *s;
+	struct be_xevent ev;
+	struct be_xwc wc[8];
+	struct be_xrecv_wr rwr[9], *bad;
+	uint8_t *src, *rb;
+	int i;
+
+	xt_init(&t, argc, argv);
+	xt_side_init(&t, &cli, 64, 0);
+	xt_side_init(&t, &srv, 64, 8);
+	l = xt_listen(&t, &srv);
+	xt_connect_pair(&t, &cli, &srv, l, 16, &c, &s);
+	src = xt_alloc(&t, 4096);
+	rb = xt_alloc(&t, 9 * 256);
+	for (i = 0; i < 9; i++) {
+		memset(&rwr[i], 0, sizeof(rwr[i]));
+		rwr[i].wr_id = (uint64_t)i;
+		rwr[i].sge.addr = (uint64_t)(uintptr_t)(rb + i * 256);
+		rwr[i].sge.length = 256;
+		rwr[i].sge.lkey = xt_lkey(&t, rb);
+		rwr[i].next = i < 8 ? &rwr[i + 1] : NULL;
+	}
+	/* Depth 8: the ninth is refused, *bad at it, the first 8 posted. */
+	ASSERT_EQ(t.ops->srq_post_recv(srv.srq, &rwr[0], &bad), -ENOMEM);
+	ASSERT_PTR_EQ(bad, &rwr[8]);
+	ASSERT_OK(t.ops->srq_arm_limit(srv.srq, 4));
+
+	for (i = 0; i < 4; i++)
+		xt_post(&t, c, BE_XWR_SEND, (uint64_t)i, src, 10, 0, 0, 0, 0);
+	xt_wait_wc(&t, &srv, wc, 4);
+	for (i = 0; i < 4; i++)
+		ASSERT_UEQ(wc[i].wr_id, i);
+	/* 8 - 5 = 3 < 4 after the fifth. */
+	ASSERT_EQ(srv.nev, 0);
+	xt_post(&t, c, BE_XWR_SEND, 4, src, 10, 0, 0, 0, 0);
+	xt_wait_wc(&t, &srv, wc, 1);
+	xt_expect_event(&t, &srv, BE_XEV_SRQ_LIMIT, &ev);
+	ASSERT_PTR_EQ(ev.srq, srv.srq);
+	xt_post(&t, c, BE_XWR_SEND, 5, src, 10, 0, 0, 0, 0);
+	xt_wait_wc(&t, &srv, wc, 1);
+	xt_spin(&t, 5);
+	ASSERT_EQ(srv.nev, 0);
+	/* Re-arm at 3 with 2 left: the next receive (leaving 1) fires. */
+	ASSERT_OK(t.ops->srq_arm_limit(srv.srq, 3));
+	xt_post(&t, c, BE_XWR_SEND, 6, src, 10, BE_XWR_F_SIGNALED, 0, 0, 0);
+	xt_wait_wc(&t, &srv, wc, 1);
+	ASSERT_UEQ(wc[0].wr_id, 6);
+	xt_expect_event(&t, &srv, BE_XEV_SRQ_LIMIT, &ev);
+	xt_wait_wc(&t, &cli, wc, 1);
+	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
+	/* A bad lkey is refused at post. */
+	rwr[0].next = NULL;
+	rwr[0].sge.lkey ^= 0x0F0F0F0F;
+	ASSERT_EQ(t.ops->srq_post_recv(srv.srq, &rwr[0], &bad), -EINVAL);
+	ASSERT_PTR_EQ(bad, &rwr[0]);
+
+	t.ops->conn_destroy(c);
+	t.ops->conn_destroy(s);
+	t.ops->listener_close(l);
+	/* The one receive left is flushed at srq_destroy. */
+	t.ops->srq_destroy(srv.srq);
+	srv.srq = NULL;
+	ASSERT_EQ(t.ops->cq_poll(srv.cq, wc, 8), 1);
+	ASSERT_UEQ(wc[0].wr_id, 7);
+	ASSERT_EQ(wc[0].status, BE_XWC_WR_FLUSH_ERR);
+	xt_side_fini(&t, &cli);
+	xt_side_fini(&t, &srv);
+	xt_fini(&t);
+	return 0;
+}
