@@ -1,0 +1,163 @@
+/*
+ * Check that a peer killed in the middle of a transfer is detected: the
+ * server (a child process) is SIGKILLed while the client keeps streaming
+ * WRITE_WITH_IMMs into its memory; the client sees DISCONNECTED on its
+ * evch, its in-flight WRs complete (with errors once the conn is down),
+ * and posting afterwards fails at once. Nothing hangs.
+ */
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test-verbs-common.h"
+
+#define SRC_OFF (512u << 10)
+#define CHUNK (64u << 10)
+#define KILL_AFTER 8
+
+struct target {
+	uint64_t addr;
+	uint32_t rkey;
+};
+
+static void child(int wfd)
+{
+	struct tv_env e;
+	struct tv_side srv, *sides[1] = { &srv };
+	struct be_xconn_attr ca = { 0 };
+	struct be_xlistener *lst;
+	struct be_xevent ev;
+	struct be_xwc wc[4];
+	struct target t;
+	char addr[128], laddr[128];
+	int got = 0, r;
+
+	tv_env_init(&e);
+	tv_side_init(&e, &srv, "server", 64, 32, 0);
+	snprintf(addr, sizeof(addr), "%s:0", e.ip);
+	ASSERT_OK(e.ops->listen(srv.ch, addr, 4, &lst));
+	ASSERT_OK(e.ops->listener_addr(lst, laddr, sizeof(laddr)));
+	ASSERT_EQ(write(wfd, laddr, sizeof(laddr)), (ssize_t)sizeof(laddr));
+	ev = tv_wait_event(&e, sides, 1, &srv, BE_XEV_CONNECT_REQUEST);
+	ca.send_cq = srv.cq;
+	ca.recv_cq = srv.cq;
+	ca.srq = srv.srq;
+	ca.max_send_wr = 16;
+	t.addr = (uintptr_t)(e.mem + (256u << 10));
+	t.rkey = e.mr.rkey;
+	ASSERT_OK(e.ops->accept(ev.conn, &ca, &t, sizeof(t)));
+	tv_wait_event(&e, sides, 1, &srv, BE_XEV_ESTABLISHED);
+	while (got < KILL_AFTER) {
+		r = e.ops->cq_poll(srv.cq, wc, 4);
+		ASSERT_OK(r);
+		got += r;
+	}
+	fprintf(stderr, "  server: %d chunks received, dying\n", got);
+	raise(SIGKILL);
+}
+
+int main(void)
+{
+	struct tv_env e;
+	struct tv_side cli, *sides[1] = { &cli };
+	struct be_xconn_attr ca = { 0 };
+	struct be_xconn *cc;
+	struct be_xevent ev;
+	struct be_xwc wc[8];
+	struct be_xsge sge;
+	struct be_xsend_wr w, *bad;
+	struct target t;
+	char laddr[128];
+	int pfd[2], status, inflight = 0, sent = 0, errors = 0, r, i;
+	double end;
+	pid_t pid;
+
+	if (!getenv("BE_RXE_IP0")) {
+		fprintf(stderr, "SKIP: run under test/rxe/rxe-run\n");
+		return 77;
+	}
+	ASSERT_OK(pipe(pfd));
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		close(pfd[0]);
+		child(pfd[1]);
+		_exit(1);
+	}
+	close(pfd[1]);
+	ASSERT_EQ(read(pfd[0], laddr, sizeof(laddr)), (ssize_t)sizeof(laddr));
+	close(pfd[0]);
+
+	tv_env_init(&e);
+	tv_side_init(&e, &cli, "client", 16, 0, 0);
+	ca.send_cq = cli.cq;
+	ca.recv_cq = cli.cq;
+	ca.srq = cli.srq;
+	ca.max_send_wr = 16;
+	ASSERT_OK(e.ops->connect(cli.ch, laddr, &ca, NULL, 0, &cc));
+	ev = tv_wait_event(&e, sides, 1, &cli, BE_XEV_ESTABLISHED);
+	ASSERT_EQ(ev.priv_len, sizeof(t));
+	memcpy(&t, ev.priv, sizeof(t));
+
+	/* Stream until the conn is reported down. */
+	end = tv_now() + TV_WAIT_S;
+	for (;;) {
+		if (inflight < 4) {
+			memset(&w, 0, sizeof(w));
+			sge = (struct be_xsge){ (uintptr_t)(e.mem + SRC_OFF), CHUNK, e.mr.lkey };
+			w.wr_id = (uint64_t)sent;
+			w.opcode = BE_XWR_WRITE_IMM;
+			w.flags = BE_XWR_F_SIGNALED;
+			w.sg_list = &sge;
+			w.num_sge = 1;
+			w.remote_addr = t.addr;
+			w.rkey = t.rkey;
+			w.imm = (uint32_t)sent;
+			r = e.ops->post_send(cc, &w, &bad);
+			if (r == 0) {
+				inflight++;
+				sent++;
+			} else {
+				ASSERT(r == -ECONNRESET || r == -ENOTCONN);
+			}
+		}
+		r = e.ops->cq_poll(cli.cq, wc, 8);
+		ASSERT_OK(r);
+		for (i = 0; i < r; i++) {
+			inflight--;
+			if (wc[i].status != BE_XWC_SUCCESS)
+				errors++;
+		}
+		tv_pump(&e, sides, 1, 0);
+		if (cli.nev)
+			break;
+		if (tv_now() > end)
+			TEST_FAIL("peer death not detected within %d s", TV_WAIT_S);
+	}
+	ev = tv_wait_event(&e, sides, 1, &cli, BE_XEV_DISCONNECTED);
+	ASSERT(ev.conn == cc);
+	fprintf(stderr, "  client: %d chunks sent, DISCONNECTED status %d, %d error completions\n",
+		sent, ev.status, errors);
+	ASSERT_GE(sent, KILL_AFTER);
+	/* Every WR in flight completes. */
+	end = tv_now() + TV_WAIT_S;
+	while (inflight > 0) {
+		r = e.ops->cq_poll(cli.cq, wc, 8);
+		ASSERT_OK(r);
+		for (i = 0; i < r; i++) {
+			inflight--;
+			ASSERT(wc[i].conn == cc);
+		}
+		if (tv_now() > end)
+			TEST_FAIL("%d WRs never completed", inflight);
+	}
+	ASSERT_LT(e.ops->post_send(cc, &w, &bad), 0);
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+	e.ops->conn_destroy(cc);
+	tv_side_fini(&e, &cli);
+	tv_env_fini(&e);
+	fprintf(stderr, "ok\n");
+	return 0;
+}

@@ -1,0 +1,75 @@
+/*
+ * Check that a refused connect is reported once, with the reason: a reject
+ * by the listener arrives as REJECTED with its private data, a connect to
+ * a port nobody listens on as REJECTED (-ECONNREFUSED), and a malformed
+ * address or oversized private data fail at once with nothing to destroy.
+ */
+#include "test-verbs-common.h"
+
+int main(void)
+{
+	struct tv_env e;
+	struct tv_side cli, srv, *sides[2] = { &cli, &srv };
+	struct be_xconn_attr ca = { 0 };
+	struct be_xlistener *lst;
+	struct be_xconn *cc, *sc;
+	struct be_xevent ev;
+	char addr[128], laddr[128], big[64];
+	int i;
+
+	tv_env_init(&e);
+	tv_side_init(&e, &srv, "server", 16, 4, 0);
+	tv_side_init(&e, &cli, "client", 16, 4, 64u << 10);
+	ca.send_cq = cli.cq;
+	ca.recv_cq = cli.cq;
+	ca.srq = cli.srq;
+	ca.max_send_wr = 16;
+
+	/* Bad input: no connection object comes out. */
+	cc = NULL;
+	ASSERT_EQ(e.ops->connect(cli.ch, "no-port-here", &ca, NULL, 0, &cc), -EINVAL);
+	snprintf(addr, sizeof(addr), "%s:0", e.ip);
+	ASSERT_EQ(e.ops->connect(cli.ch, addr, &ca, NULL, 0, &cc), -EINVAL);
+	memset(big, 1, sizeof(big));
+	snprintf(addr, sizeof(addr), "%s:1", e.ip);
+	ASSERT_EQ(e.ops->connect(cli.ch, addr, &ca, big, BE_XPORT_PRIV_MAX, &cc), -EMSGSIZE);
+	ASSERT(cc == NULL);
+
+	/* The listener rejects, with a reason. */
+	snprintf(addr, sizeof(addr), "%s:0", e.ip);
+	ASSERT_OK(e.ops->listen(srv.ch, addr, 4, &lst));
+	ASSERT_OK(e.ops->listener_addr(lst, laddr, sizeof(laddr)));
+	ASSERT_OK(e.ops->connect(cli.ch, laddr, &ca, big, BE_XPORT_PRIV_MAX - 1, &cc));
+	ev = tv_wait_event(&e, sides, 2, &srv, BE_XEV_CONNECT_REQUEST);
+	ASSERT_EQ(ev.priv_len, BE_XPORT_PRIV_MAX - 1);
+	for (i = 0; i < BE_XPORT_PRIV_MAX - 1; i++)
+		ASSERT_EQ(ev.priv[i], 1);
+	sc = ev.conn;
+	ASSERT_OK(e.ops->reject(sc, "busy", 4));
+	ev = tv_wait_event(&e, sides, 2, &cli, BE_XEV_REJECTED);
+	ASSERT(ev.conn == cc);
+	ASSERT_EQ(ev.status, -ECONNREFUSED);
+	ASSERT_EQ(ev.priv_len, 4);
+	ASSERT(memcmp(ev.priv, "busy", 4) == 0);
+	e.ops->conn_destroy(cc);
+
+	/* Nobody listens: refused, no private data. */
+	e.ops->listener_close(lst);
+	ASSERT_OK(e.ops->connect(cli.ch, laddr, &ca, "x", 1, &cc));
+	ev = tv_wait_event(&e, sides, 2, &cli, BE_XEV_REJECTED);
+	ASSERT(ev.conn == cc);
+	ASSERT_EQ(ev.status, -ECONNREFUSED);
+	ASSERT_EQ(ev.priv_len, 0);
+	e.ops->conn_destroy(cc);
+
+	/* Nothing else was reported for those conns. */
+	tv_pump(&e, sides, 2, 100);
+	ASSERT_EQ(cli.nev, 0);
+	ASSERT_EQ(srv.nev, 0);
+
+	tv_side_fini(&e, &cli);
+	tv_side_fini(&e, &srv);
+	tv_env_fini(&e);
+	fprintf(stderr, "ok\n");
+	return 0;
+}

@@ -1,0 +1,117 @@
+/*
+ * Check the shared receive queue contract on verbs: the armed low-water
+ * mark raises one SRQ_LIMIT event; a SEND larger than the receive buffer
+ * fails on both ends (LOC_LEN_ERR / REM_OP_ERR) and disconnects; a SEND
+ * that finds no receive fails at once with RNR_RETRY_EXC (rnr_retry 0);
+ * destroying an SRQ hands every still-posted receive back as a flush.
+ */
+#include "test-verbs-common.h"
+
+#define SRC_OFF (512u << 10)
+
+static void tv_send(struct tv_env *e, struct be_xconn *c, uint64_t id, uint32_t len)
+{
+	struct be_xsge sge = { (uintptr_t)(e->mem + SRC_OFF), len, e->mr.lkey };
+	struct be_xsend_wr w = { 0 }, *bad;
+
+	w.wr_id = id;
+	w.opcode = BE_XWR_SEND;
+	w.flags = BE_XWR_F_SIGNALED;
+	w.sg_list = &sge;
+	w.num_sge = 1;
+	ASSERT_OK(e->ops->post_send(c, &w, &bad));
+}
+
+int main(void)
+{
+	struct tv_env e;
+	struct tv_side cli, srv, *sides[2] = { &cli, &srv };
+	struct be_xlistener *lst;
+	struct be_xconn *cc, *sc;
+	struct be_xwc wc[16];
+	struct be_xevent ev;
+	uint64_t seen = 0;
+	int i, n;
+
+	tv_env_init(&e);
+	tv_side_init(&e, &srv, "server", 32, 8, 0);
+	tv_side_init(&e, &cli, "client", 32, 0, 0);
+	tv_connect_pair(&e, &cli, &srv, &lst, &cc, &sc);
+
+	/* Limit 6 with 8 posted: the third receive crosses it. */
+	ASSERT_OK(e.ops->srq_arm_limit(srv.srq, 6));
+	for (i = 0; i < 3; i++)
+		tv_send(&e, cc, 100 + (uint64_t)i, 64);
+	tv_wait_wc(&e, &cli, wc, 3);
+	tv_wait_wc(&e, &srv, wc, 3);
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(wc[i].status, BE_XWC_SUCCESS);
+		ASSERT_EQ(wc[i].opcode, BE_XWC_RECV);
+		seen |= 1ull << (wc[i].wr_id / TV_RECV_SIZE);
+	}
+	ev = tv_wait_event(&e, sides, 2, &srv, BE_XEV_SRQ_LIMIT);
+	ASSERT(ev.srq == srv.srq);
+
+	/* Too large for a 4 KiB receive buffer. */
+	tv_send(&e, cc, 200, TV_RECV_SIZE + 1000);
+	tv_wait_wc(&e, &cli, wc, 1);
+	fprintf(stderr, "  oversized SEND: sender %s\n", be__xwc_status_str(wc[0].status));
+	ASSERT_EQ(wc[0].status, BE_XWC_REM_OP_ERR);
+	tv_wait_wc(&e, &srv, wc, 1);
+	fprintf(stderr, "  oversized SEND: receiver %s\n", be__xwc_status_str(wc[0].status));
+	/* rxe reports IBV_WC_LOC_QP_OP_ERR here (a general error), real
+	 * NICs IBV_WC_LOC_LEN_ERR: either way the receive failed. */
+	ASSERT(wc[0].status == BE_XWC_LOC_LEN_ERR || wc[0].status == BE_XWC_GENERAL_ERR);
+	ASSERT(wc[0].conn == sc);
+	seen |= 1ull << (wc[0].wr_id / TV_RECV_SIZE);
+	ev = tv_wait_event(&e, sides, 2, &cli, BE_XEV_DISCONNECTED);
+	ASSERT(ev.conn == cc);
+	ev = tv_wait_event(&e, sides, 2, &srv, BE_XEV_DISCONNECTED);
+	ASSERT(ev.conn == sc);
+	e.ops->conn_destroy(cc);
+	e.ops->conn_destroy(sc);
+
+	/* Reversed: the client's SRQ is empty, so the server's SEND finds
+	 * no receive and fails at once. */
+	e.ops->listener_close(lst);
+	tv_connect_pair(&e, &cli, &srv, &lst, &cc, &sc);
+	tv_send(&e, sc, 300, 64);
+	tv_wait_wc(&e, &srv, wc, 1);
+	fprintf(stderr, "  SEND without receive: %s\n", be__xwc_status_str(wc[0].status));
+	ASSERT_EQ(wc[0].status, BE_XWC_RNR_RETRY_EXC);
+	ASSERT_UEQ(wc[0].wr_id, 300);
+	ev = tv_wait_event(&e, sides, 2, &srv, BE_XEV_DISCONNECTED);
+	ASSERT(ev.conn == sc);
+	ev = tv_wait_event(&e, sides, 2, &cli, BE_XEV_DISCONNECTED);
+	ASSERT(ev.conn == cc);
+	e.ops->conn_destroy(cc);
+	e.ops->conn_destroy(sc);
+	e.ops->listener_close(lst);
+
+	/* The 4 receives never consumed come back as flushes, once each. */
+	e.ops->srq_destroy(srv.srq);
+	n = 0;
+	for (;;) {
+		int r = e.ops->cq_poll(srv.cq, wc + n, 16 - n);
+
+		ASSERT_OK(r);
+		if (r == 0)
+			break;
+		n += r;
+	}
+	ASSERT_EQ(n, 4);
+	for (i = 0; i < n; i++) {
+		ASSERT_EQ(wc[i].status, BE_XWC_WR_FLUSH_ERR);
+		ASSERT_EQ(wc[i].opcode, BE_XWC_RECV);
+		ASSERT(wc[i].conn == NULL);
+		ASSERT_EQ(seen & (1ull << (wc[i].wr_id / TV_RECV_SIZE)), 0);
+		seen |= 1ull << (wc[i].wr_id / TV_RECV_SIZE);
+	}
+	ASSERT_UEQ(seen, 0xff);
+	e.ops->cq_destroy(srv.cq);
+	e.ops->evch_destroy(srv.ch);
+	tv_side_fini(&e, &cli);
+	tv_env_fini(&e);
+	fprintf(stderr, "ok\n");
+	return 0;
+}
