@@ -22,8 +22,13 @@
  *
  * Private data. The RC connect request carries at most 56 bytes of user
  * data and rdma_cm reports its full size, not the sender's length, so the
- * first byte carries the length: connect() takes at most 55 bytes,
- * accept() and reject() 56.
+ * first byte carries the length: BE_XPORT_PRIV_MAX is 55 for that reason.
+ *
+ * Refusals. Only a reject by the peer's application (rdma_reject(), IB CM
+ * reason "consumer defined") is BE_XEV_REJECTED with its private data;
+ * every other reject (nobody listens on the port, stale connection, the
+ * request died with its listener) is BE_XEV_UNREACHABLE, -ECONNREFUSED,
+ * as a TCP connect to a closed port would be.
  *
  * Disconnection. A DISCONNECTED event (the peer left or failed) is answered
  * with rdma_disconnect(), which flushes our QP and completes the peer's
@@ -43,7 +48,6 @@
 #include "util/log.h"
 #include "xport/verbs_int.h"
 
-#define CM_PRIV_REQ_MAX (BE_XPORT_PRIV_MAX - 1) /* one byte for the length */
 #define CM_DEFAULT_TIMEOUT_MS 5000
 #define CM_RETRY_COUNT 7
 #define CM_REJ_CONSUMER_DEFINED 28 /* IB CM reject reason: rdma_reject() */
@@ -427,11 +431,14 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 	case RDMA_CM_EVENT_REJECTED:
 		be_log_info("verbs: connection rejected: %s (%d)",
 			    cm_reject_str(status), status);
-		if (vc->state == VC_CONNECTING || vc->state == VC_RESOLVING) {
+		if ((vc->state == VC_CONNECTING || vc->state == VC_RESOLVING) &&
+		    status == CM_REJ_CONSUMER_DEFINED) {
 			ret = cm_conn_down(vc, BE_XEV_REJECTED, -ECONNREFUSED, ev);
-			if (ret && status == CM_REJ_CONSUMER_DEFINED)
+			if (ret)
 				cm_priv_decode(ev, e->param.conn.private_data,
 					       e->param.conn.private_data_len);
+		} else if (vc->state == VC_CONNECTING || vc->state == VC_RESOLVING) {
+			ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, -ECONNREFUSED, ev);
 		} else {
 			ret = cm_conn_down(vc, BE_XEV_DISCONNECTED, -ECONNREFUSED, ev);
 		}
@@ -601,10 +608,10 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 
 	if (!attr || !attr->send_cq || !out || (priv_len && !priv))
 		return -EINVAL;
-	if (priv_len > CM_PRIV_REQ_MAX) {
+	if (priv_len > BE_XPORT_PRIV_MAX) {
 		be_log_err("verbs: connect private data of %zu bytes; at most %d", priv_len,
-			   CM_PRIV_REQ_MAX);
-		return -EMSGSIZE;
+			   BE_XPORT_PRIV_MAX);
+		return -EINVAL;
 	}
 	ret = cm_parse_addr(addr, 0, &ss);
 	if (ret)
@@ -652,7 +659,7 @@ int be__verbs_accept(struct be_xconn *conn, const struct be_xconn_attr *attr,
 	if (!attr || (priv_len && !priv))
 		return -EINVAL;
 	if (priv_len > BE_XPORT_PRIV_MAX)
-		return -EMSGSIZE;
+		return -EINVAL;
 	if (vc->state != VC_REQUEST)
 		return -EINVAL;
 	ret = be__verbs_qp_create(vc, attr);
@@ -693,7 +700,7 @@ int be__verbs_reject(struct be_xconn *conn, const void *priv, size_t priv_len)
 	if ((priv_len && !priv) || vc->state != VC_REQUEST)
 		return -EINVAL;
 	if (priv_len > BE_XPORT_PRIV_MAX)
-		return -EMSGSIZE;
+		return -EINVAL;
 	len = cm_priv_encode(buf, priv, priv_len);
 	if (rdma_reject(vc->id, buf, len)) {
 		int ret = errno ? -errno : -EIO;

@@ -1174,7 +1174,7 @@ static int verbs_post_send(struct be_xconn *c, struct be_xsend_wr *wr, struct be
 				for (k = 0; k < w->num_sge; k++)
 					len += w->sg_list[k].length;
 				if (len > vc->max_inline) {
-					err = -EMSGSIZE;
+					err = -EINVAL;
 					break;
 				}
 				x->send_flags |= IBV_SEND_INLINE;

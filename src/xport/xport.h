@@ -64,7 +64,8 @@
 struct be_xport_ops;
 
 #define BE_XPORT_MAX_PORTS 4
-#define BE_XPORT_PRIV_MAX 56 /* rdma_cm private data on an RC connect */
+#define BE_XPORT_PRIV_MAX 55 /* rdma_cm carries 56 bytes on an RC connect; verbs
+			     * spends one on the length (rdma_cm reports 56) */
 #define BE_XPORT_ADDR_MAX 108
 
 /* Common heads embedded by each transport's objects (container_of). */

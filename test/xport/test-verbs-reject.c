@@ -1,7 +1,7 @@
 /*
  * Check that a refused connect is reported once, with the reason: a reject
  * by the listener arrives as REJECTED with its private data, a connect to
- * a port nobody listens on as REJECTED (-ECONNREFUSED), and a malformed
+ * a port nobody listens on as UNREACHABLE (-ECONNREFUSED), and a malformed
  * address or oversized private data fail at once with nothing to destroy.
  */
 #include "test-verbs-common.h"
@@ -32,17 +32,17 @@ int main(void)
 	ASSERT_EQ(e.ops->connect(cli.ch, addr, &ca, NULL, 0, &cc), -EINVAL);
 	memset(big, 1, sizeof(big));
 	snprintf(addr, sizeof(addr), "%s:1", e.ip);
-	ASSERT_EQ(e.ops->connect(cli.ch, addr, &ca, big, BE_XPORT_PRIV_MAX, &cc), -EMSGSIZE);
+	ASSERT_EQ(e.ops->connect(cli.ch, addr, &ca, big, BE_XPORT_PRIV_MAX + 1, &cc), -EINVAL);
 	ASSERT(cc == NULL);
 
 	/* The listener rejects, with a reason. */
 	snprintf(addr, sizeof(addr), "%s:0", e.ip);
 	ASSERT_OK(e.ops->listen(srv.ch, addr, 4, &lst));
 	ASSERT_OK(e.ops->listener_addr(lst, laddr, sizeof(laddr)));
-	ASSERT_OK(e.ops->connect(cli.ch, laddr, &ca, big, BE_XPORT_PRIV_MAX - 1, &cc));
+	ASSERT_OK(e.ops->connect(cli.ch, laddr, &ca, big, BE_XPORT_PRIV_MAX, &cc));
 	ev = tv_wait_event(&e, sides, 2, &srv, BE_XEV_CONNECT_REQUEST);
-	ASSERT_EQ(ev.priv_len, BE_XPORT_PRIV_MAX - 1);
-	for (i = 0; i < BE_XPORT_PRIV_MAX - 1; i++)
+	ASSERT_EQ(ev.priv_len, BE_XPORT_PRIV_MAX);
+	for (i = 0; i < BE_XPORT_PRIV_MAX; i++)
 		ASSERT_EQ(ev.priv[i], 1);
 	sc = ev.conn;
 	ASSERT_OK(e.ops->reject(sc, "busy", 4));
@@ -53,10 +53,10 @@ int main(void)
 	ASSERT(memcmp(ev.priv, "busy", 4) == 0);
 	e.ops->conn_destroy(cc);
 
-	/* Nobody listens: refused, no private data. */
+	/* Nobody listens: unreachable, refused, as TCP would say. */
 	e.ops->listener_close(lst);
 	ASSERT_OK(e.ops->connect(cli.ch, laddr, &ca, "x", 1, &cc));
-	ev = tv_wait_event(&e, sides, 2, &cli, BE_XEV_REJECTED);
+	ev = tv_wait_event(&e, sides, 2, &cli, BE_XEV_UNREACHABLE);
 	ASSERT(ev.conn == cc);
 	ASSERT_EQ(ev.status, -ECONNREFUSED);
 	ASSERT_EQ(ev.priv_len, 0);
