@@ -1,0 +1,634 @@
+/*
+ * heap.c - bemalloc's thread heaps: size classes, the lock-free fast
+ * paths, deferred cross-thread frees and thread exit.
+ *
+ * Model. Each thread that allocates or frees gets a heap (thread-local
+ * pointer, made on first use). A heap owns spans; for each small/medium
+ * class it has one active span and a list of partial spans. Its owner
+ * allocates from the active span's local free list, then from the span's
+ * never-used tail ("bump"), and frees into the local free list: plain
+ * loads and stores, no lock, no atomic read-modify-write. Free lists are
+ * 16-bit object indices kept beside the block (span->links), never inside
+ * buffers a peer could write.
+ *
+ * A free from any other thread pushes the index onto the span's atomic
+ * deferred list (a lock-free stack: pushers CAS, only the owner takes the
+ * whole list with one exchange, so there is no ABA). The owner collects it
+ * when the local list runs dry. A span with nothing left to hand out is
+ * detached from its heap (state FULL); the remote free that finds a span
+ * FULL moves it to QUEUED (one CAS, one winner) and pushes it onto the
+ * owner heap's pending stack, where the owner picks it up on its next slow
+ * path. The owner's "set FULL, then look at the deferred list" and the
+ * remote's "push, then look at the state" are both sequentially consistent,
+ * so at least one of them sees the other and no span is stranded.
+ *
+ * Large allocations (above 32 KiB, up to a block) are runs of whole 64 KiB
+ * units holding one object. Freed runs go to the heap's span cache (free
+ * runs by unit count, bounded in bytes), which also takes small/medium spans
+ * that became empty; a remote free of a large run pushes it onto the owner's
+ * pending stack.
+ *
+ * Thread exit (pthread key destructor): the heap collects what it can,
+ * gives empty spans and its cache back to the pool, and is put on the
+ * orphan list; the next new thread adopts it with the spans still in use.
+ * Heaps are never freed, so a late remote free always finds its heap.
+ *
+ * Statistics are per-heap counters written only by their owner with
+ * relaxed atomics (no shared cache line on the fast path) and summed when
+ * read. A free counts against the freeing thread's heap, so the sum is
+ * exact once every call returned.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "alloc/alloc_int.h"
+#include "util/log.h"
+
+static __thread struct be__heap *tls_heap __attribute__((tls_model("initial-exec")));
+static __thread bool tls_exited __attribute__((tls_model("initial-exec")));
+
+/* Size (rounded up to 64) / 64 -> class, for sizes up to 32 KiB. */
+static uint8_t class_of[ALLOC_MEDIUM_MAX / BE_ALLOC_MIN_ALIGN + 1];
+/* Units per span of each small/medium class: at least 32 objects, at
+ * most 8 units. */
+static uint16_t class_units[ALLOC_NUM_SM];
+
+void be__heap_classes_init(void);
+void be__heap_thread_exit(void *arg);
+
+void be__heap_classes_init(void)
+{
+	unsigned i, c = 0;
+
+	/* The small/medium sizes do not depend on the block size. */
+	for (i = 0; i < BE_ARRAY_SIZE(class_of); i++) {
+		uint64_t sz = BE_MAX((uint64_t)i * BE_ALLOC_MIN_ALIGN, BE_ALLOC_MIN_ALIGN);
+
+		while (be__pool.class_size[c] < sz)
+			c++;
+		class_of[i] = (uint8_t)c;
+	}
+	for (c = 0; c < ALLOC_NUM_SM; c++) {
+		uint64_t u = (32 * be__pool.class_size[c] + ALLOC_UNIT_SIZE - 1) / ALLOC_UNIT_SIZE;
+
+		class_units[c] = (uint16_t)BE_MIN(BE_MAX(u, 1), 8);
+	}
+}
+
+struct be__heap *be__heap_self(void)
+{
+	return tls_heap;
+}
+
+static struct be__heap *heap_get(void)
+{
+	struct be__heap *h;
+
+	be__alloc_init();
+	h = be__pool_heap_adopt();
+	if (!h)
+		return NULL;
+	tls_heap = h;
+	tls_exited = false;
+	pthread_setspecific(be__pool.key, h);
+	return h;
+}
+
+static inline bool span_has_free(const struct be__span *s)
+{
+	return s->free_head != ALLOC_NIL || s->bump < s->count;
+}
+
+/* Take the deferred list into the local one. True if anything is free. */
+static bool span_collect(struct be__span *s)
+{
+	uint32_t head, tail, n = 1;
+
+	if (atomic_load_explicit(&s->deferred, memory_order_relaxed) == ALLOC_NIL)
+		return span_has_free(s);
+	head = atomic_exchange_explicit(&s->deferred, ALLOC_NIL, memory_order_acquire);
+	if (head == ALLOC_NIL)
+		return span_has_free(s);
+	for (tail = head; s->links[tail] != ALLOC_NIL; tail = s->links[tail])
+		n++;
+	s->links[tail] = s->free_head;
+	s->free_head = (uint16_t)head;
+	s->used -= n;
+	return true;
+}
+
+/*
+ * Detach @s (nothing to hand out) from its heap. Returns true if a remote
+ * free raced with us and we kept the span instead (collect it then).
+ */
+static bool span_mark_full(struct be__span *s)
+{
+	int exp = SPAN_FULL;
+
+	s->flags |= SPAN_DETACHED;
+	atomic_store(&s->state, SPAN_FULL);
+	if (atomic_load(&s->deferred) == ALLOC_NIL)
+		return false;
+	if (!atomic_compare_exchange_strong(&s->state, &exp, SPAN_OWNED))
+		return false; /* a remote free queued it: it comes back via pending */
+	s->flags &= ~SPAN_DETACHED;
+	return true;
+}
+
+static void partial_add(struct be__heap_class *hc, struct be__span *s)
+{
+	s->flags |= SPAN_PARTIAL;
+	s->prev = NULL;
+	s->next = hc->partial;
+	if (hc->partial)
+		hc->partial->prev = s;
+	hc->partial = s;
+}
+
+static void partial_del(struct be__heap_class *hc, struct be__span *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		hc->partial = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->prev = s->next = NULL;
+	s->flags &= ~SPAN_PARTIAL;
+}
+
+/*
+ * A free run (no object in use) leaves the heap: onto @out if given (the
+ * caller returns the list to the pool), else into the span cache, else
+ * back to the pool.
+ */
+static void heap_run_put(struct be__heap *h, struct be__span *s, struct be__span **out)
+{
+	size_t bytes = (size_t)s->units << ALLOC_UNIT_SHIFT;
+
+	/* A free run looks like a large run with nothing in use, so a stray
+	 * second be_free() of it is caught by free_large_local(). */
+	s->cls = ALLOC_CLASS_LARGE;
+	s->flags = SPAN_LARGE;
+	s->used = 0;
+	if (out) {
+		s->next = *out;
+		*out = s;
+		return;
+	}
+	if (s->units <= ALLOC_CACHE_UNITS && h->cache_bytes + bytes <= be__pool.heap_cache_max) {
+		s->next = h->cache[s->units];
+		h->cache[s->units] = s;
+		h->cache_bytes += bytes;
+		return;
+	}
+	s->next = NULL;
+	be__pool_runs_put(s);
+}
+
+static struct be__span *heap_cache_flush(struct be__heap *h, struct be__span *out)
+{
+	unsigned k;
+
+	for (k = 1; k <= ALLOC_CACHE_UNITS; k++) {
+		while (h->cache[k]) {
+			struct be__span *s = h->cache[k];
+
+			h->cache[k] = s->next;
+			s->next = out;
+			out = s;
+		}
+	}
+	h->cache_bytes = 0;
+	return out;
+}
+
+static void heap_drain_pending(struct be__heap *h, struct be__span **out);
+
+static struct be__span *heap_run_get(struct be__heap *h, uint32_t units)
+{
+	struct be__span *s;
+
+	if (units <= ALLOC_CACHE_UNITS && (s = h->cache[units])) {
+		h->cache[units] = s->next;
+		h->cache_bytes -= (size_t)units << ALLOC_UNIT_SHIFT;
+		return s;
+	}
+	/* Runs other threads freed for us may be waiting. */
+	if (atomic_load_explicit(&h->pending, memory_order_relaxed)) {
+		heap_drain_pending(h, NULL);
+		if (units <= ALLOC_CACHE_UNITS && (s = h->cache[units])) {
+			h->cache[units] = s->next;
+			h->cache_bytes -= (size_t)units << ALLOC_UNIT_SHIFT;
+			return s;
+		}
+	}
+	s = be__pool_run_get(units);
+	if (!s && h->cache_bytes) {
+		/* Near the limit, our own cache may hold what the pool lacks. */
+		be__pool_runs_put(heap_cache_flush(h, NULL));
+		s = be__pool_run_get(units);
+	}
+	return s;
+}
+
+/* A small/medium span @s of @h, just made owned again (or freed into). */
+static void span_owned(struct be__heap *h, struct be__span *s, struct be__span **out)
+{
+	if (!s->used)
+		heap_run_put(h, s, out);
+	else
+		partial_add(&h->cls[s->cls], s);
+}
+
+/* Take back the spans other threads pushed onto our pending stack. */
+static void heap_drain_pending(struct be__heap *h, struct be__span **out)
+{
+	struct be__span *s, *next;
+
+	if (!atomic_load_explicit(&h->pending, memory_order_relaxed))
+		return;
+	s = atomic_exchange_explicit(&h->pending, NULL, memory_order_acquire);
+	for (; s; s = next) {
+		next = s->pending_next;
+		if (s->cls == ALLOC_CLASS_LARGE) {
+			heap_run_put(h, s, out);
+			continue;
+		}
+		atomic_store_explicit(&s->state, SPAN_OWNED, memory_order_relaxed);
+		s->flags &= ~SPAN_DETACHED;
+		span_collect(s);
+		span_owned(h, s, out);
+	}
+}
+
+static void span_init(struct be__heap *h, struct be__span *s, unsigned c)
+{
+	uint32_t size = (uint32_t)be__pool.class_size[c];
+
+	s->cls = (uint8_t)c;
+	s->size = size;
+	s->magic = (((uint64_t)1 << 40) + size - 1) / size;
+	s->count = (uint32_t)(((size_t)s->units << ALLOC_UNIT_SHIFT) / size);
+	s->bump = 0;
+	s->used = 0;
+	s->free_head = ALLOC_NIL;
+	s->flags = 0;
+	s->links = s->block->links + (size_t)s->first * ALLOC_UNIT_OBJS;
+	atomic_store_explicit(&s->deferred, ALLOC_NIL, memory_order_relaxed);
+	atomic_store_explicit(&s->state, SPAN_OWNED, memory_order_relaxed);
+	atomic_store_explicit(&s->heap, h, memory_order_relaxed);
+}
+
+/* An active span of class @c with something free, or NULL (error set). */
+static struct be__span *heap_refill(struct be__heap *h, unsigned c)
+{
+	struct be__heap_class *hc = &h->cls[c];
+	struct be__span *s = hc->active;
+
+	if (s) {
+		if (span_collect(s))
+			return s;
+		hc->active = NULL;
+		s->flags &= ~SPAN_ACTIVE;
+		if (span_mark_full(s)) {
+			span_collect(s);
+			goto activate;
+		}
+	}
+	heap_drain_pending(h, NULL);
+	while ((s = hc->partial)) {
+		partial_del(hc, s);
+		if (span_collect(s))
+			goto activate;
+		if (span_mark_full(s)) {
+			span_collect(s);
+			goto activate;
+		}
+	}
+	s = heap_run_get(h, class_units[c]);
+	if (!s)
+		return NULL;
+	span_init(h, s, c);
+activate:
+	s->flags |= SPAN_ACTIVE;
+	hc->active = s;
+	return s;
+}
+
+static void *heap_alloc_large(struct be__heap *h, size_t size)
+{
+	uint32_t units = (uint32_t)((size + ALLOC_UNIT_SIZE - 1) >> ALLOC_UNIT_SHIFT);
+	struct be__span *s;
+
+	s = heap_run_get(h, units);
+	if (!s)
+		return NULL;
+	s->cls = ALLOC_CLASS_LARGE;
+	s->flags = SPAN_LARGE;
+	s->size = units << ALLOC_UNIT_SHIFT;
+	s->used = 1;
+	atomic_store_explicit(&s->state, SPAN_OWNED, memory_order_relaxed);
+	atomic_store_explicit(&s->heap, h, memory_order_relaxed);
+	alloc_ctr_add(&h->in_use[be__alloc_large_class(units)], s->size);
+	alloc_ctr_inc(&h->allocs);
+	return (void *)s->start;
+}
+
+static __attribute__((noinline)) void *heap_alloc_slow(struct be__heap *h, size_t size)
+{
+	struct be__span *s;
+	void *p;
+
+	if (!h) {
+		h = heap_get();
+		if (!h)
+			goto fail;
+	}
+	if (size <= ALLOC_MEDIUM_MAX) {
+		uint32_t idx;
+
+		s = heap_refill(h, class_of[(size + BE_ALLOC_MIN_ALIGN - 1) / BE_ALLOC_MIN_ALIGN]);
+		if (!s)
+			goto fail;
+		idx = s->free_head;
+		if (idx != ALLOC_NIL)
+			s->free_head = s->links[idx];
+		else
+			idx = s->bump++;
+		s->used++;
+		alloc_ctr_add(&h->in_use[s->cls], s->size);
+		alloc_ctr_inc(&h->allocs);
+		return (void *)(s->start + (uintptr_t)idx * s->size);
+	}
+	if (size <= be__pool.block_size) {
+		p = heap_alloc_large(h, size);
+	} else {
+		size_t usable = 0;
+
+		p = be__huge_alloc(size, &usable);
+		if (p) {
+			alloc_ctr_add(&h->in_use[be__alloc_huge_class()], (int64_t)usable);
+			alloc_ctr_inc(&h->allocs);
+		}
+	}
+	if (p)
+		return p;
+fail:
+	be__alloc_fail();
+	return NULL;
+}
+
+void *be_alloc(size_t size)
+{
+	struct be__heap *h = tls_heap;
+
+	if (BE_LIKELY(h != NULL && size <= ALLOC_MEDIUM_MAX)) {
+		unsigned c = class_of[(size + BE_ALLOC_MIN_ALIGN - 1) / BE_ALLOC_MIN_ALIGN];
+		struct be__span *s = h->cls[c].active;
+
+		if (BE_LIKELY(s != NULL)) {
+			uint32_t idx = s->free_head;
+
+			if (idx != ALLOC_NIL)
+				s->free_head = s->links[idx];
+			else if (s->bump < s->count)
+				idx = s->bump++;
+			else
+				goto slow;
+			s->used++;
+			alloc_ctr_add(&h->in_use[c], s->size);
+			alloc_ctr_inc(&h->allocs);
+			return (void *)(s->start + (uintptr_t)idx * s->size);
+		}
+	}
+slow:
+	return heap_alloc_slow(h, size);
+}
+
+static void bad_free(const void *p)
+{
+	be_log_err("bemalloc: be_free(%p): not a live bemalloc buffer, ignored", p);
+}
+
+/* Statistics of a free by a thread whose heap is gone. */
+static void free_count(struct be__heap *h, unsigned c, int64_t bytes)
+{
+	if (h) {
+		alloc_ctr_add(&h->in_use[c], -bytes);
+		alloc_ctr_inc(&h->frees);
+	} else {
+		atomic_fetch_sub_explicit(&be__pool.in_use[c], bytes, memory_order_relaxed);
+		atomic_fetch_add_explicit(&be__pool.frees, 1, memory_order_relaxed);
+	}
+}
+
+static void heap_pending_push(struct be__heap *o, struct be__span *s)
+{
+	struct be__span *old = atomic_load_explicit(&o->pending, memory_order_relaxed);
+
+	do {
+		s->pending_next = old;
+	} while (!atomic_compare_exchange_weak_explicit(&o->pending, &old, s,
+							memory_order_release,
+							memory_order_relaxed));
+}
+
+/* @p in span @s that another heap (or none) owns. */
+static void remote_free(struct be__heap *h, struct be__span *s, uintptr_t a)
+{
+	uintptr_t off = a - s->start;
+	uint32_t idx, old;
+	int exp = SPAN_FULL;
+
+	if (s->cls == ALLOC_CLASS_LARGE) {
+		struct be__heap *o = atomic_load_explicit(&s->heap, memory_order_relaxed);
+
+		if (a != s->start || !o) {
+			bad_free((void *)a);
+			return;
+		}
+		free_count(h, be__alloc_large_class(s->units), s->size);
+		heap_pending_push(o, s);
+		return;
+	}
+	idx = (uint32_t)((off * s->magic) >> 40);
+	if (BE_UNLIKELY(idx >= s->count || (uintptr_t)idx * s->size != off)) {
+		bad_free((void *)a);
+		return;
+	}
+	free_count(h, s->cls, s->size);
+	old = atomic_load_explicit(&s->deferred, memory_order_relaxed);
+	do {
+		s->links[idx] = (uint16_t)old;
+	} while (!atomic_compare_exchange_weak(&s->deferred, &old, idx));
+	/* Pairs with span_mark_full(): the owner may have let go of @s. */
+	if (atomic_load(&s->state) == SPAN_FULL &&
+	    atomic_compare_exchange_strong(&s->state, &exp, SPAN_QUEUED))
+		heap_pending_push(atomic_load_explicit(&s->heap, memory_order_acquire), s);
+}
+
+/* Owner free that needs more than the fast path. */
+static __attribute__((noinline)) void span_free_slow(struct be__heap *h, struct be__span *s)
+{
+	if (s->flags & SPAN_DETACHED) {
+		int exp = SPAN_FULL;
+
+		/* QUEUED: a remote free has it on our pending stack already. */
+		if (!atomic_compare_exchange_strong(&s->state, &exp, SPAN_OWNED))
+			return;
+		s->flags &= ~SPAN_DETACHED;
+		span_owned(h, s, NULL);
+		return;
+	}
+	if (!s->used && !(s->flags & SPAN_ACTIVE)) {
+		if (s->flags & SPAN_PARTIAL)
+			partial_del(&h->cls[s->cls], s);
+		heap_run_put(h, s, NULL);
+	}
+}
+
+static __attribute__((noinline)) void free_huge(struct be__heap *h, struct be__region *r, void *p)
+{
+	size_t len = be__huge_free(r, p);
+
+	if (len)
+		free_count(h, be__alloc_huge_class(), (int64_t)len);
+}
+
+static __attribute__((noinline)) void free_large_local(struct be__heap *h, struct be__span *s,
+						       uintptr_t a)
+{
+	if (a != s->start || s->used != 1) {
+		bad_free((void *)a);
+		return;
+	}
+	s->used = 0;
+	free_count(h, be__alloc_large_class(s->units), s->size);
+	heap_run_put(h, s, NULL);
+}
+
+void be_free(void *p)
+{
+	struct be__heap *h = tls_heap;
+	uintptr_t a = (uintptr_t)p, off;
+	struct be__region *r;
+	struct be__span *s;
+	uint32_t idx;
+
+	if (BE_UNLIKELY(!p))
+		return;
+	if (BE_UNLIKELY(!h) && !tls_exited)
+		h = heap_get(); /* may stay NULL: the remote path copes */
+	r = be__pagemap_get(a);
+	if (BE_UNLIKELY(!r)) {
+		bad_free(p);
+		return;
+	}
+	if (BE_UNLIKELY(r->kind != ALLOC_REGION_BLOCK)) {
+		free_huge(h, r, p);
+		return;
+	}
+	s = atomic_load_explicit(
+		&((struct be__block *)r)->unit_span[(a - r->base) >> ALLOC_UNIT_SHIFT],
+		memory_order_relaxed);
+	if (BE_UNLIKELY(!s)) {
+		bad_free(p);
+		return;
+	}
+	if (BE_LIKELY(h && atomic_load_explicit(&s->heap, memory_order_relaxed) == h)) {
+		if (BE_UNLIKELY(s->flags & SPAN_LARGE)) {
+			free_large_local(h, s, a);
+			return;
+		}
+		off = a - s->start;
+		idx = (uint32_t)((off * s->magic) >> 40);
+		if (BE_UNLIKELY(idx >= s->bump || (uintptr_t)idx * s->size != off)) {
+			bad_free(p);
+			return;
+		}
+		s->links[idx] = s->free_head;
+		s->free_head = (uint16_t)idx;
+		s->used--;
+		alloc_ctr_add(&h->in_use[s->cls], -(int64_t)s->size);
+		alloc_ctr_inc(&h->frees);
+		if (BE_UNLIKELY((s->flags & SPAN_DETACHED) ||
+				(!s->used && !(s->flags & SPAN_ACTIVE))))
+			span_free_slow(h, s);
+		return;
+	}
+	remote_free(h, s, a);
+}
+
+size_t be_alloc_usable_size(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	struct be__region *r;
+	struct be__span *s;
+
+	if (!p)
+		return 0;
+	be__alloc_init();
+	r = be__pagemap_get(a);
+	if (!r || a >= r->base + r->len)
+		return 0;
+	if (r->kind != ALLOC_REGION_BLOCK)
+		return r->len - (a - r->base);
+	s = atomic_load_explicit(
+		&((struct be__block *)r)->unit_span[(a - r->base) >> ALLOC_UNIT_SHIFT],
+		memory_order_relaxed);
+	if (!s)
+		return 0;
+	if (s->cls == ALLOC_CLASS_LARGE)
+		return s->size - (a - s->start);
+	return s->size - (size_t)((a - s->start) % s->size);
+}
+
+/*
+ * be__heap_release() - collect @h and unlink whatever is free: empty
+ * spans, the span cache and runs freed by other threads, returned as a list
+ * for the pool. Spans still in use stay with @h (on its partial lists).
+ * The caller owns @h: it is the heap's thread, or holds the pool lock and
+ * @h is an orphan.
+ */
+struct be__span *be__heap_release(struct be__heap *h)
+{
+	struct be__span *out = NULL, *s, *next;
+	unsigned c;
+
+	heap_drain_pending(h, &out);
+	for (c = 0; c < ALLOC_NUM_SM; c++) {
+		struct be__heap_class *hc = &h->cls[c];
+
+		s = hc->active;
+		if (s) {
+			hc->active = NULL;
+			s->flags &= ~SPAN_ACTIVE;
+			span_collect(s);
+			span_owned(h, s, &out);
+		}
+		for (s = hc->partial; s; s = next) {
+			next = s->next;
+			span_collect(s);
+			if (!s->used) {
+				partial_del(hc, s);
+				heap_run_put(h, s, &out);
+			}
+		}
+	}
+	return heap_cache_flush(h, out);
+}
+
+/* pthread key destructor: the thread is going away. */
+void be__heap_thread_exit(void *arg)
+{
+	struct be__heap *h = arg;
+	struct be__span *runs;
+
+	if (!h)
+		return;
+	runs = be__heap_release(h);
+	tls_heap = NULL;
+	tls_exited = true;
+	be__pool_heap_orphan(h, runs);
+}

@@ -1,0 +1,442 @@
+/*
+ * pool.c - bemalloc's process-wide pool: configuration, the blocks and
+ * their unit bitmaps, orphaned heaps, devices, trim, and error reporting.
+ *
+ * Model. One mutex (be__pool.lock) guards everything here. It is taken
+ * only on slow paths: a heap needs a run of units that its own cache does
+ * not have, a heap gives runs back past its cache bound, a thread starts or
+ * exits, a huge allocation, attach/detach, trim. The registration hooks run
+ * under it (alloc.h says so), which is what makes "every region is
+ * registered on every attached device" an invariant.
+ *
+ * Blocks are searched first-fit in list order (newest first) for a run of
+ * free units; a block is created only when none fits. A run stays marked in
+ * its block's bitmap while a heap owns it, also while it sits in that heap's
+ * span cache: such a block is not "entirely free" and trim leaves it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc/alloc_int.h"
+#include "util/log.h"
+
+struct be__pool be__pool = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.arena_fd = -1,
+};
+
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static __thread char alloc_errbuf[256];
+static size_t env_block_size;
+static uint64_t env_limit;
+
+void be__heap_thread_exit(void *arg);
+void be__heap_classes_init(void);
+
+void be__alloc_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(alloc_errbuf, sizeof(alloc_errbuf), fmt, ap);
+	va_end(ap);
+	be_log_warn("%s", alloc_errbuf);
+}
+
+const char *be_alloc_last_error(void)
+{
+	return alloc_errbuf;
+}
+
+/* An allocation returns NULL: count it, errno says ENOMEM. */
+void be__alloc_fail(void)
+{
+	atomic_fetch_add_explicit(&be__pool.failures, 1, memory_order_relaxed);
+	errno = ENOMEM;
+}
+
+static unsigned ceil_log2(uint64_t v)
+{
+	return v <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(v - 1);
+}
+
+unsigned be__alloc_large_class(uint32_t units)
+{
+	return ALLOC_NUM_SM + ceil_log2(units);
+}
+
+/* Block size and everything derived from it; pool lock or init. */
+static void pool_set_block_size(size_t bs)
+{
+	struct be__pool *p = &be__pool;
+	unsigned i, n;
+
+	p->block_size = bs;
+	p->block_shift = (unsigned)__builtin_ctzll(bs);
+	p->units = (uint32_t)(bs >> ALLOC_UNIT_SHIFT);
+	p->heap_cache_max = BE_MIN(2 * bs, (size_t)16 << 20);
+	for (i = 0; i < ALLOC_NUM_SMALL; i++)
+		p->class_size[i] = (uint64_t)(i + 1) * BE_ALLOC_MIN_ALIGN;
+	for (i = ALLOC_NUM_SMALL; i < ALLOC_NUM_SM; i++) {
+		unsigned msb = 10 + (i - ALLOC_NUM_SMALL) / 4;
+		unsigned sub = (i - ALLOC_NUM_SMALL) % 4;
+
+		p->class_size[i] = (1ull << msb) + ((uint64_t)(sub + 1) << (msb - 2));
+	}
+	n = ceil_log2(p->units);
+	for (i = 0; i <= n; i++)
+		p->class_size[ALLOC_NUM_SM + i] = (uint64_t)ALLOC_UNIT_SIZE << i;
+	p->num_classes = ALLOC_NUM_SM + n + 2;
+	p->class_size[p->num_classes - 1] = 0; /* huge: sizes vary */
+}
+
+static bool block_size_valid(uint64_t bs)
+{
+	return bs >= ALLOC_BLOCK_MIN && bs <= ALLOC_BLOCK_MAX && !(bs & (bs - 1));
+}
+
+static void pool_init_once(void)
+{
+	struct be__pool *p = &be__pool;
+	uint64_t v;
+	int rc;
+
+	p->page_size = (size_t)sysconf(_SC_PAGESIZE);
+	env_block_size = ALLOC_BLOCK_DEFAULT;
+	rc = be__env_size("BE_ALLOC_BLOCK_SIZE", &v);
+	if (rc == 1 && block_size_valid(v))
+		env_block_size = (size_t)v;
+	else if (rc)
+		be_log_warn("bemalloc: ignoring BE_ALLOC_BLOCK_SIZE (a power of two, 1M..1G)");
+	rc = be__env_size("BE_ALLOC_LIMIT", &v);
+	if (rc == 1)
+		env_limit = v;
+	else if (rc)
+		be_log_warn("bemalloc: ignoring malformed BE_ALLOC_LIMIT");
+	pool_set_block_size(env_block_size);
+	atomic_store(&p->limit, env_limit);
+	be__heap_classes_init();
+	if (pthread_key_create(&p->key, be__heap_thread_exit))
+		be_log_err("bemalloc: pthread_key_create failed; exited threads keep their heaps");
+}
+
+void be__alloc_init(void)
+{
+	pthread_once(&pool_once, pool_init_once);
+}
+
+int be_alloc_configure(const struct be_alloc_config *cfg)
+{
+	struct be__pool *p = &be__pool;
+	int rc = 0;
+
+	if (!cfg)
+		return -EINVAL;
+	if (cfg->block_size && !block_size_valid(cfg->block_size))
+		return -EINVAL;
+	be__alloc_init();
+	pthread_mutex_lock(&p->lock);
+	if (cfg->block_size && cfg->block_size != p->block_size) {
+		if (p->frozen) {
+			rc = -EBUSY;
+			goto out;
+		}
+		pool_set_block_size(cfg->block_size);
+	} else if (!cfg->block_size && !p->frozen && p->block_size != env_block_size) {
+		pool_set_block_size(env_block_size);
+	}
+	atomic_store(&p->limit, cfg->limit_bytes ? (uint64_t)cfg->limit_bytes : env_limit);
+out:
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+/* First run of @n clear bits in @b's bitmap, or -1. */
+static int bitmap_find(const struct be__block *b, uint32_t n)
+{
+	uint32_t u = 0, run = 0;
+
+	while (u < b->units) {
+		uint64_t w = b->bitmap[u / 64];
+
+		if (!(u % 64) && w == ~0ull) {
+			run = 0;
+			u += 64;
+			continue;
+		}
+		if (w & (1ull << (u % 64)))
+			run = 0;
+		else if (++run == n)
+			return (int)(u + 1 - n);
+		u++;
+	}
+	return -1;
+}
+
+static void bitmap_assign(struct be__block *b, uint32_t first, uint32_t n, bool set)
+{
+	uint32_t u;
+
+	for (u = first; u < first + n; u++) {
+		if (set)
+			b->bitmap[u / 64] |= 1ull << (u % 64);
+		else
+			b->bitmap[u / 64] &= ~(1ull << (u % 64));
+	}
+}
+
+/*
+ * be__pool_run_get() - a run of @units contiguous free units, from the
+ * first block that has one, else from a new block (mapped and registered
+ * on every device). The descriptor (block, first, units, start) is set and
+ * every unit points at it. NULL with the thread's message set on failure.
+ */
+struct be__span *be__pool_run_get(uint32_t units)
+{
+	struct be__pool *p = &be__pool;
+	struct be__region *r;
+	struct be__block *b = NULL;
+	struct be__span *s;
+	int first = -1;
+	uint32_t u;
+
+	pthread_mutex_lock(&p->lock);
+	for (r = p->blocks; r; r = r->next) {
+		b = (struct be__block *)r;
+		if (b->free_units >= units && (first = bitmap_find(b, units)) >= 0)
+			break;
+	}
+	if (first < 0) {
+		b = be__block_create_locked();
+		if (!b) {
+			pthread_mutex_unlock(&p->lock);
+			return NULL;
+		}
+		first = 0;
+	}
+	bitmap_assign(b, (uint32_t)first, units, true);
+	b->free_units -= units;
+	s = &b->spans[first];
+	s->block = b;
+	s->first = (uint16_t)first;
+	s->units = (uint16_t)units;
+	s->start = b->r.base + ((uintptr_t)first << ALLOC_UNIT_SHIFT);
+	s->flags = 0;
+	s->next = s->prev = NULL;
+	for (u = (uint32_t)first; u < (uint32_t)first + units; u++)
+		atomic_store_explicit(&b->unit_span[u], s, memory_order_relaxed);
+	pthread_mutex_unlock(&p->lock);
+	return s;
+}
+
+void be__pool_run_put_locked(struct be__span *s)
+{
+	struct be__block *b = s->block;
+
+	s->flags = 0;
+	atomic_store_explicit(&s->heap, NULL, memory_order_relaxed);
+	bitmap_assign(b, s->first, s->units, false);
+	b->free_units += s->units;
+}
+
+void be__pool_runs_put(struct be__span *list)
+{
+	struct be__span *next;
+
+	if (!list)
+		return;
+	pthread_mutex_lock(&be__pool.lock);
+	for (; list; list = next) {
+		next = list->next;
+		be__pool_run_put_locked(list);
+	}
+	pthread_mutex_unlock(&be__pool.lock);
+}
+
+/* A heap for a new thread: an orphan if there is one, else a new one. */
+struct be__heap *be__pool_heap_adopt(void)
+{
+	struct be__pool *p = &be__pool;
+	struct be__heap *h;
+
+	pthread_mutex_lock(&p->lock);
+	p->frozen = true;
+	h = p->orphans;
+	if (h) {
+		p->orphans = h->next_orphan;
+		h->next_orphan = NULL;
+		pthread_mutex_unlock(&p->lock);
+		return h;
+	}
+	h = aligned_alloc(64, BE_ALIGN_UP(sizeof(*h), (size_t)64));
+	if (!h) {
+		pthread_mutex_unlock(&p->lock);
+		be__alloc_error("bemalloc: out of memory for a thread heap");
+		return NULL;
+	}
+	memset(h, 0, sizeof(*h));
+	/* Published last: be_alloc_stats() walks this list without the lock. */
+	atomic_store_explicit(&h->next_all, atomic_load(&p->heaps), memory_order_relaxed);
+	atomic_store_explicit(&p->heaps, h, memory_order_release);
+	pthread_mutex_unlock(&p->lock);
+	return h;
+}
+
+/* Thread exit: @runs go back to the pool, @h waits for the next thread. */
+void be__pool_heap_orphan(struct be__heap *h, struct be__span *runs)
+{
+	struct be__pool *p = &be__pool;
+	struct be__span *next;
+
+	pthread_mutex_lock(&p->lock);
+	for (; runs; runs = next) {
+		next = runs->next;
+		be__pool_run_put_locked(runs);
+	}
+	h->next_orphan = p->orphans;
+	p->orphans = h;
+	pthread_mutex_unlock(&p->lock);
+}
+
+size_t be_alloc_trim(void)
+{
+	struct be__pool *p = &be__pool;
+	struct be__heap *self, *h;
+	struct be__region *r, *next;
+	struct be__span *runs, *rn;
+	size_t freed = 0;
+
+	be__alloc_init();
+	/* The caller's own heap is ours to collect; other live threads' are not. */
+	self = be__heap_self();
+	runs = self ? be__heap_release(self) : NULL;
+	pthread_mutex_lock(&p->lock);
+	for (; runs; runs = rn) {
+		rn = runs->next;
+		be__pool_run_put_locked(runs);
+	}
+	for (h = p->orphans; h; h = h->next_orphan) {
+		for (runs = be__heap_release(h); runs; runs = rn) {
+			rn = runs->next;
+			be__pool_run_put_locked(runs);
+		}
+	}
+	for (r = p->blocks; r; r = next) {
+		struct be__block *b = (struct be__block *)r;
+
+		next = r->next;
+		if (b->free_units != b->units)
+			continue;
+		freed += r->len;
+		be__block_destroy_locked(b);
+	}
+	freed += be__huge_cache_drop_locked(SIZE_MAX);
+	pthread_mutex_unlock(&p->lock);
+	return freed;
+}
+
+/* Iterate over every region: blocks, live huge regions, cached ones. */
+static struct be__region *region_next(struct be__region *r, int *list)
+{
+	struct be__pool *p = &be__pool;
+
+	r = r ? r->next : NULL;
+	while (!r && *list < 3) {
+		switch ((*list)++) {
+		case 0: r = p->blocks; break;
+		case 1: r = p->huge_live; break;
+		default: r = p->huge_cache; break;
+		}
+	}
+	return r;
+}
+
+int be_alloc_attach_device(const struct be_alloc_reg_hook *hook)
+{
+	struct be__pool *p = &be__pool;
+	struct be__region *r, *u;
+	int d, rc = 0, list = 0, ulist = 0;
+
+	if (!hook || !hook->reg || !hook->dereg)
+		return -EINVAL;
+	be__alloc_init();
+	pthread_mutex_lock(&p->lock);
+	for (d = 0; d < BE_ALLOC_MAX_DEVICES; d++)
+		if (!atomic_load_explicit(&p->dev[d].attached, memory_order_relaxed))
+			break;
+	if (d == BE_ALLOC_MAX_DEVICES) {
+		rc = -ENOSPC;
+		be__alloc_error("bemalloc: %d devices attached already", BE_ALLOC_MAX_DEVICES);
+		goto out;
+	}
+	p->dev[d].hook = *hook;
+	snprintf(p->dev[d].name, sizeof(p->dev[d].name), "%s",
+		 hook->name ? hook->name : "?");
+	for (r = region_next(NULL, &list); r; r = region_next(r, &list)) {
+		rc = be__region_reg_dev_locked(r, d);
+		if (rc)
+			goto err_undo;
+	}
+	atomic_store_explicit(&p->dev[d].attached, 1, memory_order_release);
+	atomic_fetch_add(&p->devices, 1);
+	rc = d;
+	goto out;
+
+err_undo:
+	for (u = region_next(NULL, &ulist); u != r; u = region_next(u, &ulist))
+		be__region_dereg_dev_locked(u, d);
+	memset(&p->dev[d], 0, sizeof(p->dev[d]));
+out:
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+int be_alloc_detach_device(int d)
+{
+	struct be__pool *p = &be__pool;
+	struct be__region *r;
+	int list = 0;
+
+	if (d < 0 || d >= BE_ALLOC_MAX_DEVICES)
+		return -EINVAL;
+	be__alloc_init();
+	pthread_mutex_lock(&p->lock);
+	if (!atomic_load_explicit(&p->dev[d].attached, memory_order_relaxed)) {
+		pthread_mutex_unlock(&p->lock);
+		return -EINVAL;
+	}
+	for (r = region_next(NULL, &list); r; r = region_next(r, &list))
+		be__region_dereg_dev_locked(r, d);
+	atomic_store_explicit(&p->dev[d].attached, 0, memory_order_release);
+	atomic_fetch_sub(&p->devices, 1);
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
+int be_alloc_lookup(const void *ptr, int d, struct be_alloc_region *out)
+{
+	struct be__pool *p = &be__pool;
+	uintptr_t a = (uintptr_t)ptr;
+	struct be__region *r;
+
+	if (d < 0 || d >= BE_ALLOC_MAX_DEVICES || !out)
+		return -EINVAL;
+	if (!atomic_load_explicit(&p->dev[d].attached, memory_order_acquire))
+		return -EINVAL;
+	r = be__pagemap_get(a);
+	if (!r || a < r->base || a >= r->base + r->len)
+		return -ENOENT;
+	out->base = (void *)r->base;
+	out->len = r->len;
+	out->lkey = r->mr[d].lkey;
+	out->rkey = r->mr[d].rkey;
+	out->handle = r->mr[d].handle;
+	out->fd = r->fd;
+	out->fd_offset = r->fd_offset;
+	return 0;
+}
