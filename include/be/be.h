@@ -57,5 +57,6 @@ BE_EXPORT const char *be_version_string(void);
 #endif
 
 #include <be/alloc.h>
+#include <be/sock.h>
 
 #endif /* BE_BE_H */

@@ -1,0 +1,352 @@
+/*
+ * sock.h - the BE core: Sockets multiplexed over Engines, driven by Workers.
+ *
+ * Model.
+ *
+ *   be_ctx      process-level state: the configuration and the transport
+ *               devices, opened lazily on first use and attached to bemalloc
+ *               so every bemalloc buffer is registered on them.
+ *   be_worker   a thread domain. It owns, per transport in use, one event
+ *               channel, one completion queue and one shared receive queue,
+ *               and all the Engines, Listeners and Sockets created on it.
+ *               Nothing on the data path is shared between workers, so the
+ *               data path takes no locks. Progress is run to completion:
+ *               either the application calls be_worker_progress() /
+ *               be_worker_wait() on its own thread, or be_worker_start()
+ *               runs them on a library thread.
+ *   Engine      (internal) one reliable connection (an RC QP on verbs) to
+ *               one remote endpoint. be_sock_connect() to an address this
+ *               worker already has an Engine to reuses it, so the number of
+ *               connections grows with peers x workers, never with Sockets.
+ *               An Engine owns the receive credits, the send window, the
+ *               fragment scheduler and the keepalive of its connection.
+ *   be_sock     a logical, ordered, message-oriented channel (one per RPC
+ *               connection). Many Sockets share one Engine.
+ *   be_listener accepts Engines and the Sockets peers open on them.
+ *
+ * Threads. A worker and everything created on it (listeners, sockets) is
+ * used by one thread at a time: the thread that runs its progress. When
+ * be_worker_start() runs the worker on a library thread, only callbacks
+ * (which run on that thread) and functions submitted with be_worker_call()
+ * may use its objects; be_worker_call() is the one function that may be
+ * called from any thread. Functions below say "Threads: worker" for that
+ * rule. Callbacks never run inside a be_* call other than
+ * be_worker_progress()/be_worker_wait() (and the library thread's loop), so
+ * every function may be called from inside a callback, including
+ * be_sock_close() on the socket the callback is about.
+ *
+ * Buffers. Message buffers come from be_alloc() (include/be/alloc.h). Each
+ * function states ownership with four verbs: borrows (used during the call
+ * only), takes (the library frees it), lends until ... (the library uses it
+ * until the named event, then it is the caller's again), returns (the
+ * caller receives ownership).
+ *
+ * Errors: negative errno, or BE_EPROTO_PEER / BE_ECONNFAULT (be.h). When a
+ * function that takes a callback returns an error, that callback is never
+ * called for that request.
+ */
+#ifndef BE_SOCK_H
+#define BE_SOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef BE_EXPORT
+#if defined(BE_BUILDING_LIBRARY)
+#define BE_EXPORT __attribute__((visibility("default")))
+#else
+#define BE_EXPORT
+#endif
+#endif
+
+struct be_ctx;
+struct be_worker;
+struct be_listener;
+struct be_sock;
+
+/*
+ * Configuration. be_config_init() fills the defaults below, then applies
+ * the BE_* environment variable of each field when it is set (sizes accept
+ * K/M/G suffixes; times are plain integers). A malformed variable is
+ * ignored with a warning in the log.
+ */
+struct be_config {
+	/* Messages up to this many bytes are copied into SENDs (the eager
+	 * path); larger ones are written with RDMA WRITE into a buffer the
+	 * receiver allocates. BE_EAGER_MAX, default 4096. Clamped so a frame
+	 * fits one receive buffer. */
+	uint32_t eager_max;
+	/* Size of each buffer posted on a worker's shared receive queue; a
+	 * SEND (one or several batched frames) never exceeds the peer's.
+	 * BE_RECV_BUF_SIZE, default 8192. */
+	uint32_t recv_buf_size;
+	/* Receive buffers posted per worker and transport at start, and the
+	 * bound the shared receive queue may grow to as Engines are added.
+	 * BE_SRQ_DEPTH default 512, BE_SRQ_MAX_DEPTH default 8192. */
+	uint32_t srq_depth;
+	uint32_t srq_max_depth;
+	/* Receive credits granted to the peer of each Engine: how many SENDs
+	 * (and WRITE_WITH_IMMs) it may have outstanding toward us. 4..65535.
+	 * BE_CREDITS, default 64. */
+	uint32_t credits;
+	/* Software send window: bytes one Engine may have posted and not yet
+	 * completed. BE_SEND_WINDOW, default 1 MiB. */
+	uint64_t send_window;
+	/* Fragment size of large messages. 0 picks it from the device's link
+	 * speed: 2 KiB up to 25 Gb/s, 8 KiB up to 100 Gb/s, 16 KiB above; 128
+	 * KiB for shm and tcp. BE_FRAG_SIZE, default 0. */
+	uint32_t frag_size;
+	/* 1: interleave fragments of different Sockets round-robin on each
+	 * Engine (no head-of-line blocking). 0: FIFO per Engine, for
+	 * comparison. BE_FRAG_SCHED, default 1. */
+	int frag_sched;
+	/* Send queue depth per Engine and completion queue depth per worker
+	 * and transport. BE_SQ_DEPTH default 256, BE_CQ_DEPTH default 16384. */
+	uint32_t sq_depth;
+	uint32_t cq_depth;
+	/* An idle Engine sends a keepalive every keepalive_ms; an Engine that
+	 * sees no progress (frame, completion) from its peer for
+	 * conn_timeout_ms is faulty (BE_ECONNFAULT). The connect itself must
+	 * finish within conn_timeout_ms. BE_KEEPALIVE_MS default 1000,
+	 * BE_CONN_TIMEOUT_MS default 10000. */
+	uint32_t keepalive_ms;
+	uint32_t conn_timeout_ms;
+	/* be_worker_wait() polls this long before sleeping on events.
+	 * BE_SPIN_US, default 50. */
+	uint32_t spin_us;
+	/* Sockets per Engine. BE_MAX_SOCKETS, default 65536. */
+	uint32_t max_sockets;
+	/* Largest message accepted from a peer. BE_MAX_MSG, default 1 GiB. */
+	uint64_t max_msg_size;
+	/* Large messages of one Socket that may wait for their WriteResponse
+	 * at once. BE_MAX_REQS, default 4. */
+	uint32_t max_reqs;
+	/* Backoff after a WriteResponse "no memory", doubling from min to
+	 * max. BE_NOMEM_BACKOFF_US default 1000, BE_NOMEM_BACKOFF_MAX_US
+	 * default 100000. */
+	uint32_t nomem_backoff_us;
+	uint32_t nomem_backoff_max_us;
+};
+
+/* be_config_init() - defaults + BE_* environment. Borrows @cfg. */
+BE_EXPORT void be_config_init(struct be_config *cfg);
+
+/*
+ * be_ctx_create() - a context with configuration @cfg (copied; NULL means
+ * be_config_init()). Transport devices open on first use. Returns 0 or
+ * -EINVAL (invalid configuration), -ENOMEM.
+ * Threads: any; the context itself is thread-safe.
+ */
+BE_EXPORT int be_ctx_create(const struct be_config *cfg, struct be_ctx **out);
+
+/*
+ * be_ctx_destroy() - detach the devices from bemalloc and close them.
+ * Every worker of @ctx must have been destroyed.
+ */
+BE_EXPORT void be_ctx_destroy(struct be_ctx *ctx);
+
+/* be_ctx_config() - the configuration in effect (after clamping). */
+BE_EXPORT const struct be_config *be_ctx_config(const struct be_ctx *ctx);
+
+/*
+ * be_worker_create() - a worker on @ctx. Its per-transport queues are
+ * created when it first listens or connects on a transport.
+ * Returns 0, -ENOMEM, or -errno of eventfd/epoll.
+ */
+BE_EXPORT int be_worker_create(struct be_ctx *ctx, struct be_worker **out);
+
+/*
+ * be_worker_destroy() - fail and free everything on @w: pending sends
+ * complete with -ECANCELED (their callbacks run inside this call, the only
+ * exception to the rule above), engines disconnect, sockets and listeners
+ * are freed (handles become invalid). The worker thread must be stopped.
+ * Threads: worker.
+ */
+BE_EXPORT void be_worker_destroy(struct be_worker *w);
+
+/*
+ * be_worker_progress() - run everything that is ready without blocking:
+ * connection events, completions, scheduled sends, timers, callbacks.
+ * Returns the number of things done (0 when idle), or -errno when a
+ * transport queue failed. Threads: worker.
+ */
+BE_EXPORT int be_worker_progress(struct be_worker *w);
+
+/*
+ * be_worker_wait() - progress, sleeping until something happens or
+ * @timeout_ms passes (-1: no limit, but timers still wake it). Polls for
+ * up to the configured spin time, then arms the completion queues and
+ * sleeps in epoll on them, the event channels and a wakeup eventfd.
+ * Returns the work done (>= 0) or -errno. Threads: worker.
+ */
+BE_EXPORT int be_worker_wait(struct be_worker *w, int timeout_ms);
+
+/*
+ * be_worker_start() - run progress + wait on a library thread until
+ * be_worker_stop(). From then on the worker's objects are used only from
+ * callbacks and be_worker_call() functions. Returns 0, -EALREADY, -errno.
+ */
+BE_EXPORT int be_worker_start(struct be_worker *w);
+
+/* be_worker_stop() - stop and join the library thread. 0 or -EINVAL. */
+BE_EXPORT int be_worker_stop(struct be_worker *w);
+
+/*
+ * be_worker_call() - run @fn(@w, @arg) on the worker's thread at its next
+ * progress. Threads: any (a lock-free queue and an eventfd wakeup).
+ * Functions still queued when the worker is destroyed run inside
+ * be_worker_destroy(). Returns 0 or -ENOMEM (then @fn never runs).
+ */
+BE_EXPORT int be_worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *arg),
+			     void *arg);
+
+/* be_worker_ctx() - the context of @w. */
+BE_EXPORT struct be_ctx *be_worker_ctx(struct be_worker *w);
+
+/* be_worker_engine_count() - live Engines of @w. Threads: worker. */
+BE_EXPORT unsigned int be_worker_engine_count(struct be_worker *w);
+
+/*
+ * Callbacks of a socket. They run on the worker's thread, from progress.
+ *
+ * on_recv: a message arrived. Returns @buf (from bemalloc) to the
+ *   application, which may keep it, hand it to another thread, and must
+ *   be_free() it eventually (from any thread). A 0-byte message comes
+ *   with a valid minimal buffer. Messages arrive in the order they were
+ *   sent on the peer's socket.
+ * on_close: the socket stopped working: @reason 0 when the peer closed
+ *   it, -ECONNREFUSED when the peer refused it, or the Engine's error
+ *   (BE_ECONNFAULT, BE_EPROTO_PEER, -ECONNRESET, ...). It runs at most
+ *   once and never after be_sock_close(); the handle stays valid until
+ *   the application calls be_sock_close(), which it must do.
+ * on_accept: listeners only: the peer opened @s on an Engine accepted by
+ *   listener @l. @s starts with the listener's callbacks and user
+ *   pointer. Return 0 to accept, or a negative errno to refuse (the peer
+ *   gets on_close(-ECONNREFUSED) and @s is freed on return).
+ */
+struct be_sock_cbs {
+	void (*on_recv)(struct be_sock *s, void *buf, size_t len, void *user);
+	void (*on_close)(struct be_sock *s, int reason, void *user);
+	int (*on_accept)(struct be_listener *l, struct be_sock *s, void *user);
+};
+
+/*
+ * be_listen() - listen on @addr: "tcp://host:port" (port 0 picks one),
+ * "shm://name", "verbs://ip:port". Borrows @cbs (copied). Returns 0,
+ * -EINVAL (bad address), -EPROTONOSUPPORT (transport not built in), or
+ * the transport's -errno. Threads: worker.
+ */
+BE_EXPORT int be_listen(struct be_worker *w, const char *addr, const struct be_sock_cbs *cbs,
+			void *user, struct be_listener **out);
+
+/* be_listener_addr() - the bound address, with scheme, into @buf.
+ * Returns 0 or -ENOSPC / -errno. Threads: worker. */
+BE_EXPORT int be_listener_addr(struct be_listener *l, char *buf, size_t len);
+
+/* be_listener_close() - stop accepting; existing Engines and Sockets stay.
+ * Threads: worker. */
+BE_EXPORT void be_listener_close(struct be_listener *l);
+
+/*
+ * be_sock_connect() - open a Socket to @addr. Reuses this worker's Engine
+ * to @addr (same text after parsing) when one is alive; otherwise starts
+ * connecting a new Engine. Returns at once: sends queue until the Engine
+ * is established; a failed connect reaches the socket as on_close(err)
+ * and fails its queued sends. Borrows @cbs (copied; on_accept unused).
+ * Returns 0, -EINVAL, -EPROTONOSUPPORT, -EMFILE (max_sockets reached),
+ * -ENOMEM, or the transport's -errno. Threads: worker.
+ */
+BE_EXPORT int be_sock_connect(struct be_worker *w, const char *addr, const struct be_sock_cbs *cbs,
+			      void *user, struct be_sock **out);
+
+/* Completion of a send: returns @buf to the application; @status is 0
+ * (delivered to the peer's transport), -ECANCELED (socket closed first),
+ * -ECONNRESET (peer closed the socket) or the Engine's error. */
+typedef void (*be_send_cb)(struct be_sock *s, void *buf, int status, void *arg);
+
+/*
+ * be_sock_send() - send @len bytes at @buf as one message.
+ *
+ * Ownership: lends @buf (from be_alloc(); may be NULL when @len is 0)
+ * until @cb runs, exactly once; do not write or free it before then. On
+ * error the caller keeps @buf and @cb never runs. Messages of one socket
+ * arrive in order. Closing @s completes pending sends with -ECANCELED.
+ * Returns 0, -EINVAL (buffer not from bemalloc, NULL cb), -EMSGSIZE
+ * (above max_msg_size), -ENOTCONN (socket closed by the peer or the
+ * Engine failed), -ENOMEM. Threads: worker.
+ */
+BE_EXPORT int be_sock_send(struct be_sock *s, void *buf, size_t len, be_send_cb cb, void *arg);
+
+/*
+ * be_sock_close() - close @s and release the handle. Pending sends
+ * complete with -ECANCELED from the next progress (those already on the
+ * wire complete with their transport result); no callback of @s runs
+ * after this call, except those send completions. The peer's socket gets
+ * on_close(0). Safe inside any callback of @s. Threads: worker.
+ */
+BE_EXPORT void be_sock_close(struct be_sock *s);
+
+/* be_sock_set_user() / be_sock_user() - the pointer handed to callbacks. */
+BE_EXPORT void be_sock_set_user(struct be_sock *s, void *user);
+BE_EXPORT void *be_sock_user(struct be_sock *s);
+
+/* Counters of one Socket. */
+struct be_sock_stats {
+	uint64_t msgs_sent, bytes_sent;       /* completed with status 0 */
+	uint64_t msgs_recv, bytes_recv;       /* handed to on_recv */
+	uint64_t eager_sent, large_sent;
+	uint64_t eager_recv, large_recv;
+	uint64_t send_errors;                 /* sends completed with an error */
+	uint64_t queued;                      /* sends not yet completed (now) */
+};
+
+/* Counters of one Engine. */
+struct be_engine_stats {
+	uint64_t msgs_sent, bytes_sent, msgs_recv, bytes_recv;
+	uint64_t eager_sent, large_sent, eager_recv, large_recv;
+	uint64_t sends_posted;        /* SEND work requests (each one credit) */
+	uint64_t frames_batched;      /* frames that shared a SEND with another */
+	uint64_t fragments;           /* RDMA WRITE fragments posted */
+	uint64_t write_imm_recv;      /* WRITE_WITH_IMM completions received */
+	uint64_t credits_granted;     /* credits our peer granted us at connect */
+	uint64_t credits_peer_max;    /* credits we granted the peer */
+	uint64_t max_credits_in_use;  /* peak credits held by our sends; <= credits_granted */
+	uint64_t max_peer_credits_in_use; /* peak receives the peer held here; <= credits_peer_max */
+	uint64_t credit_stalls;       /* times a SEND waited for a credit */
+	uint64_t credit_frames_sent;  /* explicit CREDIT frames */
+	uint64_t send_window;         /* configured window in bytes */
+	uint64_t max_bytes_in_flight; /* peak posted-not-completed bytes; <= send_window */
+	uint64_t window_stalls;       /* times the window held a WR back */
+	uint64_t keepalives_sent, keepalives_recv;
+	uint64_t nomem_sent;          /* WriteResponses "no memory" we answered */
+	uint64_t nomem_recv;          /* ... we received */
+	uint64_t alloc_backoffs;      /* receive-side allocation retries */
+	uint64_t protocol_errors;
+	uint64_t sockets;             /* sockets on the engine now */
+	uint64_t sockets_opened;      /* ever */
+	uint32_t frag_size;
+	int state;                    /* 0 connecting, 1 established, 2 failed */
+	int error;                    /* the failure, 0 while alive */
+};
+
+/* be_sock_stats() / be_sock_engine_stats() - snapshots. Return 0 or
+ * -ENOTCONN when the socket has no Engine any more. Threads: worker. */
+BE_EXPORT int be_sock_stats(struct be_sock *s, struct be_sock_stats *out);
+BE_EXPORT int be_sock_engine_stats(struct be_sock *s, struct be_engine_stats *out);
+
+/*
+ * be_worker_stats_json() - the worker's Engines (each with its counters)
+ * as one JSON object into @buf, NUL-terminated. Returns the length it
+ * needs without the NUL (like snprintf), or -EINVAL. Threads: worker.
+ */
+BE_EXPORT int be_worker_stats_json(struct be_worker *w, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BE_SOCK_H */

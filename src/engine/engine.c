@@ -1,0 +1,542 @@
+/*
+ * engine.c - Engines: one reliable connection each, its handshake, its
+ * socket id tables, failure and teardown.
+ *
+ * Model. An Engine is created by be_sock_connect() (connector side,
+ * reusable by later connects from the same worker to the same address) or
+ * by a CONNECT_REQUEST on a listener (acceptor side). Both sides send a
+ * hello in the connect private data (proto.h); the acceptor validates the
+ * connector's in the request and rejects with a reason, the connector
+ * validates the acceptor's at ESTABLISHED. Credits granted to the peer are
+ * reserved from the worker's SRQ before the hello promises them.
+ *
+ * Failure. be__engine_fail() is the single way an Engine dies (transport
+ * disconnect, completion error, protocol violation, keepalive timeout,
+ * connect failure). It records the error, fails everything not yet posted,
+ * queues on_close for the sockets, disconnects, and puts the Engine on the
+ * worker's reap list. Reaping runs after the current batch of completions
+ * (which may still name the connection): it destroys the connection (after
+ * which the transport reports nothing more about it), completes every
+ * posted-but-unretired WR with the error, frees the buffers lent to the
+ * peer, and detaches the sockets. Every pending operation thus completes
+ * exactly once, promptly, with the Engine's error.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/core.h"
+#include "util/common.h"
+#include "util/log.h"
+
+static void engine_hello(struct be__engine *e, struct be__hello *h)
+{
+	const struct be_config *cfg = &e->w->ctx->cfg;
+
+	*h = (struct be__hello){
+		.magic = BE_PROTO_MAGIC,
+		.version = BE_PROTO_VERSION,
+		.recv_buf_size = cfg->recv_buf_size,
+		.eager_max = cfg->eager_max,
+		.credits = cfg->credits,
+		.max_sockets = cfg->max_sockets,
+		.max_msg_size = cfg->max_msg_size,
+		.keepalive_ms = cfg->keepalive_ms,
+	};
+}
+
+static void engine_set_peer(struct be__engine *e, const struct be__hello *h)
+{
+	const struct be_config *cfg = &e->w->ctx->cfg;
+
+	e->peer = *h;
+	be__credit_init(&e->cr, h->credits, e->granted_to_peer);
+	e->sbuf_size = h->recv_buf_size;
+	e->eager_max = BE_MIN(cfg->eager_max, h->recv_buf_size - BE_FRAME_HDR);
+	e->st.credits_granted = h->credits;
+	e->st.credits_peer_max = e->granted_to_peer;
+}
+
+static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, const char *key)
+{
+	const struct be_config *cfg = &w->ctx->cfg;
+	struct be__engine *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	if (be__window_init(&e->win, cfg->sq_depth, cfg->send_window)) {
+		free(e);
+		return NULL;
+	}
+	e->w = w;
+	e->wd = wd;
+	e->ops = wd->cd->ops;
+	snprintf(e->addr, sizeof(e->addr), "%s", key);
+	e->refs = 1;
+	be__list_init(&e->wlink);
+	be__list_init(&e->klink);
+	be__list_init(&e->rlink);
+	be__list_init(&e->fifo.txq);
+	be__list_init(&e->fifo.fragq);
+	be__list_init(&e->fifo.link);
+	e->fifo.fifo = true;
+	be__list_init(&e->active);
+	be__list_init(&e->ctrlq);
+	be__list_init(&e->sbfree);
+	be__list_init(&e->backoff);
+	be__list_init(&e->rxlog);
+	e->frag_size = wd->cd->frag_size;
+	e->max_inline = BE_MIN(wd->cd->attr.max_inline, 256u);
+	e->last_rx_ns = e->last_tx_ns = be__now_ns();
+	e->deadline_ns = e->last_rx_ns + (uint64_t)cfg->conn_timeout_ms * 1000000ull;
+	e->st.send_window = cfg->send_window;
+	e->st.frag_size = e->frag_size;
+	return e;
+}
+
+/* Link a fully set up engine into the worker. */
+static void engine_link(struct be__engine *e)
+{
+	be__list_add_tail(&e->w->engines, &e->wlink);
+	e->w->nengines++;
+}
+
+static void engine_free(struct be__engine *e)
+{
+	be__sendbuf_free_all(e);
+	be__window_free(&e->win);
+	free(e->mine);
+	free(e->theirs);
+	free(e->free_ids);
+	free(e->grants);
+	free(e);
+}
+
+void be__engine_unref(struct be__engine *e)
+{
+	if (--e->refs == 0)
+		engine_free(e);
+}
+
+static struct be_xconn_attr engine_conn_attr(struct be__engine *e)
+{
+	const struct be_config *cfg = &e->w->ctx->cfg;
+
+	return (struct be_xconn_attr){
+		.send_cq = e->wd->cq,
+		.recv_cq = e->wd->cq,
+		.srq = e->wd->srq,
+		.max_send_wr = cfg->sq_depth,
+		.max_inline = 256,
+		.timeout_ms = (int)BE_MIN(cfg->conn_timeout_ms, (uint32_t)INT32_MAX),
+		.user = e,
+	};
+}
+
+int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *key,
+		       const char *rest, struct be__engine **out)
+{
+	const struct be_config *cfg = &w->ctx->cfg;
+	struct be_xconn_attr attr;
+	uint8_t priv[BE_PROTO_HELLO_LEN];
+	struct be__hello h;
+	struct be__engine *e;
+	int rc;
+
+	e = engine_new(w, wd, key);
+	if (!e)
+		return -ENOMEM;
+	rc = be__wdev_reserve(wd, cfg->credits);
+	if (rc) {
+		be_log_err("engine %s: no receive buffers for %u credits", key, cfg->credits);
+		goto err_free;
+	}
+	e->granted_to_peer = cfg->credits;
+	e->connector = true;
+	e->reusable = true;
+	engine_hello(e, &h);
+	be__hello_encode(&h, priv);
+	attr = engine_conn_attr(e);
+	rc = e->ops->connect(wd->evch, rest, &attr, priv, sizeof(priv), &e->conn);
+	if (rc) {
+		be_log_err("engine %s: connect failed: %s", key, be_strerror(rc));
+		goto err_unreserve;
+	}
+	e->conn->user = e;
+	engine_link(e);
+	be_log_dbg("engine %s: connecting", key);
+	*out = e;
+	return 0;
+
+err_unreserve:
+	be__wdev_unreserve(wd, cfg->credits);
+err_free:
+	engine_free(e);
+	return rc;
+}
+
+struct be__engine *be__engine_find(struct be_worker *w, const char *key)
+{
+	struct be__list *p;
+
+	for (p = w->engines.next; p != &w->engines; p = p->next) {
+		struct be__engine *e = be__list_entry(p, struct be__engine, wlink);
+
+		if (e->reusable && e->state != BE_ES_FAILED && strcmp(e->addr, key) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+static void engine_reject(struct be__wdev *wd, struct be_xconn *conn, uint32_t reason)
+{
+	uint8_t priv[BE_PROTO_HELLO_LEN];
+	struct be__hello h = {
+		.magic = BE_PROTO_MAGIC,
+		.version = BE_PROTO_VERSION,
+		.reason = reason,
+	};
+
+	be__hello_encode(&h, priv);
+	if (wd->cd->ops->reject(conn, priv, sizeof(priv)))
+		wd->cd->ops->conn_destroy(conn);
+}
+
+static void engine_on_request(struct be__wdev *wd, struct be_xevent *ev)
+{
+	const struct be_config *cfg = &wd->w->ctx->cfg;
+	struct be_listener *l = ev->listener ? ev->listener->user : NULL;
+	uint8_t priv[BE_PROTO_HELLO_LEN];
+	struct be_xconn_attr attr;
+	struct be__hello peer, h;
+	struct be__engine *e;
+	char key[BE_XPORT_ADDR_MAX + 16] = "";
+	const char *why = "";
+	int reason, rc;
+
+	if (!l) {
+		engine_reject(wd, ev->conn, BE_REJECT_SHUTDOWN);
+		return;
+	}
+	reason = be__hello_decode(ev->priv, ev->priv_len, 0, &peer, &why);
+	if (reason) {
+		be_log_warn("engine: rejecting a connection on %s: %s", l->scheme, why);
+		engine_reject(wd, ev->conn, (uint32_t)reason);
+		return;
+	}
+	snprintf(key, sizeof(key), "%s://", l->scheme);
+	wd->cd->ops->conn_peer_addr(ev->conn, key + strlen(key), sizeof(key) - strlen(key));
+	e = engine_new(wd->w, wd, key);
+	if (!e) {
+		engine_reject(wd, ev->conn, BE_REJECT_RESOURCES);
+		return;
+	}
+	if (be__wdev_reserve(wd, cfg->credits)) {
+		be_log_warn("engine %s: rejected: no receive buffers left", key);
+		engine_free(e);
+		engine_reject(wd, ev->conn, BE_REJECT_RESOURCES);
+		return;
+	}
+	e->granted_to_peer = cfg->credits;
+	e->conn = ev->conn;
+	e->acb = l->cbs;
+	e->auser = l->user;
+	e->listener = l;
+	engine_set_peer(e, &peer);
+	engine_hello(e, &h);
+	be__hello_encode(&h, priv);
+	attr = engine_conn_attr(e);
+	rc = wd->cd->ops->accept(ev->conn, &attr, priv, sizeof(priv));
+	if (rc) {
+		be_log_warn("engine %s: accept failed: %s", key, be_strerror(rc));
+		be__wdev_unreserve(wd, cfg->credits);
+		wd->cd->ops->conn_destroy(ev->conn);
+		engine_free(e);
+		return;
+	}
+	e->conn->user = e;
+	engine_link(e);
+	be_log_dbg("engine %s: accepted", key);
+}
+
+static void engine_on_established(struct be__engine *e, struct be_xevent *ev)
+{
+	struct be__hello peer;
+	const char *why = "";
+
+	if (e->state != BE_ES_CONNECTING)
+		return;
+	if (e->connector) {
+		int reason = be__hello_decode(ev->priv, ev->priv_len, 0, &peer, &why);
+
+		if (reason) {
+			be__engine_fail(e, BE_EPROTO_PEER, why);
+			return;
+		}
+		engine_set_peer(e, &peer);
+	}
+	e->state = BE_ES_ESTABLISHED;
+	e->st.state = BE_ES_ESTABLISHED;
+	e->last_rx_ns = e->last_tx_ns = be__now_ns();
+	be_log_dbg("engine %s: established", e->addr);
+	be__engine_kick(e);
+}
+
+void be__engine_on_event(struct be__wdev *wd, struct be_xevent *ev)
+{
+	struct be__engine *e = ev->conn ? ev->conn->user : NULL;
+	struct be__hello h;
+	const char *why = "";
+	char msg[96];
+
+	switch (ev->type) {
+	case BE_XEV_CONNECT_REQUEST:
+		engine_on_request(wd, ev);
+		return;
+	case BE_XEV_SRQ_LIMIT:
+	case BE_XEV_PORT_CHANGE:
+		be_log_info("engine: %s event on %s (port %d up %d)",
+			    ev->type == BE_XEV_SRQ_LIMIT ? "srq limit" : "port change",
+			    wd->cd->name, ev->port, ev->up);
+		return;
+	default:
+		break;
+	}
+	if (!e)
+		return;
+	switch (ev->type) {
+	case BE_XEV_ESTABLISHED:
+		engine_on_established(e, ev);
+		break;
+	case BE_XEV_REJECTED:
+		if (be__hello_decode(ev->priv, ev->priv_len, 1, &h, &why) == 0)
+			snprintf(msg, sizeof(msg), "rejected by the peer: %s",
+				 be__reject_str(h.reason));
+		else
+			snprintf(msg, sizeof(msg), "rejected by the peer");
+		be__engine_fail(e, -ECONNREFUSED, msg);
+		break;
+	case BE_XEV_UNREACHABLE:
+		be__engine_fail(e, ev->status ? ev->status : -EHOSTUNREACH, "peer unreachable");
+		break;
+	case BE_XEV_DISCONNECTED:
+		be__engine_fail(e, ev->status ? ev->status : -ECONNRESET, "disconnected");
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- socket id tables ---- */
+
+static int engine_grow(struct be_sock ***tab, uint32_t *cap, uint32_t need)
+{
+	uint32_t ncap = *cap ? *cap : 64;
+	struct be_sock **t;
+
+	while (ncap < need)
+		ncap *= 2;
+	if (ncap == *cap)
+		return 0;
+	t = realloc(*tab, ncap * sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	memset(t + *cap, 0, (ncap - *cap) * sizeof(*t));
+	*tab = t;
+	*cap = ncap;
+	return 0;
+}
+
+int be__engine_sock_attach(struct be__engine *e, struct be_sock *s, bool mine, uint32_t id)
+{
+	const struct be_config *cfg = &e->w->ctx->cfg;
+	int rc;
+
+	if (e->state == BE_ES_FAILED)
+		return -ENOTCONN;
+	if (e->nsocks >= cfg->max_sockets)
+		return -EMFILE;
+	if (mine) {
+		if (e->nfree_ids)
+			id = e->free_ids[--e->nfree_ids];
+		else if (e->next_id < BE_MIN(cfg->max_sockets,
+						  e->peer.max_sockets ? e->peer.max_sockets : UINT32_MAX))
+			id = e->next_id++;
+		else
+			return -EMFILE;
+		rc = engine_grow(&e->mine, &e->cap_mine, id + 1);
+		if (rc) {
+			if (id == e->next_id - 1)
+				e->next_id--;
+			else
+				e->free_ids[e->nfree_ids++] = id;
+			return rc;
+		}
+		e->mine[id] = s;
+	} else {
+		rc = engine_grow(&e->theirs, &e->cap_theirs, id + 1);
+		if (rc)
+			return rc;
+		e->theirs[id] = s;
+	}
+	s->e = e;
+	s->id = id;
+	s->mine = mine;
+	s->state = BE_SS_OPEN;
+	s->refs++;
+	e->refs++;
+	e->nsocks++;
+	e->st.sockets_opened++;
+	return 0;
+}
+
+void be__engine_sock_detach(struct be__engine *e, struct be_sock *s)
+{
+	if (s->e != e)
+		return;
+	if (s->mine) {
+		e->mine[s->id] = NULL;
+		if (e->nfree_ids == e->cap_free_ids) {
+			uint32_t cap = e->cap_free_ids ? e->cap_free_ids * 2 : 64;
+			uint32_t *ids = realloc(e->free_ids, cap * sizeof(*ids));
+
+			if (ids) {
+				e->free_ids = ids;
+				e->cap_free_ids = cap;
+			}
+		}
+		/* Without memory for the free list the id is just not reused. */
+		if (e->nfree_ids < e->cap_free_ids)
+			e->free_ids[e->nfree_ids++] = s->id;
+	} else {
+		e->theirs[s->id] = NULL;
+	}
+	be__list_del_init(&s->sq.link);
+	s->e = NULL;
+	s->state = BE_SS_DEAD;
+	e->nsocks--;
+	be__sock_unref(s);
+	be__engine_unref(e);
+}
+
+struct be_sock *be__engine_sock_lookup(struct be__engine *e, bool peer_opened, uint32_t id)
+{
+	if (peer_opened)
+		return id < e->cap_theirs ? e->theirs[id] : NULL;
+	return id < e->cap_mine ? e->mine[id] : NULL;
+}
+
+/* ---- failure and teardown ---- */
+
+void be__engine_fail(struct be__engine *e, int err, const char *why)
+{
+	uint32_t i;
+
+	if (e->state == BE_ES_FAILED)
+		return;
+	be_log_warn("engine %s: failed: %s (%s)", e->addr, why, be_strerror(err));
+	e->state = BE_ES_FAILED;
+	e->st.state = BE_ES_FAILED;
+	e->err = err;
+	e->st.error = err;
+	e->reusable = false;
+	if (err == BE_EPROTO_PEER)
+		e->st.protocol_errors++;
+	e->refs++;
+	for (i = 0; i < e->cap_mine; i++)
+		if (e->mine[i])
+			be__sock_engine_gone(e->mine[i], err);
+	for (i = 0; i < e->cap_theirs; i++)
+		if (e->theirs[i])
+			be__sock_engine_gone(e->theirs[i], err);
+	while (!be__list_empty(&e->ctrlq)) {
+		struct be__list *p = be__list_first(&e->ctrlq);
+
+		be__list_del_init(p);
+		free(be__list_entry(p, struct be__ctrl, link));
+	}
+	if (e->cur) {
+		struct be__sendbuf *sb = e->cur;
+
+		e->cur = NULL;
+		while (!be__list_empty(&sb->msgs)) {
+			struct be__msg *m = be__list_entry(be__list_first(&sb->msgs),
+							   struct be__msg, link);
+
+			be__list_del_init(&m->link);
+			be__worker_defer_msg(e->w, m, err);
+		}
+		be__list_add_tail(&e->sbfree, &sb->link);
+	}
+	if (e->conn)
+		e->ops->disconnect(e->conn);
+	be__list_del_init(&e->klink);
+	e->kicked = false;
+	be__list_add_tail(&e->w->reap, &e->rlink);
+	be__engine_unref(e);
+}
+
+void be__engine_reap(struct be__engine *e)
+{
+	uint32_t i;
+
+	if (e->reaped)
+		return;
+	e->reaped = true;
+	if (e->conn) {
+		e->ops->conn_destroy(e->conn);
+		e->conn = NULL;
+	}
+	/* No completion names the connection any more: finish what it had. */
+	be__engine_retire_all(e);
+	be__engine_rx_free(e);
+	for (i = 0; i < e->cap_mine; i++)
+		if (e->mine[i]) {
+			be__large_release_sock(e, e->mine[i]);
+			be__engine_sock_detach(e, e->mine[i]);
+		}
+	for (i = 0; i < e->cap_theirs; i++)
+		if (e->theirs[i]) {
+			be__large_release_sock(e, e->theirs[i]);
+			be__engine_sock_detach(e, e->theirs[i]);
+		}
+	be__wdev_unreserve(e->wd, e->granted_to_peer);
+	be__list_del_init(&e->wlink);
+	e->w->nengines--;
+	be__engine_unref(e);
+}
+
+void be__engine_tick(struct be__engine *e, uint64_t now)
+{
+	if (e->state == BE_ES_CONNECTING) {
+		if (now > e->deadline_ns)
+			be__engine_fail(e, -ETIMEDOUT, "connect timed out");
+		return;
+	}
+	if (e->state != BE_ES_ESTABLISHED)
+		return;
+	be__keepalive_tick(e, now);
+	if (e->state != BE_ES_ESTABLISHED)
+		return;
+	be__large_backoff_tick(e, now);
+	be__engine_rx_retry(e, now);
+	if (be__credit_update_due(&e->cr))
+		be__engine_kick(e);
+}
+
+void be__engine_stats(struct be__engine *e, struct be_engine_stats *out)
+{
+	*out = e->st;
+	out->credits_granted = e->cr.granted;
+	out->credits_peer_max = e->cr.peer_granted;
+	out->max_credits_in_use = e->cr.max_in_use;
+	out->max_peer_credits_in_use = e->cr.max_peer_in_use;
+	out->credit_stalls = e->cr.stalls;
+	out->send_window = e->win.limit;
+	out->max_bytes_in_flight = e->win.max_in_flight;
+	out->window_stalls = e->win.stalls;
+	out->sockets = e->nsocks;
+	out->frag_size = e->frag_size;
+	out->state = e->state;
+	out->error = e->err;
+}

@@ -1,0 +1,51 @@
+/*
+ * keepalive.c - connection health of an Engine.
+ *
+ * Model. Progress from the peer means a frame (or a WRITE_WITH_IMM) from
+ * it arrived: a completion of our own send proves nothing on transports
+ * that complete a WR when the local kernel took it (tcp). An Engine that
+ * has not posted a SEND for keepalive_ms sends a KEEPALIVE; when it has
+ * not heard from the peer for a keepalive interval either, the KEEPALIVE
+ * asks for an answer (BE_FRF_REPLY_REQ), so a peer that is alive but idle
+ * answers even when its own interval is longer. An Engine that heard
+ * nothing for conn_timeout_ms is faulty: every pending operation fails
+ * with BE_ECONNFAULT. This catches a peer that stopped without closing
+ * its connection (SIGSTOP, a hung host); a killed peer is caught earlier
+ * by the transport's disconnect.
+ *
+ * This is the connection timeout only; request deadlines belong to the
+ * RPC layer and neither replaces the other.
+ */
+#include <errno.h>
+#include <stdio.h>
+
+#include "engine/core.h"
+#include "util/log.h"
+
+void be__keepalive_tick(struct be__engine *e, uint64_t now)
+{
+	const struct be_config *cfg = &e->w->ctx->cfg;
+	uint64_t ka = (uint64_t)cfg->keepalive_ms * 1000000ull;
+	uint64_t to = (uint64_t)cfg->conn_timeout_ms * 1000000ull;
+	struct be__frame f = { .type = BE_FR_KEEPALIVE };
+	struct be__list *p;
+
+	if (now - e->last_rx_ns > to) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "no progress from the peer for %u ms",
+			 (unsigned int)((now - e->last_rx_ns) / 1000000ull));
+		be__engine_fail(e, BE_ECONNFAULT, why);
+		return;
+	}
+	if (now - e->last_tx_ns < ka)
+		return;
+	/* One keepalive queued at a time. */
+	for (p = e->ctrlq.next; p != &e->ctrlq; p = p->next)
+		if (be__list_entry(p, struct be__ctrl, link)->f.type == BE_FR_KEEPALIVE)
+			return;
+	if (now - e->last_rx_ns >= ka)
+		f.flags = BE_FRF_REPLY_REQ;
+	if (be__engine_ctrl(e, &f))
+		be__engine_fail(e, -ENOMEM, "no memory for a keepalive");
+}

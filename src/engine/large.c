@@ -1,0 +1,276 @@
+/*
+ * large.c - the large-message path: WriteRequest, WriteResponse (or "no
+ * memory"), RDMA WRITE fragments, and the WRITE_WITH_IMM that completes
+ * the message.
+ *
+ * Model. Sender: a message above the eager limit sends WRITE_REQ(socket,
+ * message id, length) and waits in its queue's fragq. Receiver: allocates
+ * the destination with be_alloc(), records it in the Engine's grant table
+ * and answers WRITE_RESP(address, rkey, token); the token (slot and
+ * generation of the grant) comes back as the immediate of the last
+ * fragment. If be_alloc() fails the receiver answers WRITE_NOMEM and
+ * forgets nothing: the message keeps its place in the socket's receive
+ * order, and the sender retries the WRITE_REQ after a backoff that doubles
+ * from nomem_backoff_us to nomem_backoff_max_us. A message is never
+ * dropped: it fails only when its socket closes or its Engine dies.
+ *
+ * Lifetime of a granted buffer: the peer may write it until it sends the
+ * WRITE_WITH_IMM, or until it sends SOCK_CLOSE for the socket (RC order:
+ * its earlier WRITEs landed before that SEND), or until the connection is
+ * destroyed. Only then is it freed or handed to the application.
+ *
+ * Validation: a WRITE_REQ must carry the socket's next message id (or the
+ * id of a message we answered "no memory"), a length within our limits;
+ * a WRITE_RESP must match a request we sent, length included; an
+ * immediate must name a live grant with its generation; a violation is a
+ * protocol error on the Engine.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/core.h"
+#include "util/common.h"
+#include "util/log.h"
+
+static int large_fail(struct be__engine *e, const struct be__frame *f, const char *why)
+{
+	char msg[256];
+
+	snprintf(msg, sizeof(msg), "protocol error: %s (socket %u, message %u)", why,
+		 f ? f->sock : 0, f ? f->msg : 0);
+	be__engine_fail(e, BE_EPROTO_PEER, msg);
+	return BE_EPROTO_PEER;
+}
+
+static int large_slot_get(struct be__engine *e, uint32_t *slot)
+{
+	uint32_t i;
+
+	if (e->grant_free < e->cap_grants) {
+		*slot = e->grant_free;
+		e->grant_free = e->grants[*slot].next_free;
+		return 0;
+	}
+	if (e->cap_grants >= BE_TOKEN_MAX_SLOTS)
+		return -ENOSPC;
+	{
+		uint32_t cap = e->cap_grants ? e->cap_grants * 2 : 64;
+		struct be__grant *g = realloc(e->grants, cap * sizeof(*g));
+
+		if (!g)
+			return -ENOMEM;
+		memset(g + e->cap_grants, 0, (cap - e->cap_grants) * sizeof(*g));
+		for (i = e->cap_grants; i < cap; i++)
+			g[i].next_free = i + 1;
+		e->grants = g;
+		e->grant_free = e->cap_grants;
+		e->cap_grants = cap;
+	}
+	*slot = e->grant_free;
+	e->grant_free = e->grants[*slot].next_free;
+	return 0;
+}
+
+static void large_slot_put(struct be__engine *e, uint32_t slot)
+{
+	struct be__grant *g = &e->grants[slot];
+
+	g->rx = NULL;
+	g->sock = NULL;
+	g->next_free = e->grant_free;
+	e->grant_free = slot;
+	e->grants_live--;
+}
+
+/* Try to allocate and grant the destination of @r; answers the peer. */
+static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg *r)
+{
+	struct be__frame a = {
+		.flags = s->mine ? BE_FRF_OPENER : 0,
+		.sock = s->id,
+		.msg = r->id,
+		.length = r->len,
+	};
+	struct be_alloc_region reg;
+	uint32_t slot;
+	void *buf;
+
+	buf = be_alloc(r->len);
+	if (buf && be_alloc_lookup(buf, e->wd->cd->alloc_dev, &reg)) {
+		be_free(buf);
+		buf = NULL;
+	}
+	if (buf && large_slot_get(e, &slot)) {
+		be_free(buf);
+		buf = NULL;
+	}
+	if (!buf) {
+		a.type = BE_FR_WRITE_NOMEM;
+		e->st.nomem_sent++;
+		return be__engine_ctrl(e, &a);
+	}
+	e->grants[slot].rx = r;
+	e->grants[slot].sock = s;
+	e->grants[slot].gen = (e->grants[slot].gen + 1) & ((1u << (32 - BE_TOKEN_SLOT_BITS)) - 1);
+	e->grants_live++;
+	r->buf = buf;
+	r->granted = true;
+	r->slot = slot;
+	a.type = BE_FR_WRITE_RESP;
+	a.addr = (uint64_t)(uintptr_t)buf;
+	a.rkey = reg.rkey;
+	a.token = be__token_make(slot, e->grants[slot].gen);
+	return be__engine_ctrl(e, &a);
+}
+
+int be__large_on_req(struct be__engine *e, struct be_sock *s, const struct be__frame *f)
+{
+	const struct be_config *cfg = &e->w->ctx->cfg;
+	struct be__rxmsg *r = NULL;
+	struct be__list *p;
+	int rc;
+
+	if (f->length == 0 || f->length > cfg->max_msg_size || f->length > UINT32_MAX)
+		return large_fail(e, f, "WRITE_REQ length out of range");
+	if (f->msg == s->rx_next_id) {
+		r = calloc(1, sizeof(*r));
+		if (!r) {
+			be__engine_fail(e, -ENOMEM, "no memory for a receive");
+			return -ENOMEM;
+		}
+		r->id = f->msg;
+		r->len = f->length;
+		s->rx_next_id++;
+		be__list_add_tail(&s->rxq, &r->link);
+		s->nrx++;
+	} else {
+		for (p = s->rxq.next; p != &s->rxq; p = p->next) {
+			struct be__rxmsg *x = be__list_entry(p, struct be__rxmsg, link);
+
+			if (x->id == f->msg && !x->granted && !x->done && x->len == f->length) {
+				r = x;
+				break;
+			}
+		}
+		if (!r)
+			return large_fail(e, f, "WRITE_REQ with an unexpected message id");
+	}
+	rc = large_grant(e, s, r);
+	if (rc)
+		be__engine_fail(e, rc, "no memory for a control frame");
+	return rc;
+}
+
+static struct be__msg *large_find(struct be_sock *s, uint32_t id)
+{
+	struct be__sq *sq = s->e && !s->w->ctx->cfg.frag_sched ? &s->e->fifo : &s->sq;
+	struct be__list *p;
+
+	for (p = sq->fragq.next; p != &sq->fragq; p = p->next) {
+		struct be__msg *m = be__list_entry(p, struct be__msg, link);
+
+		if (m->sock == s && m->id == id)
+			return m;
+	}
+	return NULL;
+}
+
+int be__large_on_resp(struct be__engine *e, struct be_sock *s, const struct be__frame *f)
+{
+	struct be__msg *m = large_find(s, f->msg);
+
+	if (!m || m->state != BE_MS_REQ)
+		return large_fail(e, f, "WRITE_RESP for no outstanding WRITE_REQ");
+	if (f->length != m->len)
+		return large_fail(e, f, "WRITE_RESP length differs from the request");
+	m->raddr = f->addr;
+	m->rkey = f->rkey;
+	m->token = f->token;
+	m->state = BE_MS_GRANTED;
+	m->backoff_us = 0;
+	be__sq_activate(e, m->sq);
+	be__engine_kick(e);
+	return 0;
+}
+
+int be__large_on_nomem(struct be__engine *e, struct be_sock *s, const struct be__frame *f)
+{
+	const struct be_config *cfg = &e->w->ctx->cfg;
+	struct be__msg *m = large_find(s, f->msg);
+
+	if (!m || m->state != BE_MS_REQ || f->length != m->len)
+		return large_fail(e, f, "WRITE_NOMEM for no outstanding WRITE_REQ");
+	e->st.nomem_recv++;
+	m->backoff_us = m->backoff_us ? BE_MIN(m->backoff_us * 2, cfg->nomem_backoff_max_us) :
+					cfg->nomem_backoff_us;
+	m->retry_at = be__now_ns() + (uint64_t)m->backoff_us * 1000;
+	m->state = BE_MS_BACKOFF;
+	be__list_add_tail(&e->backoff, &m->blink);
+	return 0;
+}
+
+void be__large_backoff_tick(struct be__engine *e, uint64_t now)
+{
+	struct be__list *p, *t;
+
+	be__list_for_each_safe(p, t, &e->backoff) {
+		struct be__msg *m = be__list_entry(p, struct be__msg, blink);
+
+		if (now < m->retry_at)
+			continue;
+		be__list_del_init(p);
+		m->state = BE_MS_RETRY;
+		be__sq_activate(e, m->sq);
+		be__engine_kick(e);
+	}
+}
+
+int be__large_on_imm(struct be__engine *e, uint32_t token, uint32_t byte_len)
+{
+	uint32_t slot = be__token_slot(token);
+	struct be__grant *g;
+	struct be__rxmsg *r;
+	struct be_sock *s;
+	char why[96];
+
+	if (slot >= e->cap_grants || !e->grants[slot].rx ||
+	    e->grants[slot].gen != be__token_gen(token)) {
+		snprintf(why, sizeof(why), "WRITE_WITH_IMM token %#x matches no grant", token);
+		return large_fail(e, NULL, why);
+	}
+	g = &e->grants[slot];
+	r = g->rx;
+	s = g->sock;
+	if (byte_len > r->len)
+		return large_fail(e, NULL, "WRITE_WITH_IMM longer than the granted buffer");
+	large_slot_put(e, slot);
+	r->granted = false;
+	r->done = true;
+	e->st.large_recv++;
+	s->st.large_recv++;
+	if (s->state != BE_SS_OPEN || s->app_closed) {
+		be__list_del_init(&r->link);
+		s->nrx--;
+		be_free(r->buf);
+		free(r);
+		return 0;
+	}
+	be__sock_deliver(s);
+	return 0;
+}
+
+void be__large_release_sock(struct be__engine *e, struct be_sock *s)
+{
+	while (!be__list_empty(&s->rxq)) {
+		struct be__rxmsg *r = be__list_entry(be__list_first(&s->rxq), struct be__rxmsg,
+						     link);
+
+		be__list_del_init(&r->link);
+		s->nrx--;
+		if (r->granted)
+			large_slot_put(e, r->slot);
+		be_free(r->buf);
+		free(r);
+	}
+}

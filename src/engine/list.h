@@ -1,0 +1,70 @@
+/*
+ * list.h - intrusive circular doubly-linked lists (internal).
+ *
+ * The core keeps every queue (socket send queues, the round-robin ring of
+ * active sockets, deferred callbacks) as lists of objects that embed a
+ * struct be__list, so queueing never allocates.
+ */
+#ifndef BE_ENGINE_LIST_H
+#define BE_ENGINE_LIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct be__list {
+	struct be__list *next, *prev;
+};
+
+static inline void be__list_init(struct be__list *h)
+{
+	h->next = h->prev = h;
+}
+
+static inline bool be__list_empty(const struct be__list *h)
+{
+	return h->next == h;
+}
+
+/* An element that was initialised or removed with be__list_del_init(). */
+static inline bool be__list_linked(const struct be__list *n)
+{
+	return n->next != n;
+}
+
+static inline void be__list_insert(struct be__list *n, struct be__list *prev,
+				   struct be__list *next)
+{
+	n->next = next;
+	n->prev = prev;
+	prev->next = n;
+	next->prev = n;
+}
+
+static inline void be__list_add_tail(struct be__list *h, struct be__list *n)
+{
+	be__list_insert(n, h->prev, h);
+}
+
+static inline void be__list_add_head(struct be__list *h, struct be__list *n)
+{
+	be__list_insert(n, h, h->next);
+}
+
+static inline void be__list_del_init(struct be__list *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	n->next = n->prev = n;
+}
+
+static inline struct be__list *be__list_first(const struct be__list *h)
+{
+	return be__list_empty(h) ? NULL : h->next;
+}
+
+#define be__list_entry(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+#define be__list_for_each_safe(pos, tmp, h) \
+	for ((pos) = (h)->next, (tmp) = (pos)->next; (pos) != (h); (pos) = (tmp), (tmp) = (pos)->next)
+
+#endif /* BE_ENGINE_LIST_H */

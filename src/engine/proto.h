@@ -1,0 +1,150 @@
+/*
+ * proto.h - the BE wire protocol: the connect handshake and the frames
+ * carried in SEND buffers (internal). docs/PROTOCOL.md is the reference;
+ * this file is its implementation.
+ *
+ * Everything on the wire is little-endian and encoded/decoded field by
+ * field (never by casting a struct onto a buffer), so a peer's bytes are
+ * only ever read through the bounds-checked decoders below. Decoders
+ * validate what can be checked without Engine state (magic, version, type,
+ * flags, lengths against the limits we advertised); the Engine validates
+ * the rest (socket ids, message ids, tokens, credits).
+ */
+#ifndef BE_ENGINE_PROTO_H
+#define BE_ENGINE_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BE_PROTO_MAGIC 0x31434542u /* "BEC1" */
+#define BE_PROTO_VERSION 1u
+
+/* ---- handshake: rdma_cm private data of connect, accept and reject ---- */
+
+#define BE_PROTO_HELLO_LEN 40 /* <= BE_XPORT_PRIV_MAX (56) */
+
+/* Limits on what a peer may advertise. */
+#define BE_PROTO_MIN_RECV_BUF 256u
+#define BE_PROTO_MAX_RECV_BUF (1u << 24)
+#define BE_PROTO_MIN_CREDITS 4u
+#define BE_PROTO_MAX_CREDITS 65535u
+
+enum be__reject_reason {
+	BE_REJECT_NONE = 0,
+	BE_REJECT_BAD_HELLO = 1,   /* malformed or wrong magic */
+	BE_REJECT_VERSION = 2,     /* protocol version not supported */
+	BE_REJECT_PARAMS = 3,      /* parameters out of range */
+	BE_REJECT_RESOURCES = 4,   /* no receive buffers / engines left */
+	BE_REJECT_SHUTDOWN = 5,    /* listener closing */
+};
+
+struct be__hello {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t flags;          /* 0; reserved */
+	uint32_t recv_buf_size;  /* our receive buffers: a peer SEND must fit */
+	uint32_t eager_max;      /* largest eager payload we send */
+	uint32_t credits;        /* receives we grant the peer */
+	uint32_t max_sockets;    /* sockets the peer may open on this engine */
+	uint64_t max_msg_size;   /* largest message we accept */
+	uint32_t keepalive_ms;   /* our keepalive interval (informational) */
+	uint32_t reason;         /* reject only: enum be__reject_reason */
+};
+
+void be__hello_encode(const struct be__hello *h, uint8_t *buf);
+/*
+ * be__hello_decode() - decode and validate @len bytes. Returns 0, or a
+ * reject reason (> 0) with a message in @why. A reject's private data is
+ * decoded with @is_reject set (only magic and version are checked).
+ */
+int be__hello_decode(const uint8_t *buf, size_t len, int is_reject, struct be__hello *h,
+		     const char **why);
+const char *be__reject_str(uint32_t reason);
+
+/* ---- frames ---- */
+
+#define BE_FRAME_HDR 16u
+#define BE_FRAME_ALIGN 8u
+
+enum be__frame_type {
+	BE_FR_DATA = 1,        /* eager message: payload of len bytes */
+	BE_FR_SOCK_OPEN = 2,   /* open socket @sock (id chosen by the opener) */
+	BE_FR_SOCK_OPEN_ACK = 3, /* body: i32 status; sent only to refuse */
+	BE_FR_SOCK_CLOSE = 4,  /* body: i32 reason; F_ACK when answering */
+	BE_FR_WRITE_REQ = 5,   /* body: u64 length of message @msg */
+	BE_FR_WRITE_RESP = 6,  /* body: u64 addr, u64 length, u32 rkey, u32 token */
+	BE_FR_WRITE_NOMEM = 7, /* body: u64 length; sender retries later */
+	BE_FR_CREDIT = 8,      /* credits only */
+	BE_FR_KEEPALIVE = 9,   /* F_REPLY_REQ asks for a keepalive back */
+	BE_FR_MAX_TYPE = 9,
+};
+
+#define BE_FRF_OPENER 0x01u    /* sender opened the socket (selects its id space) */
+#define BE_FRF_ACK 0x02u       /* SOCK_CLOSE answering a SOCK_CLOSE */
+#define BE_FRF_REPLY_REQ 0x04u /* KEEPALIVE: answer with a KEEPALIVE */
+#define BE_FRF_ALL 0x07u
+
+struct be__frame {
+	uint8_t type;
+	uint8_t flags;
+	uint16_t credits; /* receive credits returned to the frame's receiver */
+	uint32_t sock;
+	uint32_t msg;
+	uint32_t len;     /* bytes after the header */
+	const uint8_t *body;
+	/* decoded bodies */
+	int32_t status;   /* SOCK_OPEN_ACK, SOCK_CLOSE */
+	uint64_t length;  /* WRITE_REQ, WRITE_RESP, WRITE_NOMEM */
+	uint64_t addr;    /* WRITE_RESP */
+	uint32_t rkey;    /* WRITE_RESP */
+	uint32_t token;   /* WRITE_RESP */
+};
+
+/* Bytes a frame of @body_len occupies in a SEND buffer (with padding). */
+static inline uint32_t be__frame_size(uint32_t body_len)
+{
+	return (BE_FRAME_HDR + body_len + BE_FRAME_ALIGN - 1) & ~(BE_FRAME_ALIGN - 1);
+}
+
+/* Body length of each control type (DATA: variable). */
+uint32_t be__frame_body_len(uint8_t type);
+
+/*
+ * be__frame_encode() - write @f (header and, for control types, the body
+ * from the decoded fields) at @buf; for DATA, @payload (f->len bytes) is
+ * copied after the header. Returns the bytes used (be__frame_size()).
+ * The caller checked that they fit.
+ */
+uint32_t be__frame_encode(uint8_t *buf, const struct be__frame *f, const void *payload);
+
+/*
+ * be__frame_next() - decode the frame at *@off in @buf[0..@len). Returns
+ * 1 with @f filled and *@off advanced, 0 at the end of the buffer, or
+ * BE_EPROTO_PEER with a reason in @why (truncated header or body, unknown
+ * type or flags, a control body of the wrong size, DATA longer than
+ * @max_data, trailing garbage).
+ */
+int be__frame_next(const uint8_t *buf, size_t len, size_t *off, uint32_t max_data,
+		   struct be__frame *f, const char **why);
+
+const char *be__frame_type_str(uint8_t type);
+
+/* Token of a large-message grant carried in the WRITE_WITH_IMM immediate:
+ * low 20 bits a slot of the receiver's grant table, high 12 a generation,
+ * so a stale or forged token is recognised. */
+#define BE_TOKEN_SLOT_BITS 20u
+#define BE_TOKEN_MAX_SLOTS (1u << BE_TOKEN_SLOT_BITS)
+static inline uint32_t be__token_make(uint32_t slot, uint32_t gen)
+{
+	return (gen << BE_TOKEN_SLOT_BITS) | slot;
+}
+static inline uint32_t be__token_slot(uint32_t t)
+{
+	return t & (BE_TOKEN_MAX_SLOTS - 1);
+}
+static inline uint32_t be__token_gen(uint32_t t)
+{
+	return t >> BE_TOKEN_SLOT_BITS;
+}
+
+#endif /* BE_ENGINE_PROTO_H */

@@ -1,0 +1,416 @@
+/*
+ * rx.c - the receive side of an Engine: SRQ completions, frame dispatch
+ * and validation, in-order delivery to sockets.
+ *
+ * Model. A receive completes on the worker's CQ with the sender's
+ * connection, hence the Engine. Every receive (SEND or WRITE_WITH_IMM)
+ * spends a credit we granted; more than granted is a protocol error. A
+ * SEND buffer holds one or more frames; each is decoded by proto.c, then
+ * checked against Engine state here (socket ids, message ids), and any
+ * violation fails the Engine with BE_EPROTO_PEER and a logged reason:
+ * never a crash, never a silent drop.
+ *
+ * Eager payloads are copied out of the SRQ buffer into fresh be_alloc()
+ * buffers of the exact size, and the SRQ buffer is reposted at once. We
+ * chose the copy over handing the SRQ buffer itself to the application:
+ * a copy of at most eager_max (4 KiB) bytes costs well under a
+ * microsecond, whereas lending SRQ buffers would pin 8 KiB per small
+ * message for as long as the application keeps it, drain the SRQ under a
+ * slow consumer, and make batched frames (several messages per buffer)
+ * impossible to hand out separately.
+ *
+ * When that allocation fails (bemalloc limit), the buffer is not reposted
+ * and its credit not returned: it waits on e->rxlog, together with every
+ * later buffer of the Engine (order), and is retried with backoff from
+ * the timer. The peer runs out of credits and stops: backpressure, not
+ * loss.
+ *
+ * Ordering. Message ids per socket are consecutive. A DATA frame whose
+ * socket has nothing pending is delivered at once; otherwise it queues on
+ * s->rxq behind the large messages (announced by WRITE_REQ, completed by
+ * WRITE_WITH_IMM) that precede it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/core.h"
+#include "util/common.h"
+#include "util/log.h"
+
+static void rx_deliver_one(struct be_sock *s, void *buf, size_t len)
+{
+	struct be__engine *e = s->e;
+
+	s->st.msgs_recv++;
+	s->st.bytes_recv += len;
+	if (e) {
+		e->st.msgs_recv++;
+		e->st.bytes_recv += len;
+	}
+	if (!s->cbs.on_recv) {
+		be_free(buf);
+		return;
+	}
+	be__sock_ref(s);
+	s->cbs.on_recv(s, buf, len, s->user);
+	be__sock_unref(s);
+}
+
+void be__sock_deliver(struct be_sock *s)
+{
+	be__sock_ref(s);
+	while (!s->app_closed && s->state == BE_SS_OPEN) {
+		struct be__list *p = be__list_first(&s->rxq);
+		struct be__rxmsg *r;
+		void *buf;
+		size_t len;
+
+		if (!p)
+			break;
+		r = be__list_entry(p, struct be__rxmsg, link);
+		if (!r->done)
+			break;
+		be__list_del_init(p);
+		s->nrx--;
+		buf = r->buf;
+		len = r->len;
+		free(r);
+		rx_deliver_one(s, buf, len);
+	}
+	be__sock_unref(s);
+}
+
+static int rx_fail(struct be__engine *e, const struct be__frame *f, const char *why)
+{
+	char msg[256];
+
+	snprintf(msg, sizeof(msg), "protocol error: %s (%s frame, socket %u, message %u)", why,
+		 be__frame_type_str(f->type), f->sock, f->msg);
+	be__engine_fail(e, BE_EPROTO_PEER, msg);
+	return BE_EPROTO_PEER;
+}
+
+static int rx_data(struct be__engine *e, const struct be__frame *f, struct be_sock *s, void *nb)
+{
+	struct be__rxmsg *r;
+
+	if (s->state != BE_SS_OPEN || s->app_closed) {
+		be_free(nb);
+		return 0; /* closing: the peer learns it from our SOCK_CLOSE */
+	}
+	if (f->msg != s->rx_next_id) {
+		be_free(nb);
+		return rx_fail(e, f, "unexpected message id");
+	}
+	s->rx_next_id++;
+	e->st.eager_recv++;
+	s->st.eager_recv++;
+	if (f->len)
+		memcpy(nb, f->body, f->len);
+	if (be__list_empty(&s->rxq)) {
+		rx_deliver_one(s, nb, f->len);
+		return 0;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		be_free(nb);
+		be__engine_fail(e, -ENOMEM, "no memory to queue a message");
+		return -ENOMEM;
+	}
+	r->id = f->msg;
+	r->buf = nb;
+	r->len = f->len;
+	r->done = true;
+	be__list_add_tail(&s->rxq, &r->link);
+	s->nrx++;
+	return 0;
+}
+
+static int rx_open(struct be__engine *e, const struct be__frame *f)
+{
+	const struct be_config *cfg = &e->w->ctx->cfg;
+	struct be_sock *s;
+	int rc;
+
+	if (!(f->flags & BE_FRF_OPENER))
+		return rx_fail(e, f, "SOCK_OPEN not from the opener");
+	if (f->sock >= cfg->max_sockets)
+		return rx_fail(e, f, "socket id above the limit we advertised");
+	if (be__engine_sock_lookup(e, true, f->sock))
+		return rx_fail(e, f, "socket id already open");
+	if (!e->acb.on_accept)
+		return rx_fail(e, f, "SOCK_OPEN toward the connecting side");
+	s = be__sock_new(e->w, &e->acb, e->auser);
+	if (!s) {
+		be__engine_fail(e, -ENOMEM, "no memory for a socket");
+		return -ENOMEM;
+	}
+	rc = be__engine_sock_attach(e, s, false, f->sock);
+	if (rc) {
+		be__sock_unref(s);
+		be__engine_fail(e, rc, "cannot attach a socket");
+		return rc;
+	}
+	s->accepting = true;
+	be__sock_ref(s);
+	rc = s->cbs.on_accept(e->listener, s, s->user);
+	s->accepting = false;
+	if (e->state == BE_ES_FAILED) {
+		be__sock_unref(s);
+		return 0;
+	}
+	if (rc < 0 || s->app_closed) {
+		struct be__frame a = {
+			.type = BE_FR_SOCK_OPEN_ACK,
+			.sock = s->id,
+			.status = rc < 0 ? rc : -ECONNREFUSED,
+		};
+
+		/* Refused: keep the id until the opener's SOCK_CLOSE. */
+		be__sock_cancel_tx(s, -ECONNREFUSED);
+		s->state = BE_SS_CLOSING;
+		if (!s->app_closed) {
+			s->app_closed = true;
+			be__sock_unref(s);
+		}
+		if (be__engine_ctrl(e, &a))
+			be__engine_fail(e, -ENOMEM, "no memory for a control frame");
+	}
+	be__sock_unref(s);
+	return 0;
+}
+
+/* Handle one frame. -EAGAIN: retry this frame later (no side effect
+ * happened); other negative values: the engine failed. */
+static int rx_frame(struct be__engine *e, const struct be__frame *f)
+{
+	bool peer_opened = f->flags & BE_FRF_OPENER;
+	struct be_sock *s = NULL;
+	void *nb = NULL;
+	int rc = 0;
+
+	switch (f->type) {
+	case BE_FR_DATA:
+	case BE_FR_SOCK_OPEN_ACK:
+	case BE_FR_SOCK_CLOSE:
+	case BE_FR_WRITE_REQ:
+	case BE_FR_WRITE_RESP:
+	case BE_FR_WRITE_NOMEM:
+		s = be__engine_sock_lookup(e, peer_opened, f->sock);
+		if (!s)
+			return rx_fail(e, f, "unknown socket");
+		break;
+	default:
+		break;
+	}
+	if (f->type == BE_FR_DATA) {
+		nb = be_alloc(f->len);
+		if (!nb) {
+			e->st.alloc_backoffs++;
+			return -EAGAIN;
+		}
+	}
+	if (be__credit_return(&e->cr, f->credits)) {
+		be_free(nb);
+		return rx_fail(e, f, "credit overflow: more credits returned than used");
+	}
+	if (f->credits)
+		be__engine_kick(e);
+	switch (f->type) {
+	case BE_FR_DATA:
+		rc = rx_data(e, f, s, nb);
+		break;
+	case BE_FR_SOCK_OPEN:
+		rc = rx_open(e, f);
+		break;
+	case BE_FR_SOCK_OPEN_ACK:
+		if (peer_opened || f->status >= 0)
+			return rx_fail(e, f, "SOCK_OPEN_ACK must refuse a socket we opened");
+		if (s->state == BE_SS_OPEN)
+			be__sock_on_peer_close(s, -ECONNREFUSED);
+		else
+			be__sock_finish_close(s);
+		break;
+	case BE_FR_SOCK_CLOSE:
+		if (s->state == BE_SS_OPEN)
+			be__sock_on_peer_close(s, 0);
+		else
+			be__sock_finish_close(s);
+		break;
+	case BE_FR_WRITE_REQ:
+		if (s->state == BE_SS_OPEN && !s->app_closed)
+			rc = be__large_on_req(e, s, f);
+		break;
+	case BE_FR_WRITE_RESP:
+		if (s->state == BE_SS_OPEN && !s->app_closed)
+			rc = be__large_on_resp(e, s, f);
+		break;
+	case BE_FR_WRITE_NOMEM:
+		if (s->state == BE_SS_OPEN && !s->app_closed)
+			rc = be__large_on_nomem(e, s, f);
+		break;
+	case BE_FR_CREDIT:
+		break;
+	case BE_FR_KEEPALIVE:
+		e->st.keepalives_recv++;
+		if (f->flags & BE_FRF_REPLY_REQ) {
+			struct be__frame k = { .type = BE_FR_KEEPALIVE };
+
+			if (be__engine_ctrl(e, &k))
+				be__engine_fail(e, -ENOMEM, "no memory for a control frame");
+		}
+		break;
+	default:
+		return rx_fail(e, f, "unexpected frame type");
+	}
+	return rc;
+}
+
+static void rx_backlog(struct be__engine *e, uint8_t *buf, uint32_t len, size_t off, bool head)
+{
+	struct be__rxbacklog *b = malloc(sizeof(*b));
+
+	if (!b) {
+		be__wdev_repost(e->wd, buf);
+		be__engine_fail(e, -ENOMEM, "no memory to hold a receive");
+		return;
+	}
+	b->buf = buf;
+	b->len = len;
+	b->off = off;
+	if (head)
+		be__list_add_head(&e->rxlog, &b->link);
+	else
+		be__list_add_tail(&e->rxlog, &b->link);
+}
+
+/* Handle the frames of an SRQ buffer from @off. Returns false when it had
+ * to stop for memory (the buffer then sits at the head of e->rxlog). */
+static bool rx_process(struct be__engine *e, uint8_t *buf, uint32_t len, size_t off)
+{
+	uint32_t max_data = e->w->ctx->cfg.recv_buf_size - BE_FRAME_HDR;
+	struct be__frame f;
+	const char *why = "";
+	bool ok = true, trig = false;
+	int rc;
+
+	e->refs++;
+	for (;;) {
+		size_t at = off;
+
+		rc = be__frame_next(buf, len, &off, max_data, &f, &why);
+		if (rc <= 0)
+			break;
+		if (f.type != BE_FR_CREDIT && f.type != BE_FR_KEEPALIVE)
+			trig = true;
+		rc = rx_frame(e, &f);
+		if (rc == -EAGAIN) {
+			const struct be_config *cfg = &e->w->ctx->cfg;
+
+			e->rx_backoff_us = e->rx_backoff_us ?
+						   BE_MIN(e->rx_backoff_us * 2, cfg->nomem_backoff_max_us) :
+						   cfg->nomem_backoff_us;
+			e->rx_retry_at = be__now_ns() + (uint64_t)e->rx_backoff_us * 1000;
+			rx_backlog(e, buf, len, at, true);
+			ok = false;
+			break;
+		}
+		if (e->state == BE_ES_FAILED)
+			break;
+	}
+	if (rc < 0 && rc != -EAGAIN && e->state != BE_ES_FAILED) {
+		f.type = 0;
+		f.sock = f.msg = 0;
+		rx_fail(e, &f, why);
+	}
+	if (ok) {
+		e->rx_backoff_us = 0;
+		be__wdev_repost(e->wd, buf);
+		be__credit_repost(&e->cr, trig || off > 0);
+		if (be__credit_update_due(&e->cr))
+			be__engine_kick(e);
+	}
+	be__engine_unref(e);
+	return ok;
+}
+
+void be__engine_on_recv_wc(struct be__wdev *wd, const struct be_xwc *wc)
+{
+	struct be__engine *e = wc->conn ? wc->conn->user : NULL;
+	uint8_t *buf = (uint8_t *)(uintptr_t)wc->wr_id;
+
+	if (wc->status != BE_XWC_SUCCESS) {
+		if (wc->status == BE_XWC_WR_FLUSH_ERR && !e)
+			return; /* SRQ destroyed: the worker frees its buffers */
+		if (e && e->state != BE_ES_FAILED) {
+			char why[80];
+
+			snprintf(why, sizeof(why), "receive completion: %s",
+				 be__xwc_status_str(wc->status));
+			be__engine_fail(e, wc->status == BE_XWC_LOC_LEN_ERR ? BE_EPROTO_PEER :
+									      -ECONNRESET, why);
+		}
+		be__wdev_repost(wd, buf);
+		return;
+	}
+	if (!e || e->state == BE_ES_FAILED || !e->peer.magic) {
+		be__wdev_repost(wd, buf);
+		return;
+	}
+	if (be__credit_consume(&e->cr)) {
+		be__wdev_repost(wd, buf);
+		be__engine_fail(e, BE_EPROTO_PEER,
+				"protocol error: peer used more receives than it was granted");
+		return;
+	}
+	e->last_rx_ns = be__now_ns();
+	if (wc->opcode == BE_XWC_RECV_IMM) {
+		be__wdev_repost(wd, buf);
+		be__credit_repost(&e->cr, true);
+		e->st.write_imm_recv++;
+		be__large_on_imm(e, wc->imm, wc->byte_len);
+		if (be__credit_update_due(&e->cr))
+			be__engine_kick(e);
+		return;
+	}
+	if (wc->byte_len > wd->w->ctx->cfg.recv_buf_size) {
+		be__wdev_repost(wd, buf);
+		be__engine_fail(e, BE_EPROTO_PEER, "protocol error: SEND larger than our buffers");
+		return;
+	}
+	if (!be__list_empty(&e->rxlog)) {
+		rx_backlog(e, buf, wc->byte_len, 0, false);
+		return;
+	}
+	rx_process(e, buf, wc->byte_len, 0);
+}
+
+void be__engine_rx_retry(struct be__engine *e, uint64_t now)
+{
+	while (!be__list_empty(&e->rxlog) && now >= e->rx_retry_at &&
+	       e->state != BE_ES_FAILED) {
+		struct be__rxbacklog *b = be__list_entry(be__list_first(&e->rxlog),
+							 struct be__rxbacklog, link);
+		uint8_t *buf = b->buf;
+		uint32_t len = b->len;
+		size_t off = b->off;
+
+		be__list_del_init(&b->link);
+		free(b);
+		if (!rx_process(e, buf, len, off))
+			break;
+	}
+}
+
+void be__engine_rx_free(struct be__engine *e)
+{
+	while (!be__list_empty(&e->rxlog)) {
+		struct be__rxbacklog *b = be__list_entry(be__list_first(&e->rxlog),
+							 struct be__rxbacklog, link);
+
+		be__list_del_init(&b->link);
+		be__wdev_repost(e->wd, b->buf);
+		free(b);
+	}
+}

@@ -1,0 +1,508 @@
+/*
+ * tx.c - the send side of an Engine: the fragment scheduler, batching of
+ * frames into SENDs, posting under credits and the send window, and
+ * retiring completions.
+ *
+ * Model. One scheduler pass (be__engine_run) first emits queued control
+ * frames (WriteResponses, closes, keepalives: they unblock the peer), then
+ * gives turns round-robin to the scheduling queues on e->active. A turn
+ * does one unit of work: one eager message, one WriteRequest, or one
+ * fragment of a large message. So a small message on a socket waits for
+ * at most one fragment of each other busy socket, never for a whole large
+ * transfer (no head-of-line blocking). With frag_sched off every message
+ * goes through the Engine's single FIFO queue instead, and a large message
+ * blocks everything behind it, for comparison (be-perf hol).
+ *
+ * Frames are appended to an open staging buffer (e->cur, a bemalloc buffer
+ * of the peer's receive buffer size) and posted as one SEND when it is
+ * full, when a WR of another kind must go, or at the end of the pass:
+ * several queued messages share a SEND and a credit. Eager payloads are
+ * copied there; their send callbacks run when that SEND completes.
+ *
+ * Limits: a SEND or WRITE_WITH_IMM needs a credit (credit.h); every WR
+ * needs room in the send window and the WR ring (window.h). When either is
+ * missing the pass stops; a completion, a returned credit, or a timer
+ * kicks the Engine again.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/core.h"
+#include "util/common.h"
+#include "util/log.h"
+
+#define TX_SBFREE_MAX 16
+
+enum { TURN_IDLE = 0, TURN_DID, TURN_BLOCKED };
+
+void be__engine_kick(struct be__engine *e)
+{
+	if (!e || e->state == BE_ES_FAILED)
+		return;
+	if (!e->w->in_progress && e->state == BE_ES_ESTABLISHED && !e->in_pass) {
+		/* Called by the application outside progress: send at once. */
+		be__list_del_init(&e->klink);
+		e->kicked = false;
+		be__engine_run(e);
+		return;
+	}
+	if (!e->kicked) {
+		e->kicked = true;
+		be__list_add_tail(&e->w->kick, &e->klink);
+	}
+}
+
+void be__sq_activate(struct be__engine *e, struct be__sq *sq)
+{
+	if (e && !be__list_linked(&sq->link))
+		be__list_add_tail(&e->active, &sq->link);
+}
+
+int be__engine_ctrl(struct be__engine *e, const struct be__frame *f)
+{
+	struct be__ctrl *c;
+
+	if (!e || e->state == BE_ES_FAILED)
+		return 0;
+	c = malloc(sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->f = *f;
+	be__list_add_tail(&e->ctrlq, &c->link);
+	be__engine_kick(e);
+	return 0;
+}
+
+/* ---- staging buffers ---- */
+
+static struct be__sendbuf *tx_sendbuf_get(struct be__engine *e)
+{
+	struct be__list *p = be__list_first(&e->sbfree);
+	struct be__sendbuf *sb;
+
+	if (p) {
+		be__list_del_init(p);
+		sb = be__list_entry(p, struct be__sendbuf, link);
+	} else {
+		sb = calloc(1, sizeof(*sb));
+		if (!sb)
+			return NULL;
+		sb->buf = be_alloc(e->sbuf_size);
+		if (!sb->buf) {
+			free(sb);
+			return NULL;
+		}
+		be__list_init(&sb->link);
+		be__list_init(&sb->msgs);
+	}
+	sb->used = 0;
+	sb->nframes = 0;
+	sb->reserve = false;
+	return sb;
+}
+
+static void tx_sendbuf_put(struct be__engine *e, struct be__sendbuf *sb)
+{
+	size_t n = 0;
+	struct be__list *p;
+
+	for (p = e->sbfree.next; p != &e->sbfree && n < TX_SBFREE_MAX; p = p->next)
+		n++;
+	if (n >= TX_SBFREE_MAX) {
+		be_free(sb->buf);
+		free(sb);
+		return;
+	}
+	be__list_add_tail(&e->sbfree, &sb->link);
+}
+
+void be__sendbuf_free_all(struct be__engine *e)
+{
+	while (!be__list_empty(&e->sbfree)) {
+		struct be__sendbuf *sb = be__list_entry(be__list_first(&e->sbfree),
+							struct be__sendbuf, link);
+
+		be__list_del_init(&sb->link);
+		be_free(sb->buf);
+		free(sb);
+	}
+}
+
+/* ---- posting ---- */
+
+static int tx_post(struct be__engine *e, struct be_xsend_wr *wr)
+{
+	struct be_xsend_wr *bad = NULL;
+	int rc = e->ops->post_send(e->conn, wr, &bad);
+
+	if (rc) {
+		be__window_unpush(&e->win);
+		be__engine_fail(e, rc, "post_send failed");
+	}
+	return rc;
+}
+
+static int tx_lkey(struct be__engine *e, const void *p, uint32_t *lkey)
+{
+	struct be_alloc_region r;
+	int rc = be_alloc_lookup(p, e->wd->cd->alloc_dev, &r);
+
+	if (rc)
+		return rc;
+	*lkey = r.lkey;
+	return 0;
+}
+
+/* Post the open staging buffer as one SEND. */
+static int tx_flush(struct be__engine *e)
+{
+	struct be__sendbuf *sb = e->cur;
+	struct be_xsend_wr wr = { 0 };
+	struct be_xsge sge;
+	bool sig;
+	int rc;
+
+	if (!sb)
+		return 0;
+	rc = tx_lkey(e, sb->buf, &sge.lkey);
+	if (rc) {
+		be__engine_fail(e, rc, "staging buffer not registered");
+		return rc;
+	}
+	sge.addr = (uint64_t)(uintptr_t)sb->buf;
+	sge.length = sb->used;
+	wr.opcode = BE_XWR_SEND;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.wr_id = be__window_push(&e->win, BE_WR_SEND, sb->used, sb, &sig);
+	wr.flags = (sig ? BE_XWR_F_SIGNALED : 0) | (sb->used <= e->max_inline ? BE_XWR_F_INLINE : 0);
+	rc = tx_post(e, &wr);
+	if (rc)
+		return rc; /* engine failed: it completes sb's messages */
+	e->cur = NULL;
+	e->st.sends_posted++;
+	if (sb->nframes > 1)
+		e->st.frames_batched += sb->nframes;
+	e->last_tx_ns = be__now_ns();
+	return 0;
+}
+
+/* Room in the window for @bytes more, counting the unposted staging
+ * buffer and keeping a ring slot for it. */
+static bool tx_room(struct be__engine *e, uint64_t bytes, bool new_wr)
+{
+	uint64_t pending = e->cur ? e->cur->used : 0;
+	uint32_t slots = (e->cur ? 1u : 0u) + (new_wr ? 1u : 0u);
+
+	if (e->win.count + slots > e->win.cap) {
+		e->win.stalls++;
+		return false;
+	}
+	if (e->win.in_flight + pending + bytes <= e->win.limit ||
+	    (e->win.in_flight == 0 && pending == 0))
+		return true;
+	e->win.stalls++;
+	return false;
+}
+
+/*
+ * Append frame @f (payload @payload for DATA) to the staging buffer,
+ * opening one (and taking a credit) when needed. @reserve: a
+ * credit-returning frame that may take the last credit and may not share
+ * a buffer with data. Returns 0, -EAGAIN (no credit, window or memory
+ * right now) or the engine's failure.
+ */
+static int tx_emit(struct be__engine *e, struct be__frame *f, const void *payload, bool reserve)
+{
+	uint32_t size = be__frame_size(f->type == BE_FR_DATA ? f->len : be__frame_body_len(f->type));
+	int rc;
+
+	if (e->cur && (e->cur->used + size > e->sbuf_size || (e->cur->reserve && !reserve))) {
+		rc = tx_flush(e);
+		if (rc)
+			return rc;
+	}
+	if (!e->cur) {
+		if (!tx_room(e, size, true))
+			return -EAGAIN;
+		if (be__credit_take(&e->cr, reserve))
+			return -EAGAIN;
+		e->cur = tx_sendbuf_get(e);
+		if (!e->cur) {
+			/* Give the credit back; retry when memory frees up. */
+			e->cr.avail++;
+			e->st.alloc_backoffs++;
+			return -EAGAIN;
+		}
+		e->cur->reserve = reserve;
+	} else if (!tx_room(e, size, false)) {
+		return -EAGAIN;
+	}
+	f->credits = be__credit_collect(&e->cr);
+	e->cur->used += be__frame_encode(e->cur->buf + e->cur->used, f, payload);
+	e->cur->nframes++;
+	return 0;
+}
+
+/* One fragment of the granted large message @m. */
+static int tx_fragment(struct be__engine *e, struct be__msg *m)
+{
+	size_t left = m->len - m->off;
+	uint32_t n = (uint32_t)BE_MIN(left, (size_t)e->frag_size);
+	bool last = n == left, sig;
+	struct be_xsend_wr wr = { 0 };
+	struct be_xsge sge;
+	int rc;
+
+	if (!tx_room(e, n, true))
+		return TURN_BLOCKED;
+	if (last && be__credit_take(&e->cr, false))
+		return TURN_BLOCKED;
+	rc = tx_lkey(e, (char *)m->buf + m->off, &sge.lkey);
+	if (rc) {
+		be__engine_fail(e, rc, "message buffer not registered");
+		return TURN_BLOCKED;
+	}
+	sge.addr = (uint64_t)(uintptr_t)m->buf + m->off;
+	sge.length = n;
+	wr.opcode = last ? BE_XWR_WRITE_IMM : BE_XWR_WRITE;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.remote_addr = m->raddr + m->off;
+	wr.rkey = m->rkey;
+	wr.imm = m->token;
+	wr.wr_id = be__window_push(&e->win, last ? BE_WR_FRAG_LAST : BE_WR_FRAG, n, m, &sig);
+	wr.flags = sig ? BE_XWR_F_SIGNALED : 0;
+	rc = tx_post(e, &wr);
+	if (rc)
+		return TURN_BLOCKED;
+	m->off += n;
+	m->unretired++;
+	e->st.fragments++;
+	if (last) {
+		be__list_del_init(&m->link);
+		m->sq->nfrag--;
+		m->state = BE_MS_POSTED;
+		e->last_tx_ns = be__now_ns();
+	}
+	return TURN_DID;
+}
+
+static int tx_write_req(struct be__engine *e, struct be__msg *m)
+{
+	struct be__frame f = {
+		.type = BE_FR_WRITE_REQ,
+		.flags = m->sock->mine ? BE_FRF_OPENER : 0,
+		.sock = m->sock->id,
+		.msg = m->id,
+		.length = m->len,
+	};
+	int rc = tx_emit(e, &f, NULL, false);
+
+	return rc ? TURN_BLOCKED : TURN_DID;
+}
+
+/* One unit of work of queue @sq. */
+static int tx_turn(struct be__engine *e, struct be__sq *sq)
+{
+	const struct be_config *cfg = &e->w->ctx->cfg;
+	struct be__list *p;
+	struct be__msg *m;
+	struct be__frame f = { 0 };
+
+	p = be__list_first(&sq->fragq);
+	if (p) {
+		m = be__list_entry(p, struct be__msg, link);
+		if (m->state == BE_MS_GRANTED)
+			return tx_fragment(e, m);
+	}
+	for (p = sq->fragq.next; p != &sq->fragq; p = p->next) {
+		m = be__list_entry(p, struct be__msg, link);
+		if (m->state == BE_MS_RETRY) {
+			if (tx_write_req(e, m) == TURN_BLOCKED)
+				return TURN_BLOCKED;
+			m->state = BE_MS_REQ;
+			return TURN_DID;
+		}
+	}
+	p = be__list_first(&sq->txq);
+	if (!p)
+		return TURN_IDLE;
+	if (sq->fifo && !be__list_empty(&sq->fragq))
+		return TURN_IDLE; /* strict FIFO: the large message goes first */
+	m = be__list_entry(p, struct be__msg, link);
+	f.flags = m->sock->mine ? BE_FRF_OPENER : 0;
+	f.sock = m->sock->id;
+	if (m->kind == BE_MSG_OPEN) {
+		f.type = BE_FR_SOCK_OPEN;
+		if (tx_emit(e, &f, NULL, false))
+			return TURN_BLOCKED;
+		be__list_del_init(&m->link);
+		be__sock_unref(m->sock);
+		free(m);
+		return TURN_DID;
+	}
+	if (m->len > e->peer.max_msg_size) {
+		be__list_del_init(&m->link);
+		be__worker_defer_msg(e->w, m, -EMSGSIZE);
+		return TURN_DID;
+	}
+	if (m->len <= e->eager_max) {
+		f.type = BE_FR_DATA;
+		f.msg = m->id;
+		f.len = (uint32_t)m->len;
+		if (tx_emit(e, &f, m->buf, false))
+			return TURN_BLOCKED;
+		be__list_del_init(&m->link);
+		m->state = BE_MS_SENT_EAGER;
+		be__list_add_tail(&e->cur->msgs, &m->link);
+		return TURN_DID;
+	}
+	if (!sq->fifo && sq->nfrag >= cfg->max_reqs)
+		return TURN_IDLE; /* re-activated by the next WriteResponse */
+	m->large = true;
+	if (tx_write_req(e, m) == TURN_BLOCKED)
+		return TURN_BLOCKED;
+	be__list_del_init(&m->link);
+	be__list_add_tail(&sq->fragq, &m->link);
+	sq->nfrag++;
+	m->state = BE_MS_REQ;
+	return TURN_DID;
+}
+
+void be__engine_run(struct be__engine *e)
+{
+	bool blocked = false;
+	int r;
+
+	if (e->state != BE_ES_ESTABLISHED || e->in_pass)
+		return;
+	e->in_pass = true;
+	e->refs++;
+	while (!blocked && !be__list_empty(&e->ctrlq) && e->state == BE_ES_ESTABLISHED) {
+		struct be__ctrl *c = be__list_entry(be__list_first(&e->ctrlq), struct be__ctrl,
+						    link);
+		bool reserve = c->f.type == BE_FR_CREDIT || c->f.type == BE_FR_KEEPALIVE;
+
+		if (tx_emit(e, &c->f, NULL, reserve)) {
+			blocked = true;
+			break;
+		}
+		if (c->f.type == BE_FR_KEEPALIVE)
+			e->st.keepalives_sent++;
+		be__list_del_init(&c->link);
+		free(c);
+	}
+	while (!blocked && !be__list_empty(&e->active) && e->state == BE_ES_ESTABLISHED) {
+		struct be__sq *sq = be__list_entry(be__list_first(&e->active), struct be__sq, link);
+
+		be__list_del_init(&sq->link);
+		r = tx_turn(e, sq);
+		if (e->state != BE_ES_ESTABLISHED)
+			break;
+		if (r == TURN_BLOCKED) {
+			be__list_add_head(&e->active, &sq->link);
+			blocked = true;
+		} else if (r == TURN_DID &&
+			   (!be__list_empty(&sq->txq) || !be__list_empty(&sq->fragq))) {
+			be__list_add_tail(&e->active, &sq->link);
+		}
+	}
+	if (e->state == BE_ES_ESTABLISHED)
+		tx_flush(e);
+	/* Owed credits with nothing to carry them: an explicit CREDIT frame. */
+	if (e->state == BE_ES_ESTABLISHED && be__credit_update_due(&e->cr)) {
+		struct be__frame f = { .type = BE_FR_CREDIT };
+
+		if (tx_emit(e, &f, NULL, true) == 0) {
+			e->st.credit_frames_sent++;
+			tx_flush(e);
+		}
+	}
+	e->in_pass = false;
+	be__engine_unref(e);
+}
+
+/* ---- completions ---- */
+
+void be__msg_finish(struct be__engine *e, struct be__msg *m, int status)
+{
+	if (status == 0) {
+		e->st.msgs_sent++;
+		e->st.bytes_sent += m->len;
+		if (m->large) {
+			e->st.large_sent++;
+			m->sock->st.large_sent++;
+		} else {
+			e->st.eager_sent++;
+			m->sock->st.eager_sent++;
+		}
+	}
+	be__worker_defer_msg(e->w, m, status);
+}
+
+static void tx_retire(struct be__engine *e, const struct be__wr_rec *r, int err)
+{
+	if (r->kind == BE_WR_SEND) {
+		struct be__sendbuf *sb = r->ptr;
+
+		while (!be__list_empty(&sb->msgs)) {
+			struct be__msg *m = be__list_entry(be__list_first(&sb->msgs),
+							   struct be__msg, link);
+
+			be__list_del_init(&m->link);
+			be__msg_finish(e, m, err);
+		}
+		tx_sendbuf_put(e, sb);
+	} else {
+		struct be__msg *m = r->ptr;
+
+		if (--m->unretired == 0 && m->state == BE_MS_POSTED)
+			be__msg_finish(e, m, m->status ? m->status : err);
+	}
+}
+
+static int tx_wc_err(enum be_xwc_status st)
+{
+	switch (st) {
+	case BE_XWC_REM_ACCESS_ERR:
+	case BE_XWC_REM_OP_ERR:
+		return BE_EPROTO_PEER;
+	case BE_XWC_RETRY_EXC_ERR:
+		return -ETIMEDOUT;
+	case BE_XWC_RNR_RETRY_EXC:
+		return -EPROTO;
+	default:
+		return -ECONNRESET;
+	}
+}
+
+void be__engine_on_send_wc(struct be__engine *e, const struct be_xwc *wc)
+{
+	struct be__wr_rec r;
+
+	if (wc->status != BE_XWC_SUCCESS) {
+		if (e->state != BE_ES_FAILED) {
+			char why[80];
+
+			snprintf(why, sizeof(why), "send completion: %s",
+				 be__xwc_status_str(wc->status));
+			be__engine_fail(e, tx_wc_err(wc->status), why);
+		}
+		return; /* the records retire with the error at reap */
+	}
+	while (be__window_pop(&e->win, wc->wr_id, &r))
+		tx_retire(e, &r, 0);
+	if (!be__list_empty(&e->active) || !be__list_empty(&e->ctrlq) ||
+	    be__credit_update_due(&e->cr))
+		be__engine_kick(e);
+}
+
+void be__engine_retire_all(struct be__engine *e)
+{
+	struct be__wr_rec r;
+
+	while (be__window_pop(&e->win, UINT64_MAX, &r))
+		tx_retire(e, &r, e->err ? e->err : -ECONNRESET);
+}

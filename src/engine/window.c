@@ -1,0 +1,83 @@
+/*
+ * window.c - the posted-WR ring and send window (model in window.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "engine/window.h"
+
+int be__window_init(struct be__window *w, uint32_t cap, uint64_t limit)
+{
+	*w = (struct be__window){ .cap = cap, .limit = limit, .next_seq = 1 };
+	if (!cap || !limit)
+		return -EINVAL;
+	w->ring = calloc(cap, sizeof(*w->ring));
+	return w->ring ? 0 : -ENOMEM;
+}
+
+void be__window_free(struct be__window *w)
+{
+	free(w->ring);
+	w->ring = NULL;
+}
+
+bool be__window_fits(struct be__window *w, uint64_t bytes)
+{
+	/* One WR larger than the whole window may go alone, or it would
+	 * never go. */
+	if (w->count < w->cap && (w->in_flight + bytes <= w->limit || w->in_flight == 0))
+		return true;
+	w->stalls++;
+	return false;
+}
+
+uint64_t be__window_push(struct be__window *w, enum be__wr_kind kind, uint32_t bytes, void *ptr,
+			 bool *signal)
+{
+	struct be__wr_rec *r = &w->ring[(w->head + w->count) % w->cap];
+
+	r->seq = w->next_seq++;
+	r->bytes = bytes;
+	r->kind = kind;
+	r->ptr = ptr;
+	w->count++;
+	w->in_flight += bytes;
+	if (w->in_flight > w->max_in_flight)
+		w->max_in_flight = w->in_flight;
+	w->unsig_count++;
+	w->unsig_bytes += bytes;
+	*signal = kind != BE_WR_FRAG || w->unsig_count >= w->cap / 4 ||
+		  w->unsig_bytes >= w->limit / 4 || w->count == w->cap;
+	if (*signal) {
+		w->unsig_count = 0;
+		w->unsig_bytes = 0;
+	}
+	return r->seq;
+}
+
+void be__window_unpush(struct be__window *w)
+{
+	struct be__wr_rec *r = &w->ring[(w->head + w->count - 1) % w->cap];
+
+	w->count--;
+	w->in_flight -= r->bytes;
+	w->next_seq--;
+	/* The unsignaled counters only make signals more frequent when off
+	 * by one; leave them. */
+}
+
+int be__window_pop(struct be__window *w, uint64_t upto, struct be__wr_rec *out)
+{
+	struct be__wr_rec *r;
+
+	if (!w->count)
+		return 0;
+	r = &w->ring[w->head];
+	if (r->seq > upto)
+		return 0;
+	*out = *r;
+	w->head = (w->head + 1) % w->cap;
+	w->count--;
+	w->in_flight -= r->bytes;
+	return 1;
+}

@@ -1,0 +1,71 @@
+/*
+ * window.h - the software send window of one Engine and its record of
+ * posted work requests (internal, pure data).
+ *
+ * Model. Every WR an Engine posts gets a record in a ring, in posting
+ * order, with its byte count; the ring has as many slots as the send queue
+ * has entries, so the send queue never overflows. The window bounds the
+ * bytes of posted and not yet completed WRs (so an Engine cannot burst
+ * more than that into the network, whatever the number of Sockets).
+ *
+ * Completions: a transport completes WRs of a connection in order, and a
+ * signaled completion means every earlier WR completed as well. So only
+ * some WRs are signaled: those whose completion frees something at once
+ * (SENDs release their staging buffer, the last fragment completes a
+ * message), and any WR once a quarter of the ring or of the window went
+ * unsignaled. The latter rule guarantees that a full window always holds a
+ * signaled WR whose completion reopens it. A completion retires every
+ * record up to its sequence number.
+ */
+#ifndef BE_ENGINE_WINDOW_H
+#define BE_ENGINE_WINDOW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum be__wr_kind {
+	BE_WR_SEND = 1,      /* ptr: struct be__sendbuf */
+	BE_WR_FRAG = 2,      /* ptr: struct be__msg */
+	BE_WR_FRAG_LAST = 3, /* ptr: struct be__msg (WRITE_WITH_IMM) */
+};
+
+struct be__wr_rec {
+	uint64_t seq;
+	uint32_t bytes;
+	uint32_t kind;
+	void *ptr;
+};
+
+struct be__window {
+	struct be__wr_rec *ring;
+	uint32_t cap, head, count;
+	uint64_t next_seq;
+	uint64_t limit;            /* window in bytes */
+	uint64_t in_flight;        /* bytes posted, not retired */
+	uint64_t max_in_flight;
+	uint32_t unsig_count;
+	uint64_t unsig_bytes;
+	uint64_t stalls;
+};
+
+int be__window_init(struct be__window *w, uint32_t cap, uint64_t limit);
+void be__window_free(struct be__window *w);
+
+/* Room for a WR of @bytes? Counts a stall when not. */
+bool be__window_fits(struct be__window *w, uint64_t bytes);
+
+/* Record a WR about to be posted. Returns its sequence number (the wr_id)
+ * and sets *@signal. The caller checked be__window_fits(). */
+uint64_t be__window_push(struct be__window *w, enum be__wr_kind kind, uint32_t bytes, void *ptr,
+			 bool *signal);
+
+/* Undo the last push (the post failed). */
+void be__window_unpush(struct be__window *w);
+
+/*
+ * be__window_pop() - the oldest record if its seq <= @upto (use
+ * UINT64_MAX to drain). Returns 1 with *@out filled, 0 otherwise.
+ */
+int be__window_pop(struct be__window *w, uint64_t upto, struct be__wr_rec *out);
+
+#endif /* BE_ENGINE_WINDOW_H */

@@ -1,0 +1,123 @@
+/*
+ * config.c - defaults of struct be_config, their BE_* environment
+ * overrides, and the checks a context applies before using one.
+ *
+ * Why these defaults: 4 KiB eager covers parameter-server keys and small
+ * embeddings in one copy; 8 KiB receive buffers let a SEND batch a full
+ * eager message plus headers or several small ones; 64 credits x 8 KiB is
+ * 512 KiB of receive memory per Engine, and 512 initial receives serve 8
+ * peers before the SRQ grows; a 1 MiB window is about 80 us at 100 Gb/s,
+ * enough to keep a link busy while bounding incast bursts; 50 us of
+ * spinning catches a ping-pong's answer without burning a core when idle.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <be/sock.h>
+#include "engine/core.h"
+#include "engine/proto.h"
+#include "util/common.h"
+#include "util/log.h"
+
+static void config_env64(const char *name, uint64_t *v)
+{
+	uint64_t x;
+	int rc = be__env_size(name, &x);
+
+	if (rc < 0)
+		be_log_warn("config: ignoring malformed %s", name);
+	else if (rc > 0)
+		*v = x;
+}
+
+static void config_env32(const char *name, uint32_t *v)
+{
+	uint64_t x = *v;
+
+	config_env64(name, &x);
+	if (x > UINT32_MAX) {
+		be_log_warn("config: ignoring %s: too large", name);
+		return;
+	}
+	*v = (uint32_t)x;
+}
+
+void be_config_init(struct be_config *cfg)
+{
+	uint32_t sched = 1;
+
+	*cfg = (struct be_config){
+		.eager_max = 4096,
+		.recv_buf_size = 8192,
+		.srq_depth = 512,
+		.srq_max_depth = 8192,
+		.credits = 64,
+		.send_window = 1u << 20,
+		.frag_size = 0,
+		.frag_sched = 1,
+		.sq_depth = 256,
+		.cq_depth = 16384,
+		.keepalive_ms = 1000,
+		.conn_timeout_ms = 10000,
+		.spin_us = 50,
+		.max_sockets = 65536,
+		.max_msg_size = 1ull << 30,
+		.max_reqs = 4,
+		.nomem_backoff_us = 1000,
+		.nomem_backoff_max_us = 100000,
+	};
+	config_env32("BE_EAGER_MAX", &cfg->eager_max);
+	config_env32("BE_RECV_BUF_SIZE", &cfg->recv_buf_size);
+	config_env32("BE_SRQ_DEPTH", &cfg->srq_depth);
+	config_env32("BE_SRQ_MAX_DEPTH", &cfg->srq_max_depth);
+	config_env32("BE_CREDITS", &cfg->credits);
+	config_env64("BE_SEND_WINDOW", &cfg->send_window);
+	config_env32("BE_FRAG_SIZE", &cfg->frag_size);
+	config_env32("BE_FRAG_SCHED", &sched);
+	cfg->frag_sched = sched != 0;
+	config_env32("BE_SQ_DEPTH", &cfg->sq_depth);
+	config_env32("BE_CQ_DEPTH", &cfg->cq_depth);
+	config_env32("BE_KEEPALIVE_MS", &cfg->keepalive_ms);
+	config_env32("BE_CONN_TIMEOUT_MS", &cfg->conn_timeout_ms);
+	config_env32("BE_SPIN_US", &cfg->spin_us);
+	config_env32("BE_MAX_SOCKETS", &cfg->max_sockets);
+	config_env64("BE_MAX_MSG", &cfg->max_msg_size);
+	config_env32("BE_MAX_REQS", &cfg->max_reqs);
+	config_env32("BE_NOMEM_BACKOFF_US", &cfg->nomem_backoff_us);
+	config_env32("BE_NOMEM_BACKOFF_MAX_US", &cfg->nomem_backoff_max_us);
+}
+
+/*
+ * be__config_check() - reject impossible settings, clamp the rest so the
+ * core's invariants hold (a DATA frame fits a receive buffer, a fragment
+ * fits the window). Returns 0 or -EINVAL.
+ */
+int be__config_check(struct be_config *cfg)
+{
+	if (cfg->recv_buf_size < BE_PROTO_MIN_RECV_BUF || cfg->recv_buf_size > BE_PROTO_MAX_RECV_BUF)
+		return -EINVAL;
+	cfg->recv_buf_size = BE_ALIGN_UP(cfg->recv_buf_size, BE_FRAME_ALIGN);
+	if (cfg->credits < BE_PROTO_MIN_CREDITS || cfg->credits > BE_PROTO_MAX_CREDITS)
+		return -EINVAL;
+	if (!cfg->send_window || !cfg->sq_depth || cfg->sq_depth < 8 || !cfg->cq_depth ||
+	    !cfg->max_sockets || !cfg->max_msg_size || !cfg->keepalive_ms ||
+	    !cfg->conn_timeout_ms)
+		return -EINVAL;
+	if (cfg->eager_max > cfg->recv_buf_size - BE_FRAME_HDR)
+		cfg->eager_max = cfg->recv_buf_size - BE_FRAME_HDR;
+	if (cfg->srq_depth < cfg->credits)
+		cfg->srq_depth = cfg->credits;
+	if (cfg->srq_max_depth < cfg->srq_depth)
+		cfg->srq_max_depth = cfg->srq_depth;
+	if (cfg->frag_size && cfg->frag_size > cfg->send_window)
+		cfg->frag_size = (uint32_t)BE_MIN(cfg->send_window, (uint64_t)UINT32_MAX);
+	if (!cfg->max_reqs)
+		cfg->max_reqs = 1;
+	if (!cfg->nomem_backoff_us)
+		cfg->nomem_backoff_us = 1;
+	if (cfg->nomem_backoff_max_us < cfg->nomem_backoff_us)
+		cfg->nomem_backoff_max_us = cfg->nomem_backoff_us;
+	if (cfg->max_sockets > (1u << 24))
+		cfg->max_sockets = 1u << 24;
+	return 0;
+}

@@ -1,0 +1,144 @@
+/*
+ * ctx.c - the context: configuration and transport devices.
+ *
+ * Model. A context opens each transport's device the first time a worker
+ * uses that transport, queries it (link speed decides the default
+ * fragment size), and attaches it to bemalloc so every block is
+ * registered on it. Devices stay open until be_ctx_destroy(); the mutex
+ * only guards opening, the data path never takes it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <be/sock.h>
+#include "engine/core.h"
+#include "util/common.h"
+#include "util/log.h"
+
+int be_ctx_create(const struct be_config *cfg, struct be_ctx **out)
+{
+	struct be_ctx *ctx;
+	int rc;
+
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	if (cfg)
+		ctx->cfg = *cfg;
+	else
+		be_config_init(&ctx->cfg);
+	rc = be__config_check(&ctx->cfg);
+	if (rc)
+		goto err_free;
+	rc = -pthread_mutex_init(&ctx->lock, NULL);
+	if (rc)
+		goto err_free;
+	*out = ctx;
+	return 0;
+
+err_free:
+	free(ctx);
+	return rc;
+}
+
+const struct be_config *be_ctx_config(const struct be_ctx *ctx)
+{
+	return &ctx->cfg;
+}
+
+/* Default fragment size: small enough that a fragment occupies the link
+ * for about a microsecond on RDMA (so a small message waits little behind
+ * one), large enough to keep per-WR overhead low; software transports pay
+ * per WR in syscalls/copies, so they get large fragments. */
+static uint32_t ctx_frag_default(const struct be_xdev_attr *a)
+{
+	uint32_t speed = a->num_ports > 0 ? a->port[0].speed_mbps : 0;
+
+	if (strcmp(a->transport, "verbs") != 0)
+		return 128u << 10;
+	if (speed && speed <= 25000)
+		return 2u << 10;
+	if (speed && speed <= 100000)
+		return 8u << 10;
+	return 16u << 10;
+}
+
+int be__ctx_dev(struct be_ctx *ctx, const char *name, struct be__cdev **out)
+{
+	const struct be_xport_ops *ops = be__xport_find(name);
+	struct be_alloc_reg_hook hook;
+	struct be__cdev *cd = NULL;
+	int i, rc = 0;
+
+	if (!ops)
+		return -EPROTONOSUPPORT;
+	pthread_mutex_lock(&ctx->lock);
+	for (i = 0; i < ctx->ndev; i++)
+		if (ctx->dev[i].ops == ops) {
+			cd = &ctx->dev[i];
+			goto out;
+		}
+	if (ctx->ndev == BE_CTX_MAX_XPORTS) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	cd = &ctx->dev[ctx->ndev];
+	memset(cd, 0, sizeof(*cd));
+	cd->name = ops->name;
+	cd->ops = ops;
+	rc = ops->dev_open("", &cd->dev);
+	if (rc) {
+		be_log_err("ctx: cannot open a %s device: %s", name, be_strerror(rc));
+		goto out;
+	}
+	rc = ops->dev_query(cd->dev, &cd->attr);
+	if (rc)
+		goto err_close;
+	ops->dev_reg_hook(cd->dev, &hook);
+	rc = be_alloc_attach_device(&hook);
+	if (rc < 0) {
+		be_log_err("ctx: cannot attach %s to bemalloc: %s", name, be_strerror(rc));
+		goto err_close;
+	}
+	cd->alloc_dev = rc;
+	cd->dev->alloc_dev = rc;
+	rc = 0;
+	cd->frag_size = ctx->cfg.frag_size ? ctx->cfg.frag_size : ctx_frag_default(&cd->attr);
+	if (cd->frag_size > ctx->cfg.send_window)
+		cd->frag_size = (uint32_t)ctx->cfg.send_window;
+	if (cd->attr.max_msg_size && cd->frag_size > cd->attr.max_msg_size)
+		cd->frag_size = (uint32_t)cd->attr.max_msg_size;
+	ctx->ndev++;
+	be_log_info("ctx: opened %s device %s, fragment size %u", name, cd->attr.name,
+		    cd->frag_size);
+	goto out;
+
+err_close:
+	ops->dev_close(cd->dev);
+	cd->dev = NULL;
+	cd = NULL;
+out:
+	pthread_mutex_unlock(&ctx->lock);
+	if (!rc)
+		*out = cd;
+	return rc;
+}
+
+void be_ctx_destroy(struct be_ctx *ctx)
+{
+	int i;
+
+	if (!ctx)
+		return;
+	if (atomic_load(&ctx->workers))
+		be_log_err("ctx: destroyed with %d workers alive", atomic_load(&ctx->workers));
+	for (i = ctx->ndev - 1; i >= 0; i--) {
+		struct be__cdev *cd = &ctx->dev[i];
+
+		be_alloc_detach_device(cd->alloc_dev);
+		cd->ops->dev_close(cd->dev);
+	}
+	pthread_mutex_destroy(&ctx->lock);
+	free(ctx);
+}

@@ -1,0 +1,70 @@
+/*
+ * stats.c - the worker's counters as JSON: one object with the worker's
+ * engine count and an array of Engines, each with every field of struct
+ * be_engine_stats. Written with snprintf into the caller's buffer; the
+ * return value is the length needed, so a caller can size its buffer.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include <be/sock.h>
+#include "engine/core.h"
+
+struct json_out {
+	char *buf;
+	size_t len, pos;
+};
+
+static void __attribute__((format(printf, 2, 3))) json_put(struct json_out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(o->pos < o->len ? o->buf + o->pos : NULL,
+		      o->pos < o->len ? o->len - o->pos : 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		o->pos += (size_t)n;
+}
+
+static void json_engine(struct json_out *o, struct be__engine *e)
+{
+	struct be_engine_stats s;
+
+	be__engine_stats(e, &s);
+	json_put(o, "{\"addr\":\"%s\",\"connector\":%s,\"state\":%d,\"error\":%d,", e->addr,
+		 e->connector ? "true" : "false", s.state, s.error);
+#define F(x) json_put(o, "\"" #x "\":%" PRIu64 ",", (uint64_t)s.x)
+	F(msgs_sent); F(bytes_sent); F(msgs_recv); F(bytes_recv);
+	F(eager_sent); F(large_sent); F(eager_recv); F(large_recv);
+	F(sends_posted); F(frames_batched); F(fragments); F(write_imm_recv);
+	F(credits_granted); F(credits_peer_max); F(max_credits_in_use);
+	F(max_peer_credits_in_use); F(credit_stalls); F(credit_frames_sent);
+	F(send_window); F(max_bytes_in_flight); F(window_stalls);
+	F(keepalives_sent); F(keepalives_recv); F(nomem_sent); F(nomem_recv);
+	F(alloc_backoffs); F(protocol_errors); F(sockets); F(sockets_opened);
+#undef F
+	json_put(o, "\"frag_size\":%u}", s.frag_size);
+}
+
+int be_worker_stats_json(struct be_worker *w, char *buf, size_t len)
+{
+	struct json_out o = { buf, len, 0 };
+	struct be__list *p;
+	bool first = true;
+
+	if (!w || (!buf && len))
+		return -EINVAL;
+	json_put(&o, "{\"engines\":%u,\"engine\":[", w->nengines);
+	for (p = w->engines.next; p != &w->engines; p = p->next) {
+		if (!first)
+			json_put(&o, ",");
+		first = false;
+		json_engine(&o, be__list_entry(p, struct be__engine, wlink));
+	}
+	json_put(&o, "]}");
+	return (int)o.pos;
+}

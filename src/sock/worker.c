@@ -1,0 +1,647 @@
+/*
+ * worker.c - workers: per-transport queues, progress, adaptive waiting,
+ * the optional library thread, and cross-thread calls.
+ *
+ * Model. A worker is a thread domain: for each transport it uses it owns
+ * one event channel, one completion queue and one shared receive queue
+ * (struct be__wdev), and it owns every Engine, Listener and Socket made on
+ * it. Only the thread running the worker touches them, so the data path
+ * has no locks. Other threads reach a worker through be_worker_call(): a
+ * lock-free multi-producer stack drained (in order) by progress, plus an
+ * eventfd that wakes a sleeping worker.
+ *
+ * Receive buffers. Each wdev posts bemalloc buffers of recv_buf_size on
+ * its SRQ and never frees them before the worker dies (they are listed in
+ * wd->bufs). Engines reserve their peers' credits from the SRQ: the sum of
+ * credits granted to live Engines never exceeds the buffers the wdev
+ * owns, and a buffer is reposted as soon as its frames were handled, so a
+ * peer that respects its credits always finds a posted receive. The SRQ
+ * grows (up to srq_max_depth and the device's limit) when a new Engine
+ * needs more; the CQ is sized so that all posted receives plus every
+ * Engine's send queue fit.
+ *
+ * Waiting. be_worker_wait() polls for spin_us, then arms every CQ, polls
+ * once more (a completion may have slipped in before arming), and sleeps
+ * in epoll on the CQ fds, the event channel fds and the eventfd, bounded
+ * by the next timer tick (keepalives, backoffs) while Engines exist.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <be/sock.h>
+#include "engine/core.h"
+#include "util/common.h"
+#include "util/log.h"
+
+#define WORKER_POLL_BATCH 32
+#define WORKER_EV_WAKE 0xffu
+#define WORKER_EV_CQ 0x100u
+
+static uint64_t worker_tick_ns(const struct be_worker *w)
+{
+	uint64_t t = (uint64_t)w->ctx->cfg.keepalive_ms * 1000000ull / 4;
+
+	return BE_MAX(BE_MIN(t, 10000000ull), 1000000ull);
+}
+
+int be_worker_create(struct be_ctx *ctx, struct be_worker **out)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct be_worker *w;
+	int rc;
+
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->ctx = ctx;
+	be__list_init(&w->engines);
+	be__list_init(&w->reap);
+	be__list_init(&w->kick);
+	be__list_init(&w->listeners);
+	be__list_init(&w->socks);
+	be__list_init(&w->done);
+	be__list_init(&w->closeq);
+	w->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (w->epfd < 0) {
+		rc = -errno;
+		goto err_free;
+	}
+	w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->evfd < 0) {
+		rc = -errno;
+		goto err_ep;
+	}
+	ev.data.u64 = WORKER_EV_WAKE;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->evfd, &ev)) {
+		rc = -errno;
+		goto err_ev;
+	}
+	atomic_fetch_add(&ctx->workers, 1);
+	*out = w;
+	return 0;
+
+err_ev:
+	close(w->evfd);
+err_ep:
+	close(w->epfd);
+err_free:
+	free(w);
+	return rc;
+}
+
+struct be_ctx *be_worker_ctx(struct be_worker *w)
+{
+	return w->ctx;
+}
+
+unsigned int be_worker_engine_count(struct be_worker *w)
+{
+	return w->nengines;
+}
+
+/* ---- receive buffers ---- */
+
+void be__wdev_repost(struct be__wdev *wd, void *buf)
+{
+	struct be_alloc_region r;
+	struct be_xrecv_wr wr, *bad;
+	int rc;
+
+	rc = be_alloc_lookup(buf, wd->cd->alloc_dev, &r);
+	if (rc) {
+		be_log_err("worker: receive buffer %p not registered: %s", buf, be_strerror(rc));
+		return;
+	}
+	wr.next = NULL;
+	wr.wr_id = (uint64_t)(uintptr_t)buf;
+	wr.sge.addr = (uint64_t)(uintptr_t)buf;
+	wr.sge.length = wd->w->ctx->cfg.recv_buf_size;
+	wr.sge.lkey = r.lkey;
+	rc = wd->cd->ops->srq_post_recv(wd->srq, &wr, &bad);
+	if (rc)
+		be_log_err("worker: srq_post_recv failed: %s", be_strerror(rc));
+}
+
+/* Allocate and post @n more receive buffers. */
+static int wdev_grow(struct be__wdev *wd, uint32_t n)
+{
+	uint32_t size = wd->w->ctx->cfg.recv_buf_size, i;
+
+	if (wd->nbufs + n > wd->capbufs) {
+		uint32_t cap = BE_MAX(wd->capbufs * 2, wd->nbufs + n);
+		void **b = realloc(wd->bufs, cap * sizeof(*b));
+
+		if (!b)
+			return -ENOMEM;
+		wd->bufs = b;
+		wd->capbufs = cap;
+	}
+	for (i = 0; i < n; i++) {
+		void *buf = be_alloc(size);
+
+		if (!buf) {
+			be_log_err("worker: no memory for receive buffers: %s",
+				   be_alloc_last_error());
+			return -ENOMEM;
+		}
+		wd->bufs[wd->nbufs++] = buf;
+		be__wdev_repost(wd, buf);
+	}
+	return 0;
+}
+
+static uint32_t wdev_srq_cap(const struct be__wdev *wd)
+{
+	uint32_t cap = wd->w->ctx->cfg.srq_max_depth;
+
+	if (wd->cd->attr.max_srq_wr && cap > wd->cd->attr.max_srq_wr)
+		cap = wd->cd->attr.max_srq_wr;
+	return cap;
+}
+
+int be__wdev_reserve(struct be__wdev *wd, uint32_t credits)
+{
+	const struct be_config *cfg = &wd->w->ctx->cfg;
+	uint32_t want = wd->reserved + credits;
+	int rc;
+
+	if (want > wdev_srq_cap(wd))
+		return -ENOSPC;
+	if (want > wd->nbufs &&
+	    (uint64_t)want + wd->cq_reserved + cfg->sq_depth > cfg->cq_depth)
+		return -ENOSPC;
+	if ((uint64_t)BE_MAX(want, wd->nbufs) + wd->cq_reserved + cfg->sq_depth > cfg->cq_depth)
+		return -ENOSPC;
+	if (want > wd->nbufs) {
+		rc = wdev_grow(wd, want - wd->nbufs);
+		if (rc)
+			return rc;
+	}
+	wd->reserved = want;
+	wd->cq_reserved += cfg->sq_depth;
+	return 0;
+}
+
+void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits)
+{
+	wd->reserved -= credits;
+	wd->cq_reserved -= wd->w->ctx->cfg.sq_depth;
+}
+
+static void wdev_destroy(struct be__wdev *wd)
+{
+	const struct be_xport_ops *ops = wd->cd->ops;
+	struct be_xwc wc[WORKER_POLL_BATCH];
+	uint32_t i;
+
+	if (wd->srq)
+		ops->srq_destroy(wd->srq);
+	/* Drain the flushed receives; the buffers are freed below anyway. */
+	if (wd->cq)
+		while (ops->cq_poll(wd->cq, wc, WORKER_POLL_BATCH) > 0)
+			;
+	for (i = 0; i < wd->nbufs; i++)
+		be_free(wd->bufs[i]);
+	free(wd->bufs);
+	if (wd->cq)
+		ops->cq_destroy(wd->cq);
+	if (wd->evch)
+		ops->evch_destroy(wd->evch);
+	free(wd);
+}
+
+int be__worker_wdev(struct be_worker *w, const char *xport, struct be__wdev **out)
+{
+	const struct be_config *cfg = &w->ctx->cfg;
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct be__cdev *cd;
+	struct be__wdev *wd;
+	const struct be_xport_ops *ops;
+	int rc, idx;
+
+	rc = be__ctx_dev(w->ctx, xport, &cd);
+	if (rc)
+		return rc;
+	idx = (int)(cd - w->ctx->dev);
+	if (w->wd[idx]) {
+		*out = w->wd[idx];
+		return 0;
+	}
+	ops = cd->ops;
+	wd = calloc(1, sizeof(*wd));
+	if (!wd)
+		return -ENOMEM;
+	wd->w = w;
+	wd->cd = cd;
+	rc = ops->evch_create(cd->dev, &wd->evch);
+	if (rc)
+		goto err;
+	rc = ops->cq_create(cd->dev, cfg->cq_depth, &wd->cq);
+	if (rc)
+		goto err;
+	rc = ops->srq_create(wd->cq, wdev_srq_cap(wd), &wd->srq);
+	if (rc)
+		goto err;
+	wd->srq->user = wd;
+	rc = wdev_grow(wd, BE_MIN(cfg->srq_depth, wdev_srq_cap(wd)));
+	if (rc)
+		goto err;
+	ev.data.u64 = (uint64_t)idx;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, ops->evch_fd(wd->evch), &ev)) {
+		rc = -errno;
+		goto err;
+	}
+	ev.data.u64 = WORKER_EV_CQ | (uint64_t)idx;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, ops->cq_fd(wd->cq), &ev)) {
+		rc = -errno;
+		epoll_ctl(w->epfd, EPOLL_CTL_DEL, ops->evch_fd(wd->evch), NULL);
+		goto err;
+	}
+	w->wd[idx] = wd;
+	*out = wd;
+	return 0;
+
+err:
+	be_log_err("worker: cannot set up %s queues: %s", xport, be_strerror(rc));
+	wdev_destroy(wd);
+	return rc;
+}
+
+/* ---- deferred callbacks ---- */
+
+void be__worker_defer_msg(struct be_worker *w, struct be__msg *m, int status)
+{
+	m->status = status;
+	m->state = BE_MS_DONE;
+	be__list_add_tail(&w->done, &m->link);
+}
+
+void be__worker_defer_close(struct be_worker *w, struct be_sock *s, int reason)
+{
+	if (s->notified || s->app_closed)
+		return;
+	s->notified = true;
+	s->close_reason = reason;
+	be__sock_ref(s);
+	be__list_add_tail(&w->closeq, &s->clink);
+}
+
+int be__worker_run_deferred(struct be_worker *w)
+{
+	int n = 0;
+
+	while (!be__list_empty(&w->done) || !be__list_empty(&w->closeq)) {
+		struct be__list *p = be__list_first(&w->done);
+
+		if (p) {
+			struct be__msg *m = be__list_entry(p, struct be__msg, link);
+			struct be_sock *s = m->sock;
+
+			be__list_del_init(p);
+			if (m->kind == BE_MSG_DATA) {
+				if (m->status == 0) {
+					s->st.msgs_sent++;
+					s->st.bytes_sent += m->len;
+				} else {
+					s->st.send_errors++;
+				}
+				s->st.queued--;
+				m->cb(s, m->buf, m->status, m->arg);
+				n++;
+			}
+			be__sock_unref(s);
+			free(m);
+			continue;
+		}
+		p = be__list_first(&w->closeq);
+		{
+			struct be_sock *s = be__list_entry(p, struct be_sock, clink);
+
+			be__list_del_init(p);
+			if (!s->app_closed && s->cbs.on_close) {
+				s->cbs.on_close(s, s->close_reason, s->user);
+				n++;
+			}
+			be__sock_unref(s);
+		}
+	}
+	return n;
+}
+
+/* ---- cross-thread calls ---- */
+
+int be_worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *arg), void *arg)
+{
+	struct be__call *c = malloc(sizeof(*c));
+	uint64_t one = 1;
+
+	if (!c)
+		return -ENOMEM;
+	c->fn = fn;
+	c->arg = arg;
+	c->next = atomic_load_explicit(&w->calls, memory_order_relaxed);
+	while (!atomic_compare_exchange_weak_explicit(&w->calls, &c->next, c, memory_order_release,
+						      memory_order_relaxed))
+		;
+	if (write(w->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		be_log_warn("worker: eventfd write failed: %s", be_strerror(-errno));
+	return 0;
+}
+
+static int worker_run_calls(struct be_worker *w)
+{
+	struct be__call *c = atomic_exchange_explicit(&w->calls, NULL, memory_order_acquire);
+	struct be__call *rev = NULL;
+	int n = 0;
+
+	/* The stack holds the newest first; run them in submission order. */
+	while (c) {
+		struct be__call *next = c->next;
+
+		c->next = rev;
+		rev = c;
+		c = next;
+	}
+	while (rev) {
+		struct be__call *next = rev->next;
+
+		rev->fn(w, rev->arg);
+		free(rev);
+		rev = next;
+		n++;
+	}
+	return n;
+}
+
+/* ---- progress ---- */
+
+static int worker_poll_cq(struct be__wdev *wd)
+{
+	const struct be_xport_ops *ops = wd->cd->ops;
+	struct be_xwc wc[WORKER_POLL_BATCH];
+	int n = 0, round, got, i;
+
+	for (round = 0; round < 8; round++) {
+		got = ops->cq_poll(wd->cq, wc, WORKER_POLL_BATCH);
+		if (got < 0) {
+			be_log_err("worker: cq_poll failed: %s", be_strerror(got));
+			return got;
+		}
+		for (i = 0; i < got; i++) {
+			if (wc[i].opcode == BE_XWC_RECV || wc[i].opcode == BE_XWC_RECV_IMM ||
+			    (wc[i].srq && wc[i].status != BE_XWC_SUCCESS)) {
+				be__engine_on_recv_wc(wd, &wc[i]);
+			} else if (wc[i].conn && wc[i].conn->user) {
+				be__engine_on_send_wc(wc[i].conn->user, &wc[i]);
+			}
+		}
+		n += got;
+		if (got < WORKER_POLL_BATCH)
+			break;
+	}
+	return n;
+}
+
+static int worker_poll_events(struct be__wdev *wd)
+{
+	const struct be_xport_ops *ops = wd->cd->ops;
+	struct be_xevent ev;
+	int n = 0, rc;
+
+	while (n < 64) {
+		rc = ops->evch_get(wd->evch, &ev);
+		if (rc <= 0) {
+			if (rc < 0 && rc != -EAGAIN)
+				be_log_warn("worker: evch_get failed: %s", be_strerror(rc));
+			break;
+		}
+		be__engine_on_event(wd, &ev);
+		n++;
+	}
+	return n;
+}
+
+static int worker_run_kicks(struct be_worker *w)
+{
+	int n = 0;
+
+	while (!be__list_empty(&w->kick)) {
+		struct be__engine *e = be__list_entry(be__list_first(&w->kick), struct be__engine,
+						      klink);
+
+		be__list_del_init(&e->klink);
+		e->kicked = false;
+		be__engine_run(e);
+		n++;
+	}
+	return n;
+}
+
+static void worker_timers(struct be_worker *w)
+{
+	uint64_t now = be__now_ns();
+	struct be__list *p, *t;
+
+	if (now < w->next_tick_ns)
+		return;
+	w->next_tick_ns = now + worker_tick_ns(w);
+	be__list_for_each_safe(p, t, &w->engines)
+		be__engine_tick(be__list_entry(p, struct be__engine, wlink), now);
+}
+
+static void worker_reap(struct be_worker *w)
+{
+	while (!be__list_empty(&w->reap)) {
+		struct be__engine *e = be__list_entry(be__list_first(&w->reap), struct be__engine,
+						      rlink);
+
+		be__list_del_init(&e->rlink);
+		be__engine_reap(e);
+	}
+}
+
+int be_worker_progress(struct be_worker *w)
+{
+	int n = 0, i, rc, round;
+
+	w->in_progress++;
+	n += worker_run_calls(w);
+	for (i = 0; i < BE_CTX_MAX_XPORTS; i++) {
+		struct be__wdev *wd = w->wd[i];
+
+		if (!wd)
+			continue;
+		n += worker_poll_events(wd);
+		rc = worker_poll_cq(wd);
+		if (rc < 0) {
+			w->in_progress--;
+			return rc;
+		}
+		n += rc;
+	}
+	worker_timers(w);
+	/* Callbacks may queue more sends, which may complete more messages:
+	 * a few rounds batch what the callbacks queued into this progress. */
+	for (round = 0; round < 4; round++) {
+		int k = worker_run_kicks(w);
+
+		worker_reap(w);
+		k += be__worker_run_deferred(w);
+		n += k;
+		if (!k && be__list_empty(&w->kick))
+			break;
+	}
+	w->in_progress--;
+	return n;
+}
+
+int be_worker_wait(struct be_worker *w, int timeout_ms)
+{
+	struct epoll_event evs[8];
+	uint64_t start = be__now_ns(), now, spin_ns;
+	int n, i, nev, sleep_ms;
+
+	n = be_worker_progress(w);
+	if (n)
+		return n;
+	spin_ns = (uint64_t)w->ctx->cfg.spin_us * 1000;
+	if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000ull < spin_ns)
+		spin_ns = (uint64_t)timeout_ms * 1000000ull;
+	while ((now = be__now_ns()) - start < spin_ns) {
+		n = be_worker_progress(w);
+		if (n)
+			return n;
+		__builtin_ia32_pause();
+	}
+	if (timeout_ms == 0)
+		return 0;
+	for (i = 0; i < BE_CTX_MAX_XPORTS; i++) {
+		struct be__wdev *wd = w->wd[i];
+
+		if (wd && !wd->cq_armed) {
+			if (wd->cd->ops->cq_arm(wd->cq) == 0)
+				wd->cq_armed = true;
+		}
+	}
+	n = be_worker_progress(w);
+	if (n)
+		return n;
+	sleep_ms = timeout_ms;
+	if (!be__list_empty(&w->engines)) {
+		now = be__now_ns();
+		int tick_ms = w->next_tick_ns > now ?
+				      (int)((w->next_tick_ns - now + 999999) / 1000000) : 0;
+
+		if (sleep_ms < 0 || tick_ms < sleep_ms)
+			sleep_ms = tick_ms;
+	}
+	nev = epoll_wait(w->epfd, evs, BE_ARRAY_SIZE(evs), sleep_ms);
+	if (nev < 0 && errno != EINTR)
+		return -errno;
+	for (i = 0; i < nev; i++) {
+		uint64_t tag = evs[i].data.u64;
+
+		if (tag == WORKER_EV_WAKE) {
+			uint64_t v;
+
+			if (read(w->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				be_log_warn("worker: eventfd read failed");
+		} else if (tag & WORKER_EV_CQ) {
+			struct be__wdev *wd = w->wd[tag & 0xff];
+
+			if (wd && wd->cq_armed) {
+				wd->cd->ops->cq_ack(wd->cq);
+				wd->cq_armed = false;
+			}
+		}
+	}
+	return be_worker_progress(w);
+}
+
+/* ---- library thread ---- */
+
+static void *worker_thread(void *arg)
+{
+	struct be_worker *w = arg;
+
+	while (!atomic_load_explicit(&w->stop, memory_order_acquire))
+		be_worker_wait(w, 100);
+	return NULL;
+}
+
+int be_worker_start(struct be_worker *w)
+{
+	int rc;
+
+	if (atomic_load(&w->running))
+		return -EALREADY;
+	atomic_store(&w->stop, false);
+	rc = -pthread_create(&w->thr, NULL, worker_thread, w);
+	if (rc)
+		return rc;
+	atomic_store(&w->running, true);
+	return 0;
+}
+
+int be_worker_stop(struct be_worker *w)
+{
+	uint64_t one = 1;
+
+	if (!atomic_load(&w->running))
+		return -EINVAL;
+	atomic_store_explicit(&w->stop, true, memory_order_release);
+	if (write(w->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		be_log_warn("worker: eventfd write failed");
+	pthread_join(w->thr, NULL);
+	atomic_store(&w->running, false);
+	return 0;
+}
+
+/* ---- teardown ---- */
+
+void be_worker_destroy(struct be_worker *w)
+{
+	struct be__list *p, *t;
+	int i;
+
+	if (!w)
+		return;
+	if (atomic_load(&w->running))
+		be_worker_stop(w);
+	w->in_progress++;
+	worker_run_calls(w);
+	be__list_for_each_safe(p, t, &w->listeners)
+		be_listener_close(be__list_entry(p, struct be_listener, link));
+	/* Fail every engine: queued and posted sends complete with
+	 * -ECANCELED. on_close is not delivered while destroying. */
+	be__list_for_each_safe(p, t, &w->socks)
+		be__list_entry(p, struct be_sock, wlink)->notified = true;
+	be__list_for_each_safe(p, t, &w->engines) {
+		struct be__engine *e = be__list_entry(p, struct be__engine, wlink);
+
+		if (e->state != BE_ES_FAILED)
+			be__engine_fail(e, -ECANCELED, "worker destroyed");
+	}
+	worker_reap(w);
+	be__worker_run_deferred(w);
+	/* Release the application's handles of sockets it did not close. */
+	be__list_for_each_safe(p, t, &w->socks) {
+		struct be_sock *s = be__list_entry(p, struct be_sock, wlink);
+
+		if (!s->app_closed)
+			be_sock_close(s);
+	}
+	be__worker_run_deferred(w);
+	worker_run_calls(w);
+	for (i = 0; i < BE_CTX_MAX_XPORTS; i++)
+		if (w->wd[i])
+			wdev_destroy(w->wd[i]);
+	close(w->evfd);
+	close(w->epfd);
+	atomic_fetch_sub(&w->ctx->workers, 1);
+	free(w);
+}
