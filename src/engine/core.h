@@ -325,6 +325,7 @@ void be__engine_on_send_wc(struct be__engine *e, const struct be_xwc *wc);
 void be__engine_retire_all(struct be__engine *e);
 void be__msg_finish(struct be__engine *e, struct be__msg *m, int status);
 void be__sendbuf_free_all(struct be__engine *e);
+void be__sendbuf_prealloc(struct be__engine *e, int n);
 
 /* rx.c */
 void be__engine_on_recv_wc(struct be__wdev *wd, const struct be_xwc *wc);

@@ -55,6 +55,9 @@ static void engine_set_peer(struct be__engine *e, const struct be__hello *h)
 	e->eager_max = BE_MIN(cfg->eager_max, h->recv_buf_size - BE_FRAME_HDR);
 	e->st.credits_granted = h->credits;
 	e->st.credits_peer_max = e->granted_to_peer;
+	/* Staging buffers for control frames even when bemalloc is at its
+	 * limit later: a receiver out of memory must still say so. */
+	be__sendbuf_prealloc(e, 2);
 }
 
 static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, const char *key)
@@ -520,7 +523,9 @@ void be__engine_tick(struct be__engine *e, uint64_t now)
 		return;
 	be__large_backoff_tick(e, now);
 	be__engine_rx_retry(e, now);
-	if (be__credit_update_due(&e->cr))
+	/* Work held back by a failed allocation has no other wakeup. */
+	if (be__credit_update_due(&e->cr) || !be__list_empty(&e->active) ||
+	    !be__list_empty(&e->ctrlq))
 		be__engine_kick(e);
 }
 

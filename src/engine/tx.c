@@ -76,6 +76,22 @@ int be__engine_ctrl(struct be__engine *e, const struct be__frame *f)
 
 /* ---- staging buffers ---- */
 
+static struct be__sendbuf *tx_sendbuf_new(struct be__engine *e)
+{
+	struct be__sendbuf *sb = calloc(1, sizeof(*sb));
+
+	if (!sb)
+		return NULL;
+	sb->buf = be_alloc(e->sbuf_size);
+	if (!sb->buf) {
+		free(sb);
+		return NULL;
+	}
+	be__list_init(&sb->link);
+	be__list_init(&sb->msgs);
+	return sb;
+}
+
 static struct be__sendbuf *tx_sendbuf_get(struct be__engine *e)
 {
 	struct be__list *p = be__list_first(&e->sbfree);
@@ -85,21 +101,25 @@ static struct be__sendbuf *tx_sendbuf_get(struct be__engine *e)
 		be__list_del_init(p);
 		sb = be__list_entry(p, struct be__sendbuf, link);
 	} else {
-		sb = calloc(1, sizeof(*sb));
+		sb = tx_sendbuf_new(e);
 		if (!sb)
 			return NULL;
-		sb->buf = be_alloc(e->sbuf_size);
-		if (!sb->buf) {
-			free(sb);
-			return NULL;
-		}
-		be__list_init(&sb->link);
-		be__list_init(&sb->msgs);
 	}
 	sb->used = 0;
 	sb->nframes = 0;
 	sb->reserve = false;
 	return sb;
+}
+
+void be__sendbuf_prealloc(struct be__engine *e, int n)
+{
+	while (n-- > 0) {
+		struct be__sendbuf *sb = tx_sendbuf_new(e);
+
+		if (!sb)
+			return;
+		be__list_add_tail(&e->sbfree, &sb->link);
+	}
 }
 
 static void tx_sendbuf_put(struct be__engine *e, struct be__sendbuf *sb)

@@ -1,0 +1,221 @@
+/*
+ * stest.c - helper of the socket tests (see stest.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "xport/xport.h"
+#include "util/common.h"
+#include "stest.h"
+
+void st_init(struct st *t, int argc, char **argv)
+{
+	const char *addr = NULL;
+	int i;
+
+	memset(t, 0, sizeof(*t));
+	t->transport = "tcp";
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--transport") && i + 1 < argc)
+			t->transport = argv[++i];
+		else if (!strcmp(argv[i], "--addr") && i + 1 < argc)
+			addr = argv[++i];
+	}
+	if (!be__xport_find(t->transport)) {
+		fprintf(stderr, "transport %s not built in: skipped\n", t->transport);
+		exit(77);
+	}
+	if (addr)
+		snprintf(t->addr, sizeof(t->addr), "%s", addr);
+	be_config_init(&t->cfg);
+	/* Short enough that a broken test fails fast, long enough for a
+	 * loaded CI machine (sanitizers) never to trip it falsely. */
+	t->cfg.keepalive_ms = 500;
+	t->cfg.conn_timeout_ms = 20000;
+	t->cfg.spin_us = 0;
+}
+
+const char *st_listen_addr(struct st *t)
+{
+	if (t->addr[0] && t->naddr++ == 0)
+		return t->addr;
+	if (!strcmp(t->transport, "shm")) {
+		snprintf(t->addr, sizeof(t->addr), "shm://be-st-%d-%d", (int)getpid(), t->naddr++);
+	} else if (!strcmp(t->transport, "verbs")) {
+		const char *ip = getenv("BE_RXE_IP0");
+
+		snprintf(t->addr, sizeof(t->addr), "verbs://%s:0", ip ? ip : "127.0.0.1");
+	} else {
+		snprintf(t->addr, sizeof(t->addr), "%s://127.0.0.1:0", t->transport);
+	}
+	return t->addr;
+}
+
+static uint64_t st_hang_ns(void)
+{
+	const char *h = getenv("ST_HANG_S");
+
+	return (uint64_t)(h ? atoi(h) : 60) * 1000000000ull;
+}
+
+void st_pump(struct be_worker **ws, int n, bool (*done)(void *arg), void *arg)
+{
+	uint64_t start = be__now_ns(), hang = st_hang_ns();
+	int i, idle = 0;
+
+	while (!done(arg)) {
+		int work = 0;
+
+		for (i = 0; i < n; i++) {
+			int rc = be_worker_progress(ws[i]);
+
+			ASSERT_OK(rc);
+			work += rc;
+		}
+		if (be__now_ns() - start > hang)
+			TEST_FAIL("hang: condition not reached in %d s", (int)(hang / 1000000000ull));
+		/* Idle: give the kernel (tcp, shm peers) a moment. */
+		if (!work && ++idle > 100) {
+			usleep(100);
+			idle = 0;
+		}
+	}
+}
+
+void st_pump_ms(struct be_worker **ws, int n, int ms)
+{
+	uint64_t end = be__now_ns() + (uint64_t)ms * 1000000ull;
+	int i;
+
+	while (be__now_ns() < end) {
+		int work = 0;
+
+		for (i = 0; i < n; i++)
+			work += be_worker_progress(ws[i]);
+		if (!work)
+			usleep(100);
+	}
+}
+
+void st_fill(void *p, size_t len, uint32_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	uint8_t *b = p;
+	size_t i;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(b + i, &x, 8);
+	}
+	for (; i < len; i++)
+		b[i] = (uint8_t)(seed + i);
+}
+
+int st_check(const void *p, size_t len, uint32_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	const uint8_t *b = p;
+	size_t i;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		if (memcmp(b + i, &x, 8))
+			return 0;
+	}
+	for (; i < len; i++)
+		if (b[i] != (uint8_t)(seed + i))
+			return 0;
+	return 1;
+}
+
+void *st_msg(size_t len, uint32_t seed)
+{
+	void *p = be_alloc(len);
+
+	ASSERT(p);
+	st_fill(p, len, seed);
+	return p;
+}
+
+static void st_free_cb(struct be_sock *s, void *buf, int status, void *arg)
+{
+	be_free(buf);
+}
+
+static int st_srv_accept(struct be_listener *l, struct be_sock *s, void *user)
+{
+	struct st_server *sv = user;
+
+	if (sv->nsocks == sv->cap) {
+		sv->cap = sv->cap ? sv->cap * 2 : 64;
+		sv->socks = realloc(sv->socks, (size_t)sv->cap * sizeof(*sv->socks));
+		ASSERT(sv->socks);
+	}
+	sv->socks[sv->nsocks++] = s;
+	sv->accepted++;
+	return 0;
+}
+
+static void st_srv_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	struct st_server *sv = user;
+
+	sv->recvd++;
+	sv->bytes += len;
+	if (sv->echo) {
+		ASSERT_OK(be_sock_send(s, buf, len, st_free_cb, NULL));
+		return;
+	}
+	be_free(buf);
+}
+
+static void st_srv_close(struct be_sock *s, int reason, void *user)
+{
+	struct st_server *sv = user;
+
+	sv->closed++;
+	sv->close_reason = reason;
+}
+
+const struct be_sock_cbs st_server_cbs = {
+	.on_recv = st_srv_recv,
+	.on_close = st_srv_close,
+	.on_accept = st_srv_accept,
+};
+
+void st_send_cb(struct be_sock *s, void *buf, int status, void *arg)
+{
+	struct st_sends *c = arg;
+
+	c->done++;
+	if (status == 0)
+		c->ok++;
+	else if (status == -ECANCELED)
+		c->canceled++;
+	else {
+		c->other++;
+		c->last_err = status;
+	}
+	be_free(buf);
+}
+
+void st_engine_stats(struct be_sock *s, struct be_engine_stats *st)
+{
+	ASSERT_OK(be_sock_engine_stats(s, st));
+}
+
+void st_check_limits(const struct be_engine_stats *st)
+{
+	ASSERT_LE(st->max_credits_in_use, st->credits_granted);
+	ASSERT_LE(st->max_peer_credits_in_use, st->credits_peer_max);
+	/* A single WR larger than the window may go alone; fragments and
+	 * staging buffers are never larger than the window here. */
+	ASSERT_LE(st->max_bytes_in_flight, st->send_window);
+	ASSERT_EQ(st->protocol_errors, 0);
+}

@@ -1,0 +1,69 @@
+/*
+ * stest.h - shared helper of the socket tests.
+ *
+ * Every test in test/sock/ runs against one transport, chosen with
+ * --transport NAME (tcp, shm, verbs; default tcp) and optionally --addr
+ * (where to listen; defaults: tcp://127.0.0.1:0, shm://be-st-<pid>-<n>,
+ * verbs://$BE_RXE_IP0:0). A transport that is not built in skips the test
+ * (exit 77). Most tests run client and server workers in one process and
+ * drive both from one thread; st_pump() alternates progress on them until
+ * a condition holds, bounded by a generous hang guard (ST_HANG_S, default
+ * 60 s: not a speed assertion, it turns a hang into a clear failure).
+ */
+#ifndef BE_TEST_SOCK_STEST_H
+#define BE_TEST_SOCK_STEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <be/be.h>
+#include "test.h"
+
+struct st {
+	const char *transport;
+	char addr[160];          /* listen address */
+	struct be_config cfg;    /* be_config_init() + test settings */
+	int naddr;
+};
+
+/* Parse the arguments; fill t->cfg with defaults (tests adjust it). */
+void st_init(struct st *t, int argc, char **argv);
+/* A fresh listen address (shm names must be unique per listener). */
+const char *st_listen_addr(struct st *t);
+
+/* Progress @ws until @done(@arg) is true; fails the test on a hang. */
+void st_pump(struct be_worker **ws, int n, bool (*done)(void *arg), void *arg);
+/* Progress @ws for about @ms milliseconds. */
+void st_pump_ms(struct be_worker **ws, int n, int ms);
+
+/* A bemalloc buffer of @len bytes filled with a pattern of @seed. */
+void *st_msg(size_t len, uint32_t seed);
+void st_fill(void *p, size_t len, uint32_t seed);
+/* 1 if @p holds the pattern of @seed. */
+int st_check(const void *p, size_t len, uint32_t seed);
+
+/* Listener callbacks that accept everything (user: counters below). */
+struct st_server {
+	struct be_sock **socks;
+	int nsocks, cap;
+	int accepted, closed, recvd;
+	uint64_t bytes;
+	bool echo;                /* send every message back */
+	int close_reason;
+};
+extern const struct be_sock_cbs st_server_cbs;
+
+/* Sum of send callbacks seen, with the count per status. */
+struct st_sends {
+	int done, ok, canceled, other;
+	int last_err;
+};
+void st_send_cb(struct be_sock *s, void *buf, int status, void *arg); /* arg: st_sends; frees buf */
+
+/* Engine counters of @s (asserts it still has an engine). */
+void st_engine_stats(struct be_sock *s, struct be_engine_stats *st);
+/* Check the core's invariants from the counters. */
+void st_check_limits(const struct be_engine_stats *st);
+
+#endif /* BE_TEST_SOCK_STEST_H */

@@ -1,0 +1,134 @@
+/*
+ * Check the basic life of sockets: connecting several sockets to one
+ * address reuses one Engine on each side; eager, empty and large
+ * messages are echoed intact and in order; the stats JSON lists the
+ * engine; closing the client's sockets gives the server's on_close(0).
+ */
+#include <string.h>
+
+#include "stest.h"
+
+#define NSOCK 3
+#define NMSG 6
+
+static const size_t sizes[NMSG] = { 5, 0, 4096, 4097, 1 << 20, 100 };
+
+struct cli {
+	int got[NSOCK];
+	int bad;
+};
+
+static struct be_sock *socks[NSOCK];
+static struct st_sends sends;
+
+static void cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	struct cli *c = user;
+	int i;
+
+	for (i = 0; i < NSOCK; i++)
+		if (socks[i] == s)
+			break;
+	ASSERT_LT(i, NSOCK);
+	ASSERT_LT(c->got[i], NMSG);
+	ASSERT_EQ(len, sizes[c->got[i]]);
+	ASSERT(buf);
+	if (!st_check(buf, len, (uint32_t)(i * 100 + c->got[i])))
+		c->bad++;
+	c->got[i]++;
+	be_free(buf);
+}
+
+static struct cli cli;
+static struct st_server srv;
+
+static bool all_echoed(void *arg)
+{
+	int i;
+
+	for (i = 0; i < NSOCK; i++)
+		if (cli.got[i] < NMSG)
+			return false;
+	return sends.done == NSOCK * NMSG;
+}
+
+static bool all_closed(void *arg)
+{
+	return srv.closed == NSOCK;
+}
+
+int main(int argc, char **argv)
+{
+	struct be_sock_cbs ccbs = { .on_recv = cli_recv };
+	struct be_worker *ws[2];
+	struct be_listener *l;
+	struct be_ctx *ctx;
+	char addr[160], json[8192];
+	struct be_engine_stats es;
+	struct st t;
+	int i, j, n;
+
+	st_init(&t, argc, argv);
+	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
+	ASSERT_OK(be_worker_create(ctx, &ws[0]));
+	ASSERT_OK(be_worker_create(ctx, &ws[1]));
+	srv.echo = true;
+	ASSERT_OK(be_listen(ws[0], st_listen_addr(&t), &st_server_cbs, &srv, &l));
+	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
+	ASSERT(strncmp(addr, t.transport, strlen(t.transport)) == 0);
+
+	/* Bad arguments fail without side effects. */
+	ASSERT_EQ(be_sock_connect(ws[1], "nonsense", &ccbs, &cli, &socks[0]), -EINVAL);
+	ASSERT_EQ(be_sock_connect(ws[1], "nope://x", &ccbs, &cli, &socks[0]), -EPROTONOSUPPORT);
+
+	for (i = 0; i < NSOCK; i++)
+		ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, &cli, &socks[i]));
+	ASSERT_EQ(be_worker_engine_count(ws[1]), 1);
+	{
+		char notmine[16];
+
+		ASSERT_EQ(be_sock_send(socks[0], notmine, sizeof(notmine), st_send_cb, &sends),
+			  -EINVAL);
+		ASSERT_EQ(be_sock_send(socks[0], NULL, 0, NULL, NULL), -EINVAL);
+	}
+	for (j = 0; j < NMSG; j++)
+		for (i = 0; i < NSOCK; i++) {
+			void *m = st_msg(sizes[j], (uint32_t)(i * 100 + j));
+
+			ASSERT_OK(be_sock_send(socks[i], m, sizes[j], st_send_cb, &sends));
+		}
+	st_pump(ws, 2, all_echoed, NULL);
+	ASSERT_EQ(cli.bad, 0);
+	ASSERT_EQ(sends.ok, NSOCK * NMSG);
+	ASSERT_EQ(srv.accepted, NSOCK);
+	ASSERT_EQ(be_worker_engine_count(ws[0]), 1);
+	ASSERT_EQ(be_worker_engine_count(ws[1]), 1);
+
+	st_engine_stats(socks[0], &es);
+	st_check_limits(&es);
+	ASSERT_EQ(es.msgs_sent, NSOCK * NMSG);
+	ASSERT_EQ(es.msgs_recv, NSOCK * NMSG);
+	ASSERT_EQ(es.large_sent, NSOCK * 2);
+	ASSERT_EQ(es.sockets, NSOCK);
+	n = be_worker_stats_json(ws[1], json, sizeof(json));
+	ASSERT_GT(n, 0);
+	ASSERT_LT(n, (int)sizeof(json));
+	ASSERT(strstr(json, "\"engines\":1"));
+	ASSERT(strstr(json, "\"max_bytes_in_flight\":"));
+	ASSERT_EQ(be_worker_stats_json(ws[1], NULL, 0), n);
+
+	for (i = 0; i < NSOCK; i++)
+		be_sock_close(socks[i]);
+	st_pump(ws, 2, all_closed, NULL);
+	ASSERT_EQ(srv.close_reason, 0);
+	for (i = 0; i < srv.nsocks; i++) {
+		ASSERT_EQ(be_sock_send(srv.socks[i], NULL, 0, st_send_cb, &sends), -ENOTCONN);
+		be_sock_close(srv.socks[i]);
+	}
+	free(srv.socks);
+	be_listener_close(l);
+	be_worker_destroy(ws[1]);
+	be_worker_destroy(ws[0]);
+	be_ctx_destroy(ctx);
+	return 0;
+}

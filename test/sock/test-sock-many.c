@@ -1,0 +1,93 @@
+/*
+ * Check that 10,000 sockets share one Engine: every socket opens, carries
+ * a message each way, and closes; the engine count stays 1 on both sides
+ * and the server sees 10,000 accepts and 10,000 closes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "stest.h"
+
+#define NSOCK 10000
+
+static struct be_sock **socks;
+static int echoed;
+static struct st_sends sends;
+static struct st_server srv;
+
+static void cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	ASSERT_UEQ(len, sizeof(int));
+	ASSERT_EQ(*(int *)buf, (int)(intptr_t)user);
+	echoed++;
+	be_free(buf);
+}
+
+static bool all_echoed(void *arg)
+{
+	return echoed == NSOCK && sends.done == NSOCK;
+}
+
+static bool all_closed(void *arg)
+{
+	return srv.closed == NSOCK;
+}
+
+int main(int argc, char **argv)
+{
+	struct be_sock_cbs ccbs = { .on_recv = cli_recv };
+	struct be_worker *ws[2];
+	struct be_engine_stats es;
+	struct be_listener *l;
+	struct be_ctx *ctx;
+	char addr[160];
+	struct st t;
+	int i;
+
+	st_init(&t, argc, argv);
+	socks = calloc(NSOCK, sizeof(*socks));
+	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
+	ASSERT_OK(be_worker_create(ctx, &ws[0]));
+	ASSERT_OK(be_worker_create(ctx, &ws[1]));
+	srv.echo = true;
+	ASSERT_OK(be_listen(ws[0], st_listen_addr(&t), &st_server_cbs, &srv, &l));
+	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
+	for (i = 0; i < NSOCK; i++) {
+		int *m = be_alloc(sizeof(int));
+
+		ASSERT(m);
+		*m = i;
+		ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, (void *)(intptr_t)i, &socks[i]));
+		ASSERT_OK(be_sock_send(socks[i], m, sizeof(int), st_send_cb, &sends));
+	}
+	st_pump(ws, 2, all_echoed, NULL);
+	ASSERT_EQ(srv.accepted, NSOCK);
+	ASSERT_EQ(be_worker_engine_count(ws[0]), 1);
+	ASSERT_EQ(be_worker_engine_count(ws[1]), 1);
+	st_engine_stats(socks[0], &es);
+	st_check_limits(&es);
+	ASSERT_EQ(es.sockets, NSOCK);
+	ASSERT_GT(es.frames_batched, 0); /* many frames shared SENDs */
+	for (i = 0; i < NSOCK; i++)
+		be_sock_close(socks[i]);
+	st_pump(ws, 2, all_closed, NULL);
+	{
+		static char json[16384];
+
+		/* The server's sockets are detached (the peer closed them); the
+		 * engine lives on with none. */
+		ASSERT_EQ(be_sock_engine_stats(srv.socks[0], &es), -ENOTCONN);
+		ASSERT_LT(be_worker_stats_json(ws[0], json, sizeof(json)), (int)sizeof(json));
+		ASSERT(strstr(json, "\"sockets\":0,"));
+		ASSERT(strstr(json, "\"sockets_opened\":10000,"));
+	}
+	for (i = 0; i < srv.nsocks; i++)
+		be_sock_close(srv.socks[i]);
+	free(srv.socks);
+	free(socks);
+	be_listener_close(l);
+	be_worker_destroy(ws[1]);
+	be_worker_destroy(ws[0]);
+	be_ctx_destroy(ctx);
+	return 0;
+}
