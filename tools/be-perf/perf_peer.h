@@ -1,0 +1,63 @@
+/*
+ * perf_peer.h - be-perf's "measure both ends with one command": run the
+ * other end of a test in a child process on this host.
+ *
+ * Model. The parent fork()s before it touches the library, so the child
+ * starts with no transport, bemalloc or thread state of its own to clean
+ * up. The child runs a function (the server role of the test), announces
+ * the address it listens on as one line on a pipe (perf_peer_ready()), and
+ * exits with that function's return value. The parent reads the address
+ * (perf_peer_addr()), runs the client role against it, then reaps the
+ * child (perf_peer_wait()), which also gives the child's CPU time.
+ *
+ * The child dies with the parent (PR_SET_PDEATHSIG), and every wait here
+ * is bounded, so a broken peer never hangs the tool.
+ */
+#ifndef BE_PERF_PEER_H
+#define BE_PERF_PEER_H
+
+#include <stddef.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+struct perf_peer {
+	pid_t pid;        /* child, 0 once reaped */
+	int fd;           /* read end of the ready pipe, -1 once closed */
+	int status;       /* wait status after perf_peer_wait() */
+	struct rusage ru; /* the child's resource use after perf_peer_wait() */
+};
+
+/*
+ * perf_peer_spawn() - fork a child that pins itself to @cpu (-1: no pin),
+ * runs @fn(@arg, ready_fd) and exits with its return value (0 success).
+ * @fn must call perf_peer_ready(ready_fd, addr) once it accepts clients.
+ * Returns 0 or -errno (fork/pipe failed); the child's own failures show as
+ * its exit status.
+ */
+int perf_peer_spawn(struct perf_peer *p, int cpu, int (*fn)(void *arg, int ready_fd), void *arg);
+
+/* perf_peer_ready() - child side: announce @addr and close @ready_fd. */
+int perf_peer_ready(int ready_fd, const char *addr);
+
+/*
+ * perf_peer_addr() - parent side: the address line the child announced,
+ * within @timeout_ms. Returns 0, -ETIMEDOUT, or -ECHILD when the child
+ * exited (or closed the pipe) without announcing one.
+ */
+int perf_peer_addr(struct perf_peer *p, char *buf, size_t len, int timeout_ms);
+
+/*
+ * perf_peer_wait() - reap the child within @timeout_ms; after that it is
+ * killed (SIGKILL) and reaped. Returns the child's exit code (0..255),
+ * -ETIMEDOUT if it had to be killed, or -ECHILD if it died of a signal
+ * (the signal is in p->status).
+ */
+int perf_peer_wait(struct perf_peer *p, int timeout_ms);
+
+/* perf_peer_kill() - kill and reap the child now (error paths). */
+void perf_peer_kill(struct perf_peer *p);
+
+/* perf_pin_cpu() - pin the calling process to @cpu. 0 or -errno. */
+int perf_pin_cpu(int cpu);
+
+#endif /* BE_PERF_PEER_H */
