@@ -55,6 +55,7 @@
 #define RAW_INLINE 256u        /* inline size asked for on each conn */
 
 enum raw_mode { RAW_LAT = 0, RAW_BW = 1 };
+#define RAW_F_WRITE_POLL 0x1u
 
 struct raw_opts {
 	enum raw_mode mode;
@@ -65,6 +66,7 @@ struct raw_opts {
 	uint64_t size, iters, warmup;
 	uint32_t window;
 	int server, json, no_inline;
+	int write_poll;        /* raw-lat: plain WRITEs, receiver spins on memory */
 	int cpu[2];            /* client, peer; -1 = not pinned */
 	int timeout_ms;        /* give up after this long without progress */
 };
@@ -74,7 +76,8 @@ struct raw_hello {
 	uint32_t magic;
 	uint8_t version;
 	uint8_t mode;
-	uint8_t pad[2];
+	uint8_t flags;      /* RAW_F_* */
+	uint8_t pad;
 	uint64_t addr;      /* the sender's target buffer ... */
 	uint32_t rkey;      /* ... its rkey */
 	uint32_t size;      /* bytes per message */
@@ -139,11 +142,14 @@ static void raw_usage(FILE *f, const char *cmd)
 		"  --cpu A[,B]     pin this process to core A and the peer to core B\n"
 		"  --dev NAME      transport device (default: the first)\n"
 		"  --no-inline     never post small writes inline\n"
+		"%s"
 		"  --timeout S     fail after S seconds without progress (default 10)\n"
 		"  --json          one JSON object per line\n",
 		cmd, bw ? "1M" : "64", bw ? "writes" : "round trips", bw ? "2000" : "20000",
 		bw ? "100" : "1000",
-		bw ? "  --window W      outstanding writes (default 16)\n" : "");
+		bw ? "  --window W      outstanding writes (default 16)\n" : "",
+		bw ? "" : "  --write-poll    plain WRITEs; the receiver spins on the last byte\n"
+			  "                  (ib_write_lat's method) instead of taking RECV_IMMs\n");
 }
 
 static int raw_takes_value(const char *a)
@@ -192,6 +198,9 @@ static int raw_parse(int argc, char **argv, struct raw_opts *o)
 			takes = 0;
 		} else if (!strcmp(a, "--no-inline")) {
 			o->no_inline = 1;
+			takes = 0;
+		} else if (!strcmp(a, "--write-poll") && o->mode == RAW_LAT) {
+			o->write_poll = 1;
 			takes = 0;
 		} else if (!raw_takes_value(a)) {
 			fprintf(stderr, "be-perf %s: unknown option '%s'\n", o->cmd, a);
@@ -640,20 +649,66 @@ static int raw_write(struct raw_ctx *c, uint32_t len, int with_imm, uint32_t imm
 
 /* ---- the tests ------------------------------------------------------ */
 
+/*
+ * A round of the ping-pong. By default a WRITE_WITH_IMM, awaited as a
+ * RECV_IMM (what the core's large-message path does). With --write-poll a
+ * plain WRITE whose last byte carries the round's mark, awaited by
+ * spinning on that byte, as ib_write_lat does; the CQ is still polled
+ * between spins (send completions, and tcp makes its progress there).
+ */
+static uint8_t raw_mark(uint64_t i)
+{
+	return (uint8_t)(i % 255 + 1); /* never 0, the buffer's initial value */
+}
+
+struct raw_mark_wait {
+	const uint8_t *p;
+	uint8_t want;
+};
+
+static int raw_done_mark(struct raw_ctx *c, void *arg)
+{
+	const struct raw_mark_wait *w = arg;
+	int k;
+
+	for (k = 0; k < 16; k++)
+		if (__atomic_load_n(w->p, __ATOMIC_ACQUIRE) == w->want)
+			return 1;
+	return 0;
+}
+
+static int raw_lat_send(struct raw_ctx *c, const struct raw_hello *h, uint64_t i)
+{
+	if (!(h->flags & RAW_F_WRITE_POLL))
+		return raw_write(c, h->size, 1, (uint32_t)i, 0);
+	/* The previous round's write has landed (the peer answered it), so
+	 * the source buffer is ours to change. */
+	c->sbuf[h->size - 1] = raw_mark(i);
+	return raw_write(c, h->size, 0, 0, 0);
+}
+
+static int raw_lat_wait(struct raw_ctx *c, const struct raw_hello *h, uint64_t i)
+{
+	uint64_t want = i + 1;
+	struct raw_mark_wait w = { c->rbuf + h->size - 1, raw_mark(i) };
+
+	if (!(h->flags & RAW_F_WRITE_POLL))
+		return raw_progress(c, raw_done_rx, &want);
+	return raw_progress(c, raw_done_mark, &w);
+}
+
 static int raw_lat_client(struct raw_ctx *c, const struct raw_hello *h, double *samples)
 {
 	uint64_t i, t, prev = 0;
 	int rc;
 
 	for (i = 0; i < h->total; i++) {
-		uint64_t want = i + 1;
-
 		if (i == h->warmup)
 			prev = perf_now_ns();
-		rc = raw_write(c, h->size, 1, (uint32_t)i, 0);
+		rc = raw_lat_send(c, h, i);
 		if (rc)
 			return rc;
-		rc = raw_progress(c, raw_done_rx, &want);
+		rc = raw_lat_wait(c, h, i);
 		if (rc)
 			return rc;
 		if (i >= h->warmup) {
@@ -672,12 +727,10 @@ static int raw_lat_server(struct raw_ctx *c, const struct raw_hello *h)
 	int rc;
 
 	for (i = 0; i < h->total; i++) {
-		uint64_t want = i + 1;
-
-		rc = raw_progress(c, raw_done_rx, &want);
+		rc = raw_lat_wait(c, h, i);
 		if (rc)
 			return rc;
-		rc = raw_write(c, h->size, 1, (uint32_t)i, 0);
+		rc = raw_lat_send(c, h, i);
 		if (rc)
 			return rc;
 	}
@@ -798,6 +851,7 @@ static void raw_hello_fill(struct raw_ctx *c, const struct raw_opts *o, struct r
 	h->magic = RAW_MAGIC;
 	h->version = RAW_VERSION;
 	h->mode = (uint8_t)o->mode;
+	h->flags = o->write_poll ? RAW_F_WRITE_POLL : 0;
 	h->addr = (uint64_t)(uintptr_t)c->rbuf;
 	h->rkey = c->rkey;
 	h->size = (uint32_t)o->size;
@@ -817,6 +871,7 @@ static int raw_hello_check(const struct raw_opts *o, const uint8_t *priv, size_t
 	}
 	memcpy(h, priv, sizeof(*h));
 	if (h->magic != RAW_MAGIC || h->version != RAW_VERSION || h->mode > RAW_BW ||
+	    (h->flags & ~RAW_F_WRITE_POLL) ||
 	    !h->size || !h->window || h->warmup > h->total) {
 		fprintf(stderr, "be-perf %s: peer is not a be-perf raw client of this version\n",
 			o->cmd);
@@ -1003,16 +1058,18 @@ static void raw_report_lat(const struct raw_opts *o, const struct perf_summary *
 
 	raw_cpu_str(o, cpu, sizeof(cpu));
 	if (o->json) {
-		printf("{\"test\":\"raw-lat\",\"transport\":\"%s\",\"size\":%" PRIu64
+		printf("{\"test\":\"raw-lat\",\"transport\":\"%s\",\"op\":\"%s\",\"size\":%" PRIu64
 		       ",\"iters\":%zu,\"warmup\":%" PRIu64 ",\"cpu\":\"%s\""
 		       ",\"p50_us\":%.4f,\"p99_us\":%.4f,\"avg_us\":%.4f,\"min_us\":%.4f"
 		       ",\"p25_us\":%.4f,\"p75_us\":%.4f,\"max_us\":%.4f,\"mb_s\":%.2f}\n",
-		       o->transport, o->size, s->n, o->warmup, cpu, s->p50, s->p99, s->avg,
+		       o->transport, o->write_poll ? "write_poll" : "write_imm", o->size, s->n,
+		       o->warmup, cpu, s->p50, s->p99, s->avg,
 		       s->min, s->p25, s->p75, s->max, mb_s);
 		return;
 	}
-	printf("raw-lat: %s WRITE_WITH_IMM ping-pong, %" PRIu64 " B, %zu iterations, cpu %s\n",
-	       o->transport, o->size, s->n, cpu);
+	printf("raw-lat: %s %s ping-pong, %" PRIu64 " B, %zu iterations, cpu %s\n",
+	       o->transport, o->write_poll ? "WRITE + memory poll" : "WRITE_WITH_IMM", o->size,
+	       s->n, cpu);
 	printf("one-way latency (RTT/2), us:\n");
 	printf("%9s %9s %9s %9s %9s %9s %9s %10s\n", "min", "p25", "p50", "p75", "p99", "max",
 	       "avg", "MB/s");
@@ -1030,7 +1087,7 @@ static void raw_report_bw(const struct raw_opts *o, const struct raw_bw_result *
 
 	raw_cpu_str(o, cpu, sizeof(cpu));
 	if (o->json) {
-		printf("{\"test\":\"raw-bw\",\"transport\":\"%s\",\"size\":%" PRIu64
+		printf("{\"test\":\"raw-bw\",\"transport\":\"%s\",\"op\":\"write_imm\",\"size\":%" PRIu64
 		       ",\"iters\":%" PRIu64 ",\"warmup\":%" PRIu64 ",\"window\":%u,\"cpu\":\"%s\""
 		       ",\"mb_s\":%.2f,\"seconds\":%.6f,\"cpu_s_per_gb\":%.4f"
 		       ",\"p50_us\":%.3f,\"p99_us\":%.3f,\"avg_us\":%.3f}\n",
