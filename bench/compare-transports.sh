@@ -16,7 +16,9 @@
 #                                       ucp_am_bw 1 MiB (ucp_put_bw over tcp
 #                                       is an emulation at ~30 MB/s: useless)
 #   libfabric fi_pingpong -e rdm         providers shm and tcp, 64 B
-#   ours     be-perf raw-lat / raw-bw    --transport shm and tcp
+#   ours     be-perf raw-lat / raw-bw    --transport shm and tcp (and shm
+#                                       raw-lat --write-poll, the method of
+#                                       ucp_put_lat: spin on the buffer)
 # and prints medians with min-max spread and the ratios the targets need.
 #
 # Latencies are one-way (RTT/2) in microseconds; p50 where the tool gives
@@ -199,11 +201,13 @@ def ucx_tcp_am_bw bw "UCX tcp ucp_am_bw 1 MiB"
 def fab_shm_lat lat_avg "libfabric shm fi_pingpong 64 B"
 def fab_tcp_lat lat_avg "libfabric tcp fi_pingpong 64 B"
 def be_shm_lat lat "be shm raw-lat WRITE_IMM 64 B" 1
+def be_shm_poll lat "be shm raw-lat --write-poll 64 B" 1
 def be_shm_bw bw "be shm raw-bw 1 MiB" 1
 def be_tcp_lat lat "be tcp raw-lat WRITE_IMM 64 B" 1
 def be_tcp_bw bw "be tcp raw-bw 1 MiB" 1
 
 ucx_shm_tls=${UCX_SHM_TLS:-sm,self}
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq "$reps"); do
 	echo "compare-transports: repetition $r/$reps" >&2
 	run floor be_lat "$work/cacheline_bounce" --iters $floor_n --json
@@ -219,6 +223,8 @@ for r in $(seq "$reps"); do
 	run fab_tcp_lat fab_lat fab tcp 64 $tcp_lat_n
 	run be_shm_lat be_lat timeout 120 "$beperf" raw-lat --transport shm --size 64 \
 		--iters $lat_n "${cpu_opt[@]}" --json
+	run be_shm_poll be_lat timeout 120 "$beperf" raw-lat --transport shm --size 64 \
+		--iters $lat_n --write-poll "${cpu_opt[@]}" --json
 	run be_shm_bw be_bw timeout 120 "$beperf" raw-bw --transport shm --size 1M \
 		--iters $bw_n "${cpu_opt[@]}" --json
 	run be_tcp_lat be_lat timeout 120 "$beperf" raw-lat --transport tcp --size 64 \
@@ -226,6 +232,8 @@ for r in $(seq "$reps"); do
 	run be_tcp_bw be_bw timeout 120 "$beperf" raw-bw --transport tcp --size 1M \
 		--iters $tcp_bw_n "${cpu_opt[@]}" --json
 done
+
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- statistics ------------------------------------------------------------
 # stats NAME -> "median min max count" (empty when no value)
@@ -276,6 +284,8 @@ ratio shm_lat_vs_floor be_shm_lat floor "<=" 2.0 \
 	"be shm 64 B one-way p50 / cache-line bounce p50"
 ratio shm_lat_vs_ucx_put be_shm_lat ucx_shm_put_lat "<=" 99 \
 	"be shm 64 B one-way p50 / UCX shm ucp_put_lat p50 (info)"
+ratio shm_poll_vs_ucx_put be_shm_poll ucx_shm_put_lat "<=" 99 \
+	"be shm --write-poll p50 / UCX shm ucp_put_lat p50 (info)"
 ratio shm_bw_vs_ucx_put be_shm_bw ucx_shm_put_bw ">=" 0.9 \
 	"be shm 1 MiB MB/s / UCX shm ucp_put_bw"
 ratio tcp_lat_vs_ucx_tag be_tcp_lat ucx_tcp_tag_lat "<=" 1.0 \
@@ -305,6 +315,8 @@ report() {
 					"$n" "${DESC[$n]}" "$(unit_of "$n")" "${ERRS[$n]:-no value}"
 			fi
 		done
+		printf '{"run":"conditions","reps":%d,"pinned":%s,"load_before":"%s","load_after":"%s","cores":%d}\n' \
+			"$reps" "$([ $pin -eq 1 ] && echo true || echo false)" "$load_before" "$load_after" "$(nproc)"
 		for n in "${ratios[@]}"; do
 			if [ "${RVAL[$n]}" = "n/a" ]; then
 				printf '{"ratio":"%s","desc":"%s","value":null,"target":"%s","status":"n/a","reason":"%s"}\n' \
@@ -334,6 +346,7 @@ report() {
 	done
 	printf '\nlatency: one-way us (p50; fi_pingpong: average); bandwidth: MB/s (1e6 B/s)\n'
 	[ $pin -eq 1 ] && printf 'pinned: client core 0, server core 1\n'
+	printf 'load average before: %s, after: %s (%d cores)\n' "$load_before" "$load_after" "$(nproc)"
 }
 unit_of() {
 	case "${METRIC[$1]}" in
