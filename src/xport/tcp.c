@@ -542,10 +542,12 @@ static void tcp_cq_destroy(struct be_xcq *xcq)
 			c->state = TCP_C_ERROR;
 		if (c->scq) {
 			cq_unkick(c->scq, c);
+			be__tcp_cq_unack(c->scq, c);
 			tcp_list_del(&c->scq_link);
 		}
 		if (c->rcq) {
 			cq_unkick(c->rcq, c);
+			be__tcp_cq_unack(c->rcq, c);
 			tcp_list_del(&c->rcq_link);
 		}
 		c->scq = c->rcq = NULL;
@@ -561,6 +563,7 @@ static void cq_progress(struct tcp_cq *cq)
 	struct epoll_event evs[64];
 	int n, i;
 
+	be__tcp_cq_flush_acks(cq);
 	while (cq->kick) {
 		struct tcp_conn *c = cq->kick;
 
@@ -606,6 +609,8 @@ static int tcp_cq_arm(struct be_xcq *xcq)
 	if (!xcq)
 		return -EINVAL;
 	cq = container_of(xcq, struct tcp_cq, x);
+	/* About to sleep: owe no peer an ack, or its sender may stall. */
+	be__tcp_cq_flush_acks(cq);
 	cq->armed = 1;
 	/* Work already waiting must wake the sleeper, not be lost. */
 	if (cq->count || cq->kick)
@@ -862,11 +867,13 @@ static void conn_free(struct tcp_conn *c)
 	}
 	if (c->scq) {
 		cq_unkick(c->scq, c);
+		be__tcp_cq_unack(c->scq, c);
 		cq_purge(c->scq, &c->x);
 		tcp_list_del(&c->scq_link);
 	}
 	if (c->rcq) {
 		cq_unkick(c->rcq, c);
+		be__tcp_cq_unack(c->rcq, c);
 		if (c->rcq != c->scq)
 			cq_purge(c->rcq, &c->x);
 		tcp_list_del(&c->rcq_link);

@@ -167,6 +167,7 @@ struct tcp_cq {
 	uint32_t cap, head, count;
 	struct tcp_list conns;    /* conns using this cq (send or recv) */
 	struct tcp_conn *kick;    /* conns with work not signalled by their fd */
+	struct tcp_conn *ackq;    /* conns owing their peer an ACK frame */
 };
 
 struct tcp_rwr {
@@ -232,6 +233,8 @@ struct tcp_conn {
 	struct tcp_list ev_link, scq_link, rcq_link, srq_link;
 	struct tcp_conn *kick_next;
 	int kicked;
+	struct tcp_conn *ack_next; /* on rcq->ackq */
+	int ack_queued;
 	int ep_scq, ep_rcq;       /* registered in that cq's epoll */
 	uint32_t ep_events;       /* current epoll interest there */
 	int ep_ch;                /* registered in the evch's epoll */
@@ -283,6 +286,9 @@ void be__tcp_conn_epoll_update(struct tcp_conn *c);
 int be__tcp_conn_alloc_sq(struct tcp_conn *c, uint32_t depth, uint32_t max_inline);
 void be__tcp_conn_free_sq(struct tcp_conn *c);
 void be__tcp_conn_progress(struct tcp_conn *c);
+/* Send the ACK frames deferred on @cq (see tcp_data.c, "Acks"). */
+void be__tcp_cq_flush_acks(struct tcp_cq *cq);
+void be__tcp_cq_unack(struct tcp_cq *cq, struct tcp_conn *c);
 int be__tcp_conn_tx_pending(const struct tcp_conn *c);
 /* Put @c in error: outstanding WRs complete (@first for the oldest, then
  * WR_FLUSH_ERR), DISCONNECTED(@ev_status) is queued. @graceful keeps the

@@ -23,9 +23,12 @@
  * and small frames need no syscall each.
  *
  * Acks: every frame header carries the receiver's count of data frames
- * placed so far (cumulative); when nothing is going the other way, an ACK
- * frame goes out at the end of each progress call that placed data, so
- * one ack covers a whole batch of reads.
+ * placed so far (cumulative). When nothing is going the other way, the
+ * ACK frame is deferred by one step: the conn goes on its cq's ack queue,
+ * flushed at the start of the next cq_poll progress or at cq_arm (before
+ * the worker sleeps, so a sleeping receiver never stalls a sender). A
+ * request/response peer thus answers in between and the ack rides on its
+ * response; a one-way stream gets one ACK per batch of reads.
  *
  * Errors: a frame that fails validation (bad rkey or range, SEND too
  * large, no receive posted, malformed) is answered with a NAK carrying
@@ -524,8 +527,38 @@ static int conn_check_local_err(struct tcp_conn *c)
 	return -1;
 }
 
-/* Write whatever is pending until done or the socket is full. */
-static void conn_tx(struct tcp_conn *c)
+static void conn_queue_ack(struct tcp_conn *c)
+{
+	struct tcp_cq *cq = c->rcq ? c->rcq : c->scq;
+
+	if (c->ack_queued || !cq)
+		return;
+	c->ack_queued = 1;
+	c->ack_next = cq->ackq;
+	cq->ackq = c;
+}
+
+void be__tcp_cq_unack(struct tcp_cq *cq, struct tcp_conn *c)
+{
+	struct tcp_conn **pp;
+
+	if (!c->ack_queued)
+		return;
+	for (pp = &cq->ackq; *pp; pp = &(*pp)->ack_next) {
+		if (*pp == c) {
+			*pp = c->ack_next;
+			c->ack_queued = 0;
+			return;
+		}
+	}
+}
+
+/*
+ * Write whatever is pending until done or the socket is full. An ACK
+ * frame (nothing else to carry the ack) goes out now unless @defer_ack,
+ * in which case the conn waits on the cq's ack queue.
+ */
+static void conn_tx(struct tcp_conn *c, int defer_ack)
 {
 	struct iovec iov[TX_IOV_MAX];
 	struct msghdr msg;
@@ -557,6 +590,11 @@ static void conn_tx(struct tcp_conn *c)
 			}
 			if (!k && c->rx_count != c->ack_sent) {
 				struct tcp_hdr h = { .magic = TCP_MAGIC, .type = TCP_F_ACK };
+
+				if (defer_ack) {
+					conn_queue_ack(c);
+					break;
+				}
 
 				h.ack = c->rx_count;
 				c->ack_sent = c->rx_count;
@@ -608,12 +646,24 @@ static void conn_drain(struct tcp_conn *c)
 	}
 }
 
+void be__tcp_cq_flush_acks(struct tcp_cq *cq)
+{
+	while (cq->ackq) {
+		struct tcp_conn *c = cq->ackq;
+
+		cq->ackq = c->ack_next;
+		c->ack_queued = 0;
+		if (c->state == TCP_C_ESTABLISHED && !(c->ep_events & EPOLLOUT))
+			conn_tx(c, 0);
+	}
+}
+
 void be__tcp_conn_progress(struct tcp_conn *c)
 {
 	if (c->state == TCP_C_ESTABLISHED) {
 		conn_rx(c);
 		if (c->state == TCP_C_ESTABLISHED)
-			conn_tx(c);
+			conn_tx(c, 1);
 	} else if (c->state == TCP_C_ERROR && c->fd >= 0) {
 		conn_drain(c);
 	}
@@ -724,6 +774,6 @@ int be__tcp_post_send(struct be_xconn *xc, struct be_xsend_wr *wr, struct be_xse
 	}
 	/* Write now unless the socket is known to be full (EPOLLOUT armed). */
 	if (posted && !(c->ep_events & EPOLLOUT))
-		conn_tx(c);
+		conn_tx(c, 1);
 	return ret;
 }
