@@ -21,7 +21,7 @@ struct bad_case {
 
 static const struct bad_case cases[] = {
 	{ "wrong rkey", 0, 16, 0x5A5A5A5A, 0 },
-	{ "past the end", TLEN - 8, 16, 0, 0 },
+	{ "past the end", -1, 16, 0, 0 },        /* region end - 8 */
 	{ "before the start", -8, 16, 0, 0 },
 	{ "wrap around", 0, 4096, 0, 1 },
 };
@@ -33,38 +33,41 @@ int main(int argc, char **argv)
 	struct be_xlistener *l;
 	struct be_xevent ev;
 	struct be_xwc wc[3];
-	uint8_t *region, *src, *snapshot;
+	uint8_t *region, *target, *src, *snapshot;
 	size_t i, rlen;
 
 	xt_init(&t, argc, argv);
 	xt_side_init(&t, &cli, 64, 0);
 	xt_side_init(&t, &srv, 64, 16);
 	l = xt_listen(&t, &srv);
-	/* The region is the whole registered buffer: its neighbours are
-	 * unregistered, so the guards live inside it around the target. */
-	region = xt_alloc(&t, TLEN);
-	rlen = TLEN;
+	/* Writes are checked against the registered region (the bemalloc
+	 * block holding the target), so the cases aim at its edges and the
+	 * whole region serves as guard bytes. */
+	target = xt_alloc(&t, TLEN);
+	xt_region(&t, target, &region, &rlen);
 	src = xt_alloc(&t, 8192);
 	xt_fill(src, 8192, 9);
+	xt_fill(target, TLEN, 3);
 	snapshot = malloc(rlen);
 	ASSERT(snapshot);
-	xt_fill(region, rlen, 3);
 	memcpy(snapshot, region, rlen);
 
 	for (i = 0; i < BE_ARRAY_SIZE(cases); i++) {
 		const struct bad_case *bc = &cases[i];
 		struct be_xconn *c, *s;
 		uint64_t raddr = bc->wrap ? UINT64_MAX - 100 :
+			bc->off == -1 ? (uint64_t)(uintptr_t)region + rlen - 8 :
+			bc->off == 0 ? (uint64_t)(uintptr_t)target :
 			(uint64_t)(uintptr_t)region + (uint64_t)bc->off;
 
 		xt_connect_pair(&t, &cli, &srv, l, 16, &c, &s);
 		/* good, bad, then one that must flush */
 		xt_post(&t, c, BE_XWR_WRITE, 1, src, 8, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)region + 100, xt_rkey(&t, region), 0);
+			(uint64_t)(uintptr_t)target + 100, xt_rkey(&t, target), 0);
 		xt_post(&t, c, BE_XWR_WRITE, 2, src, bc->len, BE_XWR_F_SIGNALED, raddr,
-			xt_rkey(&t, region) ^ bc->rkey_xor, 0);
+			xt_rkey(&t, target) ^ bc->rkey_xor, 0);
 		xt_post(&t, c, BE_XWR_WRITE, 3, src, 8, 0,
-			(uint64_t)(uintptr_t)region + 200, xt_rkey(&t, region), 0);
+			(uint64_t)(uintptr_t)target + 200, xt_rkey(&t, target), 0);
 		xt_wait_wc(&t, &cli, wc, 3);
 		fprintf(stderr, "case %s: %s, %s, %s\n", bc->what,
 			be__xwc_status_str(wc[0].status), be__xwc_status_str(wc[1].status),
@@ -80,11 +83,11 @@ int main(int argc, char **argv)
 		xt_expect_event(&t, &srv, BE_XEV_DISCONNECTED, &ev);
 		ASSERT_PTR_EQ(ev.conn, s);
 		/* Only the good write landed. */
-		memcpy(snapshot + 100, src, 8);
+		memcpy(snapshot + (target - region) + 100, src, 8);
 		ASSERT(memcmp(region, snapshot, rlen) == 0);
 		/* Posting to a conn in error flushes. */
 		xt_post(&t, c, BE_XWR_WRITE, 4, src, 8, 0,
-			(uint64_t)(uintptr_t)region, xt_rkey(&t, region), 0);
+			(uint64_t)(uintptr_t)target, xt_rkey(&t, target), 0);
 		xt_wait_wc(&t, &cli, wc, 1);
 		ASSERT_UEQ(wc[0].wr_id, 4);
 		ASSERT_EQ(wc[0].status, BE_XWC_WR_FLUSH_ERR);
@@ -103,18 +106,18 @@ int main(int argc, char **argv)
 
 		xt_connect_pair(&t, &cli, &srv, l, 16, &c, &s);
 		xt_post(&t, c, BE_XWR_WRITE, 1, src, 8, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)region, xt_rkey(&t, region), 0);
+			(uint64_t)(uintptr_t)target, xt_rkey(&t, target), 0);
 		memset(&wr, 0, sizeof(wr));
 		wr.wr_id = 2;
 		wr.opcode = BE_XWR_WRITE;
 		wr.flags = BE_XWR_F_SIGNALED;
 		wr.sg_list = &sge;
 		wr.num_sge = 1;
-		wr.remote_addr = (uint64_t)(uintptr_t)region;
-		wr.rkey = xt_rkey(&t, region);
+		wr.remote_addr = (uint64_t)(uintptr_t)target;
+		wr.rkey = xt_rkey(&t, target);
 		ASSERT_OK(t.ops->post_send(c, &wr, &bad));
 		xt_post(&t, c, BE_XWR_WRITE, 3, src, 8, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)region, xt_rkey(&t, region), 0);
+			(uint64_t)(uintptr_t)target, xt_rkey(&t, target), 0);
 		xt_wait_wc(&t, &cli, wc, 3);
 		ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 		ASSERT_EQ(wc[1].status, BE_XWC_LOC_PROT_ERR);

@@ -124,7 +124,8 @@ int main(int argc, char **argv)
 	struct be_xconn *c;
 	struct be_xevent ev;
 	char addr[BE_XPORT_ADDR_MAX];
-	uint8_t buf[4096], big[100], *target, *snap;
+	uint8_t buf[4096], big[100], tail[64], *target, *snap, *rbase;
+	size_t rlen;
 	struct tcp_hdr h;
 	int fd, i;
 
@@ -185,12 +186,15 @@ int main(int argc, char **argv)
 	ASSERT_PTR_EQ(ev.conn, c);
 	t.ops->conn_destroy(c);
 
-	/* A valid WRITE, then one past the region: the first lands only. */
+	/* A valid WRITE, then one past the end of the registered region:
+	 * the first lands only. */
 	fd = raw_established(&t, &srv, addr, &c);
 	memset(buf, 0x77, 64);
 	raw_frame(fd, TCP_F_WRITE, 8, xt_rkey(&t, target), (uint64_t)(uintptr_t)target, 0, buf, 8);
+	xt_region(&t, target, &rbase, &rlen);
+	memcpy(tail, rbase + rlen - sizeof(tail), sizeof(tail));
 	raw_frame(fd, TCP_F_WRITE, 64, xt_rkey(&t, target),
-		  (uint64_t)(uintptr_t)target + 4096 - 32, 0, buf, 64);
+		  (uint64_t)(uintptr_t)rbase + rlen - 32, 0, buf, 64);
 	ASSERT_GE(raw_drain(&t, fd, buf, sizeof(buf)), TCP_HDR_LEN);
 	be__tcp_hdr_unpack(&h, buf);
 	/* An ACK may precede the NAK; the NAK says one frame was placed. */
@@ -200,6 +204,7 @@ int main(int argc, char **argv)
 	ASSERT_EQ(h.ack, 1);
 	memset(snap, 0x77, 8);
 	ASSERT(memcmp(target, snap, 4096) == 0);
+	ASSERT(memcmp(rbase + rlen - sizeof(tail), tail, sizeof(tail)) == 0);
 	close(fd);
 	xt_expect_event(&t, &srv, BE_XEV_DISCONNECTED, &ev);
 	t.ops->conn_destroy(c);

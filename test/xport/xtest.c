@@ -6,20 +6,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "xtest.h"
 
-/* One registered buffer: its own memfd mapping, registered on the device. */
+/*
+ * Buffers come from bemalloc, attached to the test's device in xt_init();
+ * the list only lets xt_fini() give back what a test did not.
+ *
+ * fork(): a child that calls xt_init() again attaches its own device; it
+ * must allocate only large buffers (dedicated regions), since blocks the
+ * parent already mapped are MAP_SHARED and would be shared with it.
+ */
 struct xt_buf {
 	struct xt_buf *next;
-	void *addr;
-	size_t len;
-	int fd;
-	struct be_alloc_mr mr;
-	struct be_alloc_reg_hook hook;
+	void *p;
 };
 
 static struct xt_buf *xt_bufs;
@@ -34,6 +36,7 @@ static uint64_t xt_now_ns(void)
 
 void xt_init(struct xt *t, int argc, char **argv)
 {
+	struct be_alloc_reg_hook hook;
 	const char *addr = NULL, *hang;
 	int i;
 
@@ -65,50 +68,32 @@ void xt_init(struct xt *t, int argc, char **argv)
 	t->hang_ns = (uint64_t)(hang ? atoi(hang) : 60) * 1000000000ull;
 	ASSERT_OK(t->ops->dev_open("", &t->dev));
 	ASSERT_OK(t->ops->dev_query(t->dev, &t->attr));
+	t->ops->dev_reg_hook(t->dev, &hook);
+	t->dev->alloc_dev = be_alloc_attach_device(&hook);
+	ASSERT_OK(t->dev->alloc_dev);
 }
 
 void xt_fini(struct xt *t)
 {
 	while (xt_bufs)
-		xt_free(t, xt_bufs->addr);
+		xt_free(t, xt_bufs->p);
+	ASSERT_OK(be_alloc_detach_device(t->dev->alloc_dev));
 	t->ops->dev_close(t->dev);
 	t->dev = NULL;
 }
 
 void *xt_alloc(struct xt *t, size_t size)
 {
-	struct xt_buf *b = calloc(1, sizeof(*b));
-	char err[128] = "";
-	size_t len = BE_ALLOC_MIN_ALIGN;
+	struct xt_buf *b = malloc(sizeof(*b));
 
+	(void)t;
 	ASSERT(b);
-	while (len < size)
-		len *= 2;
-	len = (len + 4095) & ~(size_t)4095;
-	b->fd = memfd_create("xt-buf", MFD_CLOEXEC);
-	ASSERT(b->fd >= 0);
-	ASSERT(ftruncate(b->fd, (off_t)len) == 0);
-	b->addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
-	ASSERT(b->addr != MAP_FAILED);
-	b->len = len;
-	t->ops->dev_reg_hook(t->dev, &b->hook);
-	if (b->hook.reg(b->hook.dev, b->addr, len, b->fd, 0, &b->mr, err, sizeof(err)))
-		TEST_FAIL("registration failed: %s", err);
+	b->p = be_alloc(size);
+	if (!b->p)
+		TEST_FAIL("be_alloc(%zu): %s", size, be_alloc_last_error());
 	b->next = xt_bufs;
 	xt_bufs = b;
-	return b->addr;
-}
-
-static struct xt_buf *xt_find(const void *p)
-{
-	struct xt_buf *b;
-
-	for (b = xt_bufs; b; b = b->next)
-		if ((const char *)p >= (const char *)b->addr &&
-		    (const char *)p < (const char *)b->addr + b->len)
-			return b;
-	TEST_FAIL("%p is not an xt_alloc() buffer", p);
-	return NULL;
+	return b->p;
 }
 
 void xt_free(struct xt *t, void *p)
@@ -120,28 +105,39 @@ void xt_free(struct xt *t, void *p)
 		return;
 	for (pp = &xt_bufs; *pp; pp = &(*pp)->next) {
 		b = *pp;
-		if (b->addr != p)
+		if (b->p != p)
 			continue;
 		*pp = b->next;
-		b->hook.dereg(b->hook.dev, &b->mr);
-		munmap(b->addr, b->len);
-		close(b->fd);
+		be_free(p);
 		free(b);
 		return;
 	}
 	TEST_FAIL("xt_free(%p): unknown buffer", p);
 }
 
+void xt_region(struct xt *t, const void *p, uint8_t **base, size_t *len)
+{
+	struct be_alloc_region r;
+
+	ASSERT_OK(be_alloc_lookup(p, t->dev->alloc_dev, &r));
+	*base = r.base;
+	*len = r.len;
+}
+
 uint32_t xt_lkey(struct xt *t, const void *p)
 {
-	(void)t;
-	return xt_find(p)->mr.lkey;
+	struct be_alloc_region r;
+
+	ASSERT_OK(be_alloc_lookup(p, t->dev->alloc_dev, &r));
+	return r.lkey;
 }
 
 uint32_t xt_rkey(struct xt *t, const void *p)
 {
-	(void)t;
-	return xt_find(p)->mr.rkey;
+	struct be_alloc_region r;
+
+	ASSERT_OK(be_alloc_lookup(p, t->dev->alloc_dev, &r));
+	return r.rkey;
 }
 
 void xt_side_init(struct xt *t, struct xt_side *s, uint32_t cq_depth, uint32_t srq_depth)

@@ -13,8 +13,8 @@
  * guard (XT_HANG_S, default 60 s; not a speed assertion): a test that
  * hangs fails with a message instead of running into the ctest timeout.
  *
- * Buffers come from xt_alloc(): registered on the test's device, backed
- * by a memfd (the shm transport maps it in the peer).
+ * Buffers come from xt_alloc(): bemalloc buffers (be_alloc()), registered
+ * on the test's device, which xt_init() attaches to bemalloc.
  */
 #ifndef BE_TEST_XPORT_XTEST_H
 #define BE_TEST_XPORT_XTEST_H
@@ -60,6 +60,8 @@ void xt_fini(struct xt *t);
 /* A registered buffer of @size bytes; keys for the test's device. */
 void *xt_alloc(struct xt *t, size_t size);
 void xt_free(struct xt *t, void *p);
+/* The registered region holding @p (a bemalloc block or huge region). */
+void xt_region(struct xt *t, const void *p, uint8_t **base, size_t *len);
 uint32_t xt_lkey(struct xt *t, const void *p);
 uint32_t xt_rkey(struct xt *t, const void *p);
 
