@@ -97,6 +97,8 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 	void *buf;
 
 	buf = be_alloc(r->len);
+	if (!buf && be_alloc_trim())
+		buf = be_alloc(r->len); /* free blocks went back; the limit has room */
 	if (buf && be_alloc_lookup(buf, e->wd->cd->alloc_dev, &reg)) {
 		be_free(buf);
 		buf = NULL;

@@ -206,6 +206,10 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 	}
 	if (f->type == BE_FR_DATA) {
 		nb = be_alloc(f->len);
+		/* Memory freed in other size classes counts against the limit
+		 * until trimmed: trim once before backing off. */
+		if (!nb && e->rx_backoff_us && be_alloc_trim())
+			nb = be_alloc(f->len);
 		if (!nb) {
 			e->st.alloc_backoffs++;
 			return -EAGAIN;

@@ -1,0 +1,378 @@
+/*
+ * Check that a hostile peer cannot crash or corrupt the core: a raw
+ * transport-level peer (no BE core, just xport ops) connects to a BE
+ * listener and sends malformed traffic, one case per connection: a bad
+ * handshake (rejected with a reason), frames for unknown sockets, unknown
+ * types, truncated frames, returned credits it never received, more
+ * SENDs than it was granted, a message id out of sequence, a WriteResponse
+ * for nothing, and a WRITE_WITH_IMM with a forged token. Each must fail
+ * only that Engine (protocol error logged and counted, connection
+ * dropped), never the process, and the server keeps serving.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/proto.h"
+#include "stest.h"
+#include "util/common.h"
+#include "xport/xport.h"
+
+struct raw {
+	const struct be_xport_ops *ops;
+	struct be_xdev *dev;
+	struct be_xevch *ch;
+	struct be_xcq *cq;
+	struct be_xsrq *srq;
+	struct be_xconn *conn;
+	int alloc_dev;
+	int established, dead, rejected;
+	uint32_t reject_reason;
+	struct be__frame resp;   /* last WRITE_RESP received */
+	int nresp;
+	void *bufs[64];
+};
+
+static struct be_worker *w;
+static struct raw raw;
+static int proto_logs;
+
+static void log_fn(int level, const char *msg)
+{
+	if (strstr(msg, "protocol error"))
+		proto_logs++;
+}
+
+static uint32_t raw_lkey(const void *p, uint32_t *rkey)
+{
+	struct be_alloc_region r;
+
+	ASSERT_OK(be_alloc_lookup(p, raw.alloc_dev, &r));
+	if (rkey)
+		*rkey = r.rkey;
+	return r.lkey;
+}
+
+static void raw_post_recv(void *buf)
+{
+	struct be_xrecv_wr wr = { .wr_id = (uintptr_t)buf }, *bad;
+
+	wr.sge.addr = (uintptr_t)buf;
+	wr.sge.length = 8192;
+	wr.sge.lkey = raw_lkey(buf, NULL);
+	ASSERT_OK(raw.ops->srq_post_recv(raw.srq, &wr, &bad));
+}
+
+static void raw_open(const char *transport)
+{
+	struct be_alloc_reg_hook hook;
+	int i;
+
+	raw.ops = be__xport_find(transport);
+	ASSERT_OK(raw.ops->dev_open("", &raw.dev));
+	raw.ops->dev_reg_hook(raw.dev, &hook);
+	raw.alloc_dev = be_alloc_attach_device(&hook);
+	ASSERT_GE(raw.alloc_dev, 0);
+	raw.dev->alloc_dev = raw.alloc_dev;
+	ASSERT_OK(raw.ops->evch_create(raw.dev, &raw.ch));
+	ASSERT_OK(raw.ops->cq_create(raw.dev, 4096, &raw.cq));
+	ASSERT_OK(raw.ops->srq_create(raw.cq, 256, &raw.srq));
+	for (i = 0; i < 64; i++) {
+		raw.bufs[i] = be_alloc(8192);
+		raw_post_recv(raw.bufs[i]);
+	}
+}
+
+static void raw_close(void)
+{
+	struct be_xwc wc[16];
+	int i;
+
+	raw.ops->srq_destroy(raw.srq);
+	while (raw.ops->cq_poll(raw.cq, wc, 16) > 0)
+		;
+	raw.ops->cq_destroy(raw.cq);
+	raw.ops->evch_destroy(raw.ch);
+	for (i = 0; i < 64; i++)
+		be_free(raw.bufs[i]);
+	ASSERT_OK(be_alloc_detach_device(raw.alloc_dev));
+	raw.ops->dev_close(raw.dev);
+}
+
+static void raw_poll(void)
+{
+	struct be_xevent ev;
+	struct be_xwc wc[16];
+	int n, i;
+
+	while (raw.ops->evch_get(raw.ch, &ev) == 1) {
+		if (ev.type == BE_XEV_ESTABLISHED)
+			raw.established = 1;
+		else if (ev.type == BE_XEV_REJECTED) {
+			struct be__hello h;
+			const char *why;
+
+			raw.rejected = 1;
+			if (be__hello_decode(ev.priv, ev.priv_len, 1, &h, &why) == 0)
+				raw.reject_reason = h.reason;
+		} else if (ev.type == BE_XEV_DISCONNECTED || ev.type == BE_XEV_UNREACHABLE) {
+			raw.dead = 1;
+		}
+	}
+	n = raw.ops->cq_poll(raw.cq, wc, 16);
+	for (i = 0; i < n; i++) {
+		if (wc[i].opcode == BE_XWC_RECV && wc[i].status == BE_XWC_SUCCESS) {
+			uint8_t *b = (uint8_t *)(uintptr_t)wc[i].wr_id;
+			struct be__frame f;
+			const char *why;
+			size_t off = 0;
+
+			while (be__frame_next(b, wc[i].byte_len, &off, 8192, &f, &why) == 1)
+				if (f.type == BE_FR_WRITE_RESP) {
+					raw.resp = f;
+					raw.nresp++;
+				}
+			raw_post_recv(b);
+		} else if (wc[i].status != BE_XWC_SUCCESS) {
+			raw.dead = 1;
+		}
+	}
+}
+
+static bool cond_established(void *arg)
+{
+	raw_poll();
+	return raw.established || raw.rejected || raw.dead;
+}
+
+static bool cond_dead(void *arg)
+{
+	raw_poll();
+	return raw.dead && be_worker_engine_count(w) == 0;
+}
+
+static bool cond_resp(void *arg)
+{
+	raw_poll();
+	return raw.nresp > 0 || raw.dead;
+}
+
+static void raw_connect(const char *addr, uint32_t magic, uint32_t credits)
+{
+	struct be_xconn_attr attr = {
+		.send_cq = raw.cq, .recv_cq = raw.cq, .srq = raw.srq, .max_send_wr = 64,
+		.max_inline = 1024,
+	};
+	uint8_t priv[BE_PROTO_HELLO_LEN];
+	struct be__hello h = {
+		.magic = magic, .version = BE_PROTO_VERSION, .recv_buf_size = 8192,
+		.eager_max = 4096, .credits = 32, .max_sockets = 100, .max_msg_size = 1 << 20,
+		.keepalive_ms = 1000,
+	};
+
+	(void)credits;
+	raw.established = raw.dead = raw.rejected = 0;
+	raw.nresp = 0;
+	be__hello_encode(&h, priv);
+	ASSERT_OK(raw.ops->connect(raw.ch, strstr(addr, "://") + 3, &attr, priv, sizeof(priv),
+				   &raw.conn));
+	st_pump(&w, 1, cond_established, NULL);
+}
+
+/* Post one SEND of @len bytes at @data. */
+static void raw_send(const void *data, uint32_t len)
+{
+	uint8_t *b = be_alloc(8192);
+	struct be_xsge sge = { .addr = (uintptr_t)b, .length = len };
+	struct be_xsend_wr wr = {
+		.opcode = BE_XWR_SEND, .sg_list = &sge, .num_sge = 1,
+		.flags = BE_XWR_F_INLINE,
+	}, *bad;
+
+	ASSERT(b);
+	memcpy(b, data, len);
+	sge.lkey = raw_lkey(b, NULL);
+	ASSERT_OK(raw.ops->post_send(raw.conn, &wr, &bad));
+	be_free(b); /* inline: copied at post */
+}
+
+static void raw_send_frames(const struct be__frame *fs, int n, const void *payload)
+{
+	uint8_t buf[8192];
+	uint32_t len = 0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		struct be__frame f = fs[i];
+
+		len += be__frame_encode(buf + len, &f, payload);
+	}
+	raw_send(buf, len);
+}
+
+static void expect_protocol_error(const char *what)
+{
+	int before = proto_logs;
+
+	st_pump(&w, 1, cond_dead, NULL);
+	raw.ops->conn_destroy(raw.conn);
+	raw.conn = NULL;
+	if (proto_logs == before)
+		TEST_FAIL("%s: no protocol error logged", what);
+	fprintf(stderr, "rejected: %s\n", what);
+}
+
+int main(int argc, char **argv)
+{
+	struct st_server srv = { 0 };
+	struct be_listener *l;
+	struct be_ctx *ctx;
+	char addr[160];
+	struct st t;
+	uint8_t junk[64];
+	int i;
+
+	st_init(&t, argc, argv);
+	t.cfg.credits = 8;
+	be_log_set_fn(log_fn);
+	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
+	ASSERT_OK(be_worker_create(ctx, &w));
+	ASSERT_OK(be_listen(w, st_listen_addr(&t), &st_server_cbs, &srv, &l));
+	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
+	raw_open(t.transport);
+
+	/* A bad handshake is rejected with its reason. */
+	raw_connect(addr, 0x12345678, 8);
+	ASSERT(raw.rejected);
+	ASSERT_EQ(raw.reject_reason, BE_REJECT_BAD_HELLO);
+	ASSERT_EQ(be_worker_engine_count(w), 0);
+	raw.ops->conn_destroy(raw.conn);
+
+	/* DATA for a socket that was never opened. */
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	ASSERT(raw.established);
+	{
+		struct be__frame f = { .type = BE_FR_DATA, .flags = BE_FRF_OPENER, .sock = 5, .len = 3 };
+
+		raw_send_frames(&f, 1, "abc");
+	}
+	expect_protocol_error("DATA for an unknown socket");
+
+	/* An unknown frame type. */
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	memset(junk, 0, sizeof(junk));
+	junk[0] = 42;
+	raw_send(junk, 16);
+	expect_protocol_error("unknown frame type");
+
+	/* A frame whose length runs past the SEND. */
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	{
+		struct be__frame f = { .type = BE_FR_SOCK_OPEN, .flags = BE_FRF_OPENER };
+		uint8_t b[64];
+		uint32_t n = be__frame_encode(b, &f, NULL);
+
+		b[12] = 200; /* len */
+		b[0] = BE_FR_DATA;
+		raw_send(b, n);
+	}
+	expect_protocol_error("truncated frame");
+
+	/* Credits returned that were never spent. */
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	{
+		struct be__frame f = { .type = BE_FR_CREDIT, .credits = 100 };
+
+		raw_send_frames(&f, 1, NULL);
+	}
+	expect_protocol_error("credit overflow");
+
+	/* More SENDs than the 8 credits granted, before any came back. */
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	for (i = 0; i < 9; i++) {
+		struct be__frame f = { .type = BE_FR_KEEPALIVE };
+
+		raw_send_frames(&f, 1, NULL);
+	}
+	expect_protocol_error("receives beyond the credits granted");
+
+	/* A message id out of sequence. */
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	{
+		struct be__frame f[2] = {
+			{ .type = BE_FR_SOCK_OPEN, .flags = BE_FRF_OPENER, .sock = 1 },
+			{ .type = BE_FR_DATA, .flags = BE_FRF_OPENER, .sock = 1, .msg = 7, .len = 3 },
+		};
+
+		raw_send_frames(f, 2, "xyz");
+	}
+	expect_protocol_error("message id out of sequence");
+
+	/* A WriteResponse nobody asked for. */
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	{
+		struct be__frame f[2] = {
+			{ .type = BE_FR_SOCK_OPEN, .flags = BE_FRF_OPENER, .sock = 0 },
+			{ .type = BE_FR_WRITE_RESP, .flags = BE_FRF_OPENER, .sock = 0, .msg = 3,
+			  .addr = 4096, .length = 10, .rkey = 1, .token = 1 },
+		};
+
+		raw_send_frames(f, 2, NULL);
+	}
+	expect_protocol_error("WRITE_RESP without a request");
+
+	/* A WRITE_WITH_IMM whose token names no grant (a real grant exists,
+	 * the generation is forged). */
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	{
+		struct be__frame f[2] = {
+			{ .type = BE_FR_SOCK_OPEN, .flags = BE_FRF_OPENER, .sock = 0 },
+			{ .type = BE_FR_WRITE_REQ, .flags = BE_FRF_OPENER, .sock = 0, .msg = 0,
+			  .length = 100000 },
+		};
+		uint8_t *src = be_alloc(100000);
+		struct be_xsge sge = { .addr = (uintptr_t)src, .length = 100 };
+		struct be_xsend_wr wr = { .opcode = BE_XWR_WRITE_IMM, .sg_list = &sge, .num_sge = 1 },
+				   *bad;
+
+		raw_send_frames(f, 2, NULL);
+		st_pump(&w, 1, cond_resp, NULL);
+		ASSERT_EQ(raw.nresp, 1);
+		ASSERT_UEQ(raw.resp.length, 100000);
+		sge.lkey = raw_lkey(src, NULL);
+		wr.remote_addr = raw.resp.addr;
+		wr.rkey = raw.resp.rkey;
+		wr.imm = raw.resp.token + (1u << BE_TOKEN_SLOT_BITS); /* wrong generation */
+		ASSERT_OK(raw.ops->post_send(raw.conn, &wr, &bad));
+		expect_protocol_error("forged WRITE_WITH_IMM token");
+		be_free(src);
+	}
+
+	/* The server is still healthy: a well-behaved client works. */
+	{
+		struct be_worker *wc;
+		struct be_sock *s;
+		struct st_sends sends = { 0 };
+		struct be_worker *both[2];
+
+		ASSERT_OK(be_worker_create(ctx, &wc));
+		both[0] = w;
+		both[1] = wc;
+		ASSERT_OK(be_sock_connect(wc, addr, NULL, NULL, &s));
+		ASSERT_OK(be_sock_send(s, st_msg(1000, 1), 1000, st_send_cb, &sends));
+		while (srv.recvd < 1 || sends.done < 1)
+			st_pump_ms(both, 2, 1);
+		ASSERT_EQ(sends.ok, 1);
+		be_sock_close(s);
+		be_worker_destroy(wc);
+	}
+
+	for (i = 0; i < srv.nsocks; i++)
+		be_sock_close(srv.socks[i]);
+	free(srv.socks);
+	raw_close();
+	be_listener_close(l);
+	be_worker_destroy(w);
+	be_ctx_destroy(ctx);
+	be_log_set_fn(NULL);
+	return 0;
+}

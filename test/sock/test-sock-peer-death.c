@@ -1,0 +1,114 @@
+/*
+ * Check that a dead peer is detected and that every pending operation
+ * completes exactly once: a peer killed with SIGKILL (the transport sees
+ * the connection drop) and a peer stopped with SIGSTOP (it stops
+ * answering; keepalives detect it within the connection timeout, and
+ * the error is BE_ECONNFAULT). The socket gets on_close with the error.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fork.h"
+
+#define NMSG 60
+
+struct one {
+	int calls, status;
+};
+
+static struct one ones[NMSG];
+static int ndone, echoed, closed, close_reason;
+
+static void one_cb(struct be_sock *s, void *buf, int status, void *arg)
+{
+	struct one *o = arg;
+
+	ASSERT_EQ(o->calls, 0);
+	o->calls = 1;
+	o->status = status;
+	ndone++;
+	be_free(buf);
+}
+
+static void cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	echoed++;
+	be_free(buf);
+}
+
+static void cli_close(struct be_sock *s, int reason, void *user)
+{
+	ASSERT_EQ(closed, 0);
+	closed++;
+	close_reason = reason;
+}
+
+static bool got_echo(void *arg)
+{
+	return echoed >= 1;
+}
+
+static bool all_done(void *arg)
+{
+	return ndone == NMSG && closed == 1;
+}
+
+static void run(struct st *t, int sig)
+{
+	struct be_sock_cbs cbs = { .on_recv = cli_recv, .on_close = cli_close };
+	struct be_worker *w;
+	struct be_ctx *ctx;
+	struct be_sock *s;
+	struct st_child c;
+	int i, failed = 0;
+
+	memset(ones, 0, sizeof(ones));
+	ndone = echoed = closed = 0;
+	close_reason = 0;
+	st_child_start(t, &c, st_child_echo);
+	ASSERT_OK(be_ctx_create(&t->cfg, &ctx));
+	ASSERT_OK(be_worker_create(ctx, &w));
+	ASSERT_OK(be_sock_connect(w, c.addr, &cbs, NULL, &s));
+	for (i = 0; i < NMSG; i++) {
+		size_t len = i % 4 == 0 ? (size_t)(2u << 20) : 64;
+
+		ASSERT_OK(be_sock_send(s, st_msg(len, (uint32_t)i), len, one_cb, &ones[i]));
+	}
+	st_pump(&w, 1, got_echo, NULL);
+	kill(c.pid, sig);
+	st_pump(&w, 1, all_done, NULL);
+	for (i = 0; i < NMSG; i++) {
+		ASSERT_EQ(ones[i].calls, 1);
+		if (ones[i].status) {
+			failed++;
+			if (sig == SIGSTOP)
+				ASSERT_EQ(ones[i].status, BE_ECONNFAULT);
+		}
+	}
+	ASSERT_NE(close_reason, 0);
+	if (sig == SIGSTOP)
+		ASSERT_EQ(close_reason, BE_ECONNFAULT);
+	fprintf(stderr, "signal %d: %d of %d sends failed, on_close(%s)\n", sig, failed, NMSG,
+		be_strerror(close_reason));
+	ASSERT_EQ(be_sock_send(s, NULL, 0, one_cb, &ones[0]), -ENOTCONN);
+	be_sock_close(s);
+	ASSERT_EQ(be_worker_engine_count(w), 0);
+	be_worker_destroy(w);
+	be_ctx_destroy(ctx);
+	st_child_kill(&c);
+}
+
+int main(int argc, char **argv)
+{
+	struct st t;
+
+	st_init(&t, argc, argv);
+	t.cfg.keepalive_ms = 100;
+	t.cfg.conn_timeout_ms = 1500;
+	t.cfg.frag_size = 64 << 10;
+	t.cfg.send_window = 256 << 10;
+	run(&t, SIGKILL);
+	run(&t, SIGSTOP);
+	return 0;
+}
