@@ -594,6 +594,11 @@ static int tcp_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 		cq->head = (cq->head + 1) % cq->cap;
 		cq->count--;
 	}
+	/* A caller that gets nothing may go to sleep (without cq_arm if it
+	 * is still armed): owe no peer an ack then. One that gets work
+	 * polls again soon and may answer first, carrying the ack. */
+	if (!i && n)
+		be__tcp_cq_flush_acks(cq);
 	return i;
 }
 

@@ -25,8 +25,9 @@
  * Acks: every frame header carries the receiver's count of data frames
  * placed so far (cumulative). When nothing is going the other way, the
  * ACK frame is deferred by one step: the conn goes on its cq's ack queue,
- * flushed at the start of the next cq_poll progress or at cq_arm (before
- * the worker sleeps, so a sleeping receiver never stalls a sender). A
+ * flushed at the start of the next cq_poll progress, by a cq_poll that
+ * returns nothing, or at cq_arm (so a worker that sleeps never stalls a
+ * sender). A
  * request/response peer thus answers in between and the ack rides on its
  * response; a one-way stream gets one ACK per batch of reads.
  *
