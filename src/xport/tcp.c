@@ -53,6 +53,7 @@
 
 #define TCP_HELLO_TIMEOUT_MS 10000 /* inbound socket must say HELLO by then */
 #define TCP_ACCEPT_BATCH 64
+#define TCP_MAX_HANDSHAKE 1024     /* inbound + outbound handshakes per evch */
 
 /* Sentinels in epoll data: queued-events eventfd and the timerfd. */
 static int tcp_efd_tag;
@@ -321,12 +322,13 @@ static void tcp_evch_destroy(struct be_xevch *xch)
 	while (!tcp_list_empty(&ch->conns)) {
 		struct tcp_conn *c = container_of(ch->conns.next, struct tcp_conn, ev_link);
 
-		if (c->state != TCP_C_WAIT_HELLO)
-			be_log_err("tcp: evch destroyed with conn %s alive; detaching it", c->peer);
-		if (c->state == TCP_C_WAIT_HELLO) {
+		/* Conns never handed to the user go with the evch. */
+		if (c->state == TCP_C_WAIT_HELLO ||
+		    (c->state == TCP_C_REQUEST && evch_has_event_for(ch, &c->x))) {
 			conn_free(c);
 			continue;
 		}
+		be_log_err("tcp: evch destroyed with conn %s alive; detaching it", c->peer);
 		/* The user still owns c: cut it off, keep the object. */
 		be__tcp_conn_close_fd(c);
 		if (c->state != TCP_C_ERROR)
@@ -1096,6 +1098,14 @@ static void listener_accept(struct tcp_listener *l, struct tcp_evch *ch)
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				be_log_err("tcp: accept on %s: %s", l->addr, strerror(errno));
 			return;
+		}
+		if (ch->nhandshake >= TCP_MAX_HANDSHAKE) {
+			/* A flood of sockets that never say HELLO must not
+			 * pin unbounded memory; they time out meanwhile. */
+			be_log_warn("tcp: %u handshakes pending on %s; refusing", ch->nhandshake,
+				    l->addr);
+			close(fd);
+			continue;
 		}
 		tcp_set_nodelay(fd);
 		c = conn_new(ch);
