@@ -86,6 +86,8 @@ static int tcp_parse_addr(const char *addr, int passive, struct sockaddr_storage
 	if (errno || *end || pnum > 65535 || (!passive && pnum == 0))
 		return -EINVAL;
 	hl = strlen(host);
+	if (!hl && !passive)
+		return -EINVAL; /* connect needs a host; listen may take any */
 	if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
 		host[hl - 1] = '\0';
 		host++;

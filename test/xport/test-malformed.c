@@ -6,7 +6,9 @@
  * an ack of frames never sent, a WRITE with a bad rkey (answered by a NAK
  * with the access status), and rounds of random headers. Pre-handshake
  * garbage is dropped without an event; garbage on an established conn
- * ends in DISCONNECTED.
+ * ends in DISCONNECTED. On the connecting side, an acceptor answering
+ * garbage, oversized private data or a hang-up gives UNREACHABLE, and
+ * frames arriving right behind the ACCEPT are handled (good or bad).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -104,6 +106,122 @@ static int raw_established(struct xt *t, struct xt_side *srv, const char *addr,
 	be__tcp_hdr_unpack(&h, buf);
 	ASSERT_EQ(h.type, TCP_F_ACCEPT);
 	return fd;
+}
+
+static uint8_t big_payload[100];
+
+/* A raw listening socket on 127.0.0.1; its address into @addr. */
+static int raw_listen(char *addr, size_t len)
+{
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ASSERT(fd >= 0);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ASSERT(bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+	ASSERT(listen(fd, 8) == 0);
+	ASSERT(getsockname(fd, (struct sockaddr *)&sin, &sl) == 0);
+	snprintf(addr, len, "127.0.0.1:%u", ntohs(sin.sin_port));
+	return fd;
+}
+
+/* Accept the transport's connect on @lfd and read its HELLO. */
+static int raw_accept_hello(struct xt *t, int lfd)
+{
+	uint8_t b[TCP_HDR_LEN];
+	struct tcp_hdr h;
+	size_t got = 0;
+	int i, fd = -1;
+
+	for (i = 0; i < 100000 && fd < 0; i++) {
+		struct pollfd p = { lfd, POLLIN, 0 };
+
+		xt_progress(t);
+		if (poll(&p, 1, 1) > 0)
+			fd = accept(lfd, NULL, NULL);
+	}
+	ASSERT(fd >= 0);
+	for (i = 0; i < 100000 && got < sizeof(b); i++) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n;
+
+		xt_progress(t);
+		if (poll(&p, 1, 1) <= 0)
+			continue;
+		n = recv(fd, b + got, sizeof(b) - got, 0);
+		ASSERT(n > 0);
+		got += (size_t)n;
+	}
+	ASSERT_EQ(got, sizeof(b));
+	be__tcp_hdr_unpack(&h, b);
+	ASSERT_EQ(h.type, TCP_F_HELLO);
+	ASSERT_EQ(h.len, 0);
+	return fd;
+}
+
+/* The transport connects to a hostile acceptor that answers @answer. */
+static void hostile_acceptor(struct xt *t, struct xt_side *cli)
+{
+	struct be_xconn_attr ca = xt_attr(cli, 4);
+	struct be_xconn *c;
+	struct be_xevent ev;
+	struct be_xwc wc;
+	char addr[BE_XPORT_ADDR_MAX];
+	int lfd = raw_listen(addr, sizeof(addr)), fd, k;
+	uint8_t junk[TCP_HDR_LEN];
+
+	for (k = 0; k < 5; k++) {
+		ASSERT_OK(t->ops->connect(cli->ch, addr, &ca, NULL, 0, &c));
+		fd = raw_accept_hello(t, lfd);
+		switch (k) {
+		case 0: /* garbage instead of an answer */
+			memset(junk, 0x5C, sizeof(junk));
+			raw_send(fd, junk, sizeof(junk));
+			xt_expect_event(t, cli, BE_XEV_UNREACHABLE, &ev);
+			ASSERT_EQ(ev.status, -EPROTO);
+			break;
+		case 1: /* ACCEPT with too much private data */
+			memset(big_payload, 0, sizeof(big_payload));
+			raw_frame(fd, TCP_F_ACCEPT, sizeof(big_payload), 0, 0, 0, big_payload,
+				  sizeof(big_payload));
+			xt_expect_event(t, cli, BE_XEV_UNREACHABLE, &ev);
+			ASSERT_EQ(ev.status, -EPROTO);
+			break;
+		case 2: /* hang-up instead of an answer */
+			close(fd);
+			fd = -1;
+			xt_expect_event(t, cli, BE_XEV_UNREACHABLE, &ev);
+			ASSERT(ev.status < 0);
+			break;
+		case 3: /* ACCEPT, then at once a valid SEND (read together) */
+			raw_frame(fd, TCP_F_ACCEPT, 2, 0, 0, 0, "ok", 2);
+			raw_frame(fd, TCP_F_SEND, 5, 0, 0, 0, "hello", 5);
+			xt_expect_event(t, cli, BE_XEV_ESTABLISHED, &ev);
+			ASSERT_EQ(ev.priv_len, 2);
+			xt_wait_wc(t, cli, &wc, 1);
+			ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
+			ASSERT_EQ(wc.opcode, BE_XWC_RECV);
+			ASSERT_EQ(wc.byte_len, 5);
+			ASSERT(memcmp((void *)(uintptr_t)wc.wr_id, "hello", 5) == 0);
+			ASSERT_PTR_EQ(wc.conn, c);
+			break;
+		case 4: /* ACCEPT, then at once garbage */
+			raw_frame(fd, TCP_F_ACCEPT, 0, 0, 0, 0, NULL, 0);
+			memset(junk, 0xC5, sizeof(junk));
+			raw_send(fd, junk, sizeof(junk));
+			xt_expect_event(t, cli, BE_XEV_ESTABLISHED, &ev);
+			xt_expect_event(t, cli, BE_XEV_DISCONNECTED, &ev);
+			ASSERT_EQ(ev.status, -EPROTO);
+			break;
+		}
+		t->ops->conn_destroy(c);
+		if (fd >= 0)
+			close(fd);
+	}
+	close(lfd);
 }
 
 static uint64_t rnd_state = 0x9E3779B97F4A7C15ull;
@@ -262,6 +380,16 @@ int main(int argc, char **argv)
 		ASSERT_PTR_EQ(ev.conn, c);
 		t.ops->conn_destroy(c);
 		srv.nwc = 0; /* receives the fuzz may have filled (or failed) */
+	}
+
+	/* The connecting side against a hostile acceptor. */
+	{
+		struct xt_side cli;
+
+		xt_side_init(&t, &cli, 64, 4);
+		xt_post_recvs(&t, &cli, 2, 64);
+		hostile_acceptor(&t, &cli);
+		xt_side_fini(&t, &cli);
 	}
 
 	free(snap);
