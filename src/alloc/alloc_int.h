@@ -129,10 +129,13 @@ struct be__heap {
 	size_t cache_bytes;
 	struct be__heap *next_orphan;  /* pool lock */
 	_Atomic(struct be__heap *) next_all;
-	/* Statistics: written only by the owning thread, relaxed. */
-	_Atomic int64_t in_use[BE_ALLOC_NUM_CLASSES];
-	_Atomic uint64_t allocs;
-	_Atomic uint64_t frees;
+	/* Statistics: written only by the owning thread, relaxed. One counter
+	 * per operation: objects allocated and freed per class (a small or
+	 * medium class has one size), plus bytes for the large and huge
+	 * classes, whose sizes vary. */
+	_Atomic uint64_t nalloc[BE_ALLOC_NUM_CLASSES];
+	_Atomic uint64_t nfree[BE_ALLOC_NUM_CLASSES];
+	_Atomic int64_t bytes[BE_ALLOC_NUM_CLASSES];
 	/* Spans handed back by other threads (full spans that got a remote
 	 * free, and remote-freed large runs): a lock-free stack. */
 	_Alignas(64) _Atomic(struct be__span *) pending;
@@ -178,8 +181,8 @@ struct be__pool {
 	_Atomic uint64_t failures, reg_failures;
 	_Atomic uint32_t devices;
 	/* Stats of threads that free after their heap was orphaned. */
-	_Atomic int64_t in_use[BE_ALLOC_NUM_CLASSES];
-	_Atomic uint64_t frees;
+	_Atomic uint64_t nfree[BE_ALLOC_NUM_CLASSES];
+	_Atomic int64_t bytes[BE_ALLOC_NUM_CLASSES];
 	pthread_key_t key;
 };
 
@@ -197,6 +200,9 @@ static inline unsigned be__alloc_huge_class(void)
 }
 /* A run of @units free units, descriptors set, or NULL (error set). */
 struct be__span *be__pool_run_get(uint32_t units);
+/* Up to @max runs of @units units in one go, linked by ->next; at least
+ * one or NULL (error set). */
+struct be__span *be__pool_runs_get(uint32_t units, unsigned max);
 void be__pool_run_put_locked(struct be__span *s);
 /* Return a list (linked by ->next) of runs; takes the pool lock. */
 void be__pool_runs_put(struct be__span *list);

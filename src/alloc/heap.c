@@ -157,14 +157,24 @@ static void partial_del(struct be__heap_class *hc, struct be__span *s)
 	s->flags &= ~SPAN_PARTIAL;
 }
 
+static void heap_cache_push(struct be__heap *h, struct be__span *s)
+{
+	s->next = h->cache[s->units];
+	h->cache[s->units] = s;
+	h->cache_bytes += (size_t)s->units << ALLOC_UNIT_SHIFT;
+}
+
 /*
  * A free run (no object in use) leaves the heap: onto @out if given (the
- * caller returns the list to the pool), else into the span cache, else
- * back to the pool.
+ * caller returns the list to the pool), else into the span cache. A cache
+ * over its bound gives runs back to the pool down to half the bound, in
+ * one batch, so a heap that frees more than it allocates takes the pool
+ * lock once per many runs.
  */
 static void heap_run_put(struct be__heap *h, struct be__span *s, struct be__span **out)
 {
-	size_t bytes = (size_t)s->units << ALLOC_UNIT_SHIFT;
+	struct be__span *back = NULL;
+	unsigned k;
 
 	/* A free run looks like a large run with nothing in use, so a stray
 	 * second be_free() of it is caught by free_large_local(). */
@@ -176,14 +186,25 @@ static void heap_run_put(struct be__heap *h, struct be__span *s, struct be__span
 		*out = s;
 		return;
 	}
-	if (s->units <= ALLOC_CACHE_UNITS && h->cache_bytes + bytes <= be__pool.heap_cache_max) {
-		s->next = h->cache[s->units];
-		h->cache[s->units] = s;
-		h->cache_bytes += bytes;
+	if (s->units > ALLOC_CACHE_UNITS) {
+		s->next = NULL;
+		be__pool_runs_put(s);
 		return;
 	}
-	s->next = NULL;
-	be__pool_runs_put(s);
+	heap_cache_push(h, s);
+	if (h->cache_bytes <= be__pool.heap_cache_max)
+		return;
+	for (k = ALLOC_CACHE_UNITS; k >= 1 && h->cache_bytes > be__pool.heap_cache_max / 2; k--) {
+		while (h->cache[k] && h->cache_bytes > be__pool.heap_cache_max / 2) {
+			struct be__span *r = h->cache[k];
+
+			h->cache[k] = r->next;
+			h->cache_bytes -= (size_t)k << ALLOC_UNIT_SHIFT;
+			r->next = back;
+			back = r;
+		}
+	}
+	be__pool_runs_put(back);
 }
 
 static struct be__span *heap_cache_flush(struct be__heap *h, struct be__span *out)
@@ -205,30 +226,55 @@ static struct be__span *heap_cache_flush(struct be__heap *h, struct be__span *ou
 
 static void heap_drain_pending(struct be__heap *h, struct be__span **out);
 
-static struct be__span *heap_run_get(struct be__heap *h, uint32_t units)
+static struct be__span *heap_cache_pop(struct be__heap *h, uint32_t units)
 {
-	struct be__span *s;
+	struct be__span *s = units <= ALLOC_CACHE_UNITS ? h->cache[units] : NULL;
 
-	if (units <= ALLOC_CACHE_UNITS && (s = h->cache[units])) {
+	if (s) {
 		h->cache[units] = s->next;
 		h->cache_bytes -= (size_t)units << ALLOC_UNIT_SHIFT;
-		return s;
 	}
-	/* Runs other threads freed for us may be waiting. */
+	return s;
+}
+
+/*
+ * A free run of @units units for @h: from its cache, from the runs other
+ * threads freed for it, else from the pool, a few at a time (the extra
+ * ones go to the cache) so the pool lock is taken once per several runs.
+ */
+static struct be__span *heap_run_get(struct be__heap *h, uint32_t units)
+{
+	size_t run = (size_t)units << ALLOC_UNIT_SHIFT, avail;
+	struct be__span *s, *list;
+	unsigned max = 1;
+
+	s = heap_cache_pop(h, units);
+	if (s)
+		return s;
 	if (atomic_load_explicit(&h->pending, memory_order_relaxed)) {
 		heap_drain_pending(h, NULL);
-		if (units <= ALLOC_CACHE_UNITS && (s = h->cache[units])) {
-			h->cache[units] = s->next;
-			h->cache_bytes -= (size_t)units << ALLOC_UNIT_SHIFT;
+		s = heap_cache_pop(h, units);
+		if (s)
 			return s;
-		}
 	}
-	s = be__pool_run_get(units);
-	if (!s && h->cache_bytes) {
+	avail = be__pool.heap_cache_max > h->cache_bytes ?
+		be__pool.heap_cache_max - h->cache_bytes : 0;
+	if (units <= ALLOC_CACHE_UNITS)
+		max += (unsigned)BE_MIN(avail / 4 / run, 15);
+	list = be__pool_runs_get(units, max);
+	if (!list && h->cache_bytes) {
 		/* Near the limit, our own cache may hold what the pool lacks. */
 		be__pool_runs_put(heap_cache_flush(h, NULL));
-		s = be__pool_run_get(units);
+		list = be__pool_runs_get(units, 1);
 	}
+	if (!list)
+		return NULL;
+	s = list;
+	for (list = list->next; list; list = s->next) {
+		s->next = list->next;
+		heap_cache_push(h, list);
+	}
+	s->next = NULL;
 	return s;
 }
 
@@ -316,6 +362,13 @@ activate:
 	return s;
 }
 
+/* Statistics of a large or huge allocation of @bytes in class @c. */
+static void count_alloc(struct be__heap *h, unsigned c, int64_t bytes)
+{
+	alloc_ctr_inc(&h->nalloc[c]);
+	alloc_ctr_add(&h->bytes[c], bytes);
+}
+
 static void *heap_alloc_large(struct be__heap *h, size_t size)
 {
 	uint32_t units = (uint32_t)((size + ALLOC_UNIT_SIZE - 1) >> ALLOC_UNIT_SHIFT);
@@ -330,8 +383,7 @@ static void *heap_alloc_large(struct be__heap *h, size_t size)
 	s->used = 1;
 	atomic_store_explicit(&s->state, SPAN_OWNED, memory_order_relaxed);
 	atomic_store_explicit(&s->heap, h, memory_order_relaxed);
-	alloc_ctr_add(&h->in_use[be__alloc_large_class(units)], s->size);
-	alloc_ctr_inc(&h->allocs);
+	count_alloc(h, be__alloc_large_class(units), s->size);
 	return (void *)s->start;
 }
 
@@ -357,8 +409,7 @@ static __attribute__((noinline)) void *heap_alloc_slow(struct be__heap *h, size_
 		else
 			idx = s->bump++;
 		s->used++;
-		alloc_ctr_add(&h->in_use[s->cls], s->size);
-		alloc_ctr_inc(&h->allocs);
+		alloc_ctr_inc(&h->nalloc[s->cls]);
 		return (void *)(s->start + (uintptr_t)idx * s->size);
 	}
 	if (size <= be__pool.block_size) {
@@ -368,8 +419,7 @@ static __attribute__((noinline)) void *heap_alloc_slow(struct be__heap *h, size_
 
 		p = be__huge_alloc(size, &usable);
 		if (p) {
-			alloc_ctr_add(&h->in_use[be__alloc_huge_class()], (int64_t)usable);
-			alloc_ctr_inc(&h->allocs);
+			count_alloc(h, be__alloc_huge_class(), (int64_t)usable);
 		}
 	}
 	if (p)
@@ -397,8 +447,7 @@ void *be_alloc(size_t size)
 			else
 				goto slow;
 			s->used++;
-			alloc_ctr_add(&h->in_use[c], s->size);
-			alloc_ctr_inc(&h->allocs);
+			alloc_ctr_inc(&h->nalloc[c]);
 			return (void *)(s->start + (uintptr_t)idx * s->size);
 		}
 	}
@@ -411,15 +460,17 @@ static void bad_free(const void *p)
 	be_log_err("bemalloc: be_free(%p): not a live bemalloc buffer, ignored", p);
 }
 
-/* Statistics of a free by a thread whose heap is gone. */
+/* Statistics of a free of class @c (@bytes: large and huge only) by @h,
+ * or by a thread whose heap is gone. */
 static void free_count(struct be__heap *h, unsigned c, int64_t bytes)
 {
 	if (h) {
-		alloc_ctr_add(&h->in_use[c], -bytes);
-		alloc_ctr_inc(&h->frees);
+		alloc_ctr_inc(&h->nfree[c]);
+		if (bytes)
+			alloc_ctr_add(&h->bytes[c], -bytes);
 	} else {
-		atomic_fetch_sub_explicit(&be__pool.in_use[c], bytes, memory_order_relaxed);
-		atomic_fetch_add_explicit(&be__pool.frees, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&be__pool.nfree[c], 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&be__pool.bytes[c], bytes, memory_order_relaxed);
 	}
 }
 
@@ -457,7 +508,7 @@ static void remote_free(struct be__heap *h, struct be__span *s, uintptr_t a)
 		bad_free((void *)a);
 		return;
 	}
-	free_count(h, s->cls, s->size);
+	free_count(h, s->cls, 0);
 	old = atomic_load_explicit(&s->deferred, memory_order_relaxed);
 	do {
 		s->links[idx] = (uint16_t)old;
@@ -550,8 +601,7 @@ void be_free(void *p)
 		s->links[idx] = s->free_head;
 		s->free_head = (uint16_t)idx;
 		s->used--;
-		alloc_ctr_add(&h->in_use[s->cls], -(int64_t)s->size);
-		alloc_ctr_inc(&h->frees);
+		alloc_ctr_inc(&h->nfree[s->cls]);
 		if (BE_UNLIKELY((s->flags & SPAN_DETACHED) ||
 				(!s->used && !(s->flags & SPAN_ACTIVE))))
 			span_free_slow(h, s);

@@ -156,24 +156,37 @@ out:
 	return rc;
 }
 
-/* First run of @n clear bits in @b's bitmap, or -1. */
+/* First run of @n clear bits in @b's bitmap, or -1. Word at a time. */
 static int bitmap_find(const struct be__block *b, uint32_t n)
 {
-	uint32_t u = 0, run = 0;
+	uint32_t u = 0, start, units = b->units;
 
-	while (u < b->units) {
-		uint64_t w = b->bitmap[u / 64];
+	while (u < units) {
+		uint64_t w = ~b->bitmap[u / 64] >> (u % 64); /* 1 = free */
 
-		if (!(u % 64) && w == ~0ull) {
-			run = 0;
-			u += 64;
+		if (!w) {
+			u = (u / 64 + 1) * 64;
 			continue;
 		}
-		if (w & (1ull << (u % 64)))
-			run = 0;
-		else if (++run == n)
-			return (int)(u + 1 - n);
-		u++;
+		u += (uint32_t)__builtin_ctzll(w);
+		if (u >= units)
+			break;
+		start = u;
+		for (;;) { /* the end of this free run */
+			uint64_t x = b->bitmap[u / 64] >> (u % 64);
+
+			if (x) {
+				u += (uint32_t)__builtin_ctzll(x);
+				break;
+			}
+			u = (u / 64 + 1) * 64;
+			if (u >= units)
+				break;
+		}
+		if (u > units)
+			u = units;
+		if (u - start >= n)
+			return (int)start;
 	}
 	return -1;
 }
@@ -190,48 +203,67 @@ static void bitmap_assign(struct be__block *b, uint32_t first, uint32_t n, bool 
 	}
 }
 
-/*
- * be__pool_run_get() - a run of @units contiguous free units, from the
- * first block that has one, else from a new block (mapped and registered
- * on every device). The descriptor (block, first, units, start) is set and
- * every unit points at it. NULL with the thread's message set on failure.
- */
-struct be__span *be__pool_run_get(uint32_t units)
+/* Take @units units at @first of @b for a run; set its descriptor. */
+static struct be__span *run_carve_locked(struct be__block *b, uint32_t first, uint32_t units)
 {
-	struct be__pool *p = &be__pool;
-	struct be__region *r;
-	struct be__block *b = NULL;
-	struct be__span *s;
-	int first = -1;
+	struct be__span *s = &b->spans[first];
 	uint32_t u;
 
-	pthread_mutex_lock(&p->lock);
-	for (r = p->blocks; r; r = r->next) {
-		b = (struct be__block *)r;
-		if (b->free_units >= units && (first = bitmap_find(b, units)) >= 0)
-			break;
-	}
-	if (first < 0) {
-		b = be__block_create_locked();
-		if (!b) {
-			pthread_mutex_unlock(&p->lock);
-			return NULL;
-		}
-		first = 0;
-	}
-	bitmap_assign(b, (uint32_t)first, units, true);
+	bitmap_assign(b, first, units, true);
 	b->free_units -= units;
-	s = &b->spans[first];
 	s->block = b;
 	s->first = (uint16_t)first;
 	s->units = (uint16_t)units;
 	s->start = b->r.base + ((uintptr_t)first << ALLOC_UNIT_SHIFT);
 	s->flags = 0;
 	s->next = s->prev = NULL;
-	for (u = (uint32_t)first; u < (uint32_t)first + units; u++)
+	for (u = first; u < first + units; u++)
 		atomic_store_explicit(&b->unit_span[u], s, memory_order_relaxed);
-	pthread_mutex_unlock(&p->lock);
 	return s;
+}
+
+/*
+ * be__pool_runs_get() - up to @max runs of @units contiguous free units,
+ * first fit over the blocks, else from a new block (mapped and registered
+ * on every device). Descriptors are set and every unit points at its run.
+ * Returns a list linked by ->next, or NULL with the thread's message set.
+ */
+struct be__span *be__pool_runs_get(uint32_t units, unsigned max)
+{
+	struct be__pool *p = &be__pool;
+	struct be__span *list = NULL, *s;
+	struct be__region *r;
+	unsigned got = 0;
+	int first;
+
+	pthread_mutex_lock(&p->lock);
+	for (r = p->blocks; r && got < max; r = r->next) {
+		struct be__block *b = (struct be__block *)r;
+
+		while (got < max && b->free_units >= units && (first = bitmap_find(b, units)) >= 0) {
+			s = run_carve_locked(b, (uint32_t)first, units);
+			s->next = list;
+			list = s;
+			got++;
+		}
+	}
+	if (!got) {
+		struct be__block *b = be__block_create_locked();
+
+		while (b && got < max && b->free_units >= units) {
+			s = run_carve_locked(b, b->units - b->free_units, units);
+			s->next = list;
+			list = s;
+			got++;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	return list;
+}
+
+struct be__span *be__pool_run_get(uint32_t units)
+{
+	return be__pool_runs_get(units, 1);
 }
 
 void be__pool_run_put_locked(struct be__span *s)

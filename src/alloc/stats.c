@@ -17,7 +17,8 @@
 void be_alloc_stats(struct be_alloc_stats *out)
 {
 	struct be__pool *p = &be__pool;
-	int64_t in_use[BE_ALLOC_NUM_CLASSES];
+	int64_t bytes[BE_ALLOC_NUM_CLASSES];
+	uint64_t nalloc[BE_ALLOC_NUM_CLASSES], nfree[BE_ALLOC_NUM_CLASSES];
 	struct be__heap *h;
 	unsigned c;
 
@@ -25,15 +26,22 @@ void be_alloc_stats(struct be_alloc_stats *out)
 		return;
 	be__alloc_init();
 	memset(out, 0, sizeof(*out));
-	for (c = 0; c < BE_ALLOC_NUM_CLASSES; c++)
-		in_use[c] = atomic_load_explicit(&p->in_use[c], memory_order_relaxed);
-	out->frees = atomic_load_explicit(&p->frees, memory_order_relaxed);
+	for (c = 0; c < BE_ALLOC_NUM_CLASSES; c++) {
+		nalloc[c] = 0;
+		nfree[c] = atomic_load_explicit(&p->nfree[c], memory_order_relaxed);
+		bytes[c] = atomic_load_explicit(&p->bytes[c], memory_order_relaxed);
+	}
 	for (h = atomic_load_explicit(&p->heaps, memory_order_acquire); h;
 	     h = atomic_load_explicit(&h->next_all, memory_order_relaxed)) {
-		for (c = 0; c < BE_ALLOC_NUM_CLASSES; c++)
-			in_use[c] += atomic_load_explicit(&h->in_use[c], memory_order_relaxed);
-		out->allocations += atomic_load_explicit(&h->allocs, memory_order_relaxed);
-		out->frees += atomic_load_explicit(&h->frees, memory_order_relaxed);
+		for (c = 0; c < BE_ALLOC_NUM_CLASSES; c++) {
+			nalloc[c] += atomic_load_explicit(&h->nalloc[c], memory_order_relaxed);
+			nfree[c] += atomic_load_explicit(&h->nfree[c], memory_order_relaxed);
+			bytes[c] += atomic_load_explicit(&h->bytes[c], memory_order_relaxed);
+		}
+	}
+	for (c = 0; c < BE_ALLOC_NUM_CLASSES; c++) {
+		out->allocations += nalloc[c];
+		out->frees += nfree[c];
 	}
 	out->blocks = atomic_load_explicit(&p->blocks_n, memory_order_relaxed);
 	out->huge_regions = atomic_load_explicit(&p->huge_n, memory_order_relaxed);
@@ -52,8 +60,11 @@ void be_alloc_stats(struct be_alloc_stats *out)
 		out->class_size[c] = p->class_size[c];
 	pthread_mutex_unlock(&p->lock);
 	for (c = 0; c < out->num_classes; c++) {
+		int64_t v = c < ALLOC_NUM_SM ?
+			(int64_t)(nalloc[c] - nfree[c]) * (int64_t)out->class_size[c] : bytes[c];
+
 		/* A snapshot may catch a free counted before its allocation. */
-		out->class_in_use[c] = in_use[c] > 0 ? (uint64_t)in_use[c] : 0;
+		out->class_in_use[c] = v > 0 ? (uint64_t)v : 0;
 		out->bytes_in_use += out->class_in_use[c];
 	}
 }
