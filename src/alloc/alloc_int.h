@@ -113,9 +113,10 @@ struct be__block {
 	uint32_t free_units;  /* pool lock */
 	uint64_t slot;        /* offset of the block in the arena memfd / size */
 	uint64_t *bitmap;     /* 1 = unit belongs to a span (pool lock) */
-	_Atomic(struct be__span *) *unit_span; /* every unit -> its span */
 	struct be__span *spans; /* descriptor of a span starting at unit u */
 	uint16_t *links;      /* ALLOC_UNIT_OBJS link slots per unit */
+	/* Every unit -> its span; inline, one load less on be_free(). */
+	_Atomic(struct be__span *) unit_span[];
 };
 
 struct be__heap_class {
@@ -152,6 +153,8 @@ struct be__pool {
 	/* Fixed once the first heap exists (pool.frozen). */
 	size_t block_size;
 	unsigned block_shift;
+	unsigned pm_root_shift;  /* address >> this: page map root index */
+	uintptr_t pm_leaf_mask;  /* (address >> block_shift) & this: leaf index */
 	uint32_t units;
 	bool frozen;
 	bool block_size_set;  /* by be_alloc_configure() */
@@ -236,18 +239,15 @@ struct be__heap *be__heap_self(void);
 
 static inline struct be__region *be__pagemap_get(uintptr_t a)
 {
-	unsigned shift = be__pool.block_shift;
-	unsigned leaf_bits = ALLOC_ADDR_BITS - shift - ALLOC_PAGEMAP_ROOT_BITS;
-	uintptr_t idx = a >> shift;
 	_Atomic(struct be__region *) *leaf;
 
 	if (BE_UNLIKELY(a >> ALLOC_ADDR_BITS))
 		return NULL;
-	leaf = atomic_load_explicit(&be__pagemap_root[idx >> leaf_bits],
+	leaf = atomic_load_explicit(&be__pagemap_root[a >> be__pool.pm_root_shift],
 				    memory_order_acquire);
 	if (BE_UNLIKELY(!leaf))
 		return NULL;
-	return atomic_load_explicit(&leaf[idx & (((uintptr_t)1 << leaf_bits) - 1)],
+	return atomic_load_explicit(&leaf[(a >> be__pool.block_shift) & be__pool.pm_leaf_mask],
 				    memory_order_acquire);
 }
 

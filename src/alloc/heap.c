@@ -80,7 +80,7 @@ struct be__heap *be__heap_self(void)
 	return tls_heap;
 }
 
-static struct be__heap *heap_get(void)
+static __attribute__((noinline)) struct be__heap *heap_get(void)
 {
 	struct be__heap *h;
 
@@ -455,7 +455,7 @@ slow:
 	return heap_alloc_slow(h, size);
 }
 
-static void bad_free(const void *p)
+static __attribute__((noinline, cold)) void bad_free(const void *p)
 {
 	be_log_err("bemalloc: be_free(%p): not a live bemalloc buffer, ignored", p);
 }
@@ -486,7 +486,8 @@ static void heap_pending_push(struct be__heap *o, struct be__span *s)
 }
 
 /* @p in span @s that another heap (or none) owns. */
-static void remote_free(struct be__heap *h, struct be__span *s, uintptr_t a)
+static __attribute__((noinline)) void remote_free(struct be__heap *h, struct be__span *s,
+						  uintptr_t a)
 {
 	uintptr_t off = a - s->start;
 	uint32_t idx, old;

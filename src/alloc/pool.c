@@ -78,6 +78,8 @@ static void pool_set_block_size(size_t bs)
 
 	p->block_size = bs;
 	p->block_shift = (unsigned)__builtin_ctzll(bs);
+	p->pm_root_shift = ALLOC_ADDR_BITS - ALLOC_PAGEMAP_ROOT_BITS;
+	p->pm_leaf_mask = ((uintptr_t)1 << (p->pm_root_shift - p->block_shift)) - 1;
 	p->units = (uint32_t)(bs >> ALLOC_UNIT_SHIFT);
 	p->heap_cache_max = BE_MIN(2 * bs, (size_t)16 << 20);
 	for (i = 0; i < ALLOC_NUM_SMALL; i++)

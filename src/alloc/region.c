@@ -293,14 +293,13 @@ struct be__block *be__block_create_locked(void)
 
 	if (!limit_allows_locked(bs))
 		return NULL;
-	b = calloc(1, sizeof(*b));
+	b = calloc(1, sizeof(*b) + units * sizeof(b->unit_span[0]));
 	if (!b)
 		goto err_nomem;
 	b->bitmap = calloc((units + 63) / 64, sizeof(uint64_t));
-	b->unit_span = calloc(units, sizeof(*b->unit_span));
 	b->spans = aligned_alloc(64, units * sizeof(*b->spans));
 	b->links = malloc((size_t)units * ALLOC_UNIT_OBJS * sizeof(uint16_t));
-	if (!b->bitmap || !b->unit_span || !b->spans || !b->links)
+	if (!b->bitmap || !b->spans || !b->links)
 		goto err_free;
 	memset(b->spans, 0, units * sizeof(*b->spans));
 	if (arena_slot_get(&slot))
@@ -343,7 +342,6 @@ err_free:
 err_free_quiet:
 	free(b->links);
 	free(b->spans);
-	free(b->unit_span);
 	free(b->bitmap);
 	free(b);
 	return NULL;
@@ -366,7 +364,6 @@ void be__block_destroy_locked(struct be__block *b)
 	atomic_fetch_sub_explicit(&p->mapped_bytes, b->r.len, memory_order_relaxed);
 	free(b->links);
 	free(b->spans);
-	free(b->unit_span);
 	free(b->bitmap);
 	free(b);
 }
