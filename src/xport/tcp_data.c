@@ -382,7 +382,8 @@ static void conn_hangup(struct tcp_conn *c, ssize_t n)
 /* Read and place frames until the socket is empty or the budget is spent. */
 static void conn_rx(struct tcp_conn *c)
 {
-	size_t got = 0;
+	size_t got = 0, want;
+	int drained = 0;
 	ssize_t n;
 
 	while (c->state == TCP_C_ESTABLISHED) {
@@ -412,7 +413,9 @@ static void conn_rx(struct tcp_conn *c)
 				conn_rx_end(c);
 			continue;
 		}
-		if (got >= TCP_RX_BUDGET)
+		/* A short read emptied the socket: do not pay for an EAGAIN;
+		 * level-triggered epoll reports whatever comes next. */
+		if (got >= TCP_RX_BUDGET || drained)
 			break;
 		if (c->rpos == c->rend) {
 			c->rpos = c->rend = 0;
@@ -428,9 +431,11 @@ static void conn_rx(struct tcp_conn *c)
 				{ c->rbuf, TCP_RBUF_SIZE },
 			};
 
+			want = (size_t)c->rx_left + TCP_RBUF_SIZE;
 			n = readv(c->fd, iov, 2);
 		} else {
-			n = recv(c->fd, c->rbuf + c->rend, TCP_RBUF_SIZE - c->rend, MSG_DONTWAIT);
+			want = TCP_RBUF_SIZE - c->rend;
+			n = recv(c->fd, c->rbuf + c->rend, want, MSG_DONTWAIT);
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -441,6 +446,7 @@ static void conn_rx(struct tcp_conn *c)
 			return;
 		}
 		got += (size_t)n;
+		drained = (size_t)n < want;
 		if (c->rx_left) {
 			if ((size_t)n < c->rx_left) {
 				c->rx_dst += n;
