@@ -1,0 +1,550 @@
+/*
+ * perf_sock.c - be-perf lat|bw|hol|mux: the BE core measured through the
+ * public Socket API (include/be/sock.h), on any transport.
+ *
+ *   lat  one socket, ping-pong of --size bytes; one-way latency = RTT/2.
+ *   bw   --sockets sockets stream --size-byte messages, --window messages
+ *        in flight per socket; the server answers each with an 8-byte
+ *        ack. Throughput, and the send->ack time per message.
+ *   hol  head-of-line blocking: one socket streams --big messages (acked)
+ *        while another does --size ping-pongs on the same Engine. Reports
+ *        the small ping-pong's latency; run with --no-sched to see FIFO.
+ *   mux  --sockets sockets on one Engine; each round sends one --size
+ *        message on every socket and waits for all echoes.
+ *
+ * The first byte of each message tells the server what to do: 'E' echo
+ * it back, 'A' answer with an 8-byte ack (large messages). Without --addr
+ * the client fork()s the server (perf_peer.c), so one command measures
+ * both ends, and CPU time covers both processes; with --server --addr A
+ * a server runs alone, and a client elsewhere uses --addr A.
+ *
+ * Output: a table, or with --json one object per line with the fields
+ * test, transport, size, iters, p50_us, p99_us, avg_us, mb_s,
+ * cpu_s_per_gb, sockets, bytes_per_socket, scheduling.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <be/be.h>
+
+#include "perf.h"
+#include "perf_peer.h"
+
+enum sk_mode { SK_LAT, SK_BW, SK_HOL, SK_MUX };
+
+struct sk_opts {
+	enum sk_mode mode;
+	const char *cmd;
+	const char *transport;
+	const char *addr;
+	int server, json, sched, timeout_s;
+	uint64_t size, big, iters, warmup;
+	uint32_t sockets, window;
+};
+
+/* ---- server ---- */
+
+struct sk_srv {
+	int accepted, closed;
+};
+
+static void sk_free_cb(struct be_sock *s, void *buf, int status, void *arg)
+{
+	be_free(buf);
+}
+
+static void sk_srv_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	if (len == 0 || ((char *)buf)[0] == 'E') {
+		if (be_sock_send(s, buf, len, sk_free_cb, NULL))
+			be_free(buf);
+		return;
+	}
+	be_free(buf);
+	buf = be_alloc(8);
+	if (buf && be_sock_send(s, buf, 8, sk_free_cb, NULL))
+		be_free(buf);
+}
+
+static int sk_srv_accept(struct be_listener *l, struct be_sock *s, void *user)
+{
+	((struct sk_srv *)user)->accepted++;
+	return 0;
+}
+
+static void sk_srv_close(struct be_sock *s, int reason, void *user)
+{
+	((struct sk_srv *)user)->closed++;
+	be_sock_close(s);
+}
+
+static void sk_config(const struct sk_opts *o, struct be_config *cfg)
+{
+	be_config_init(cfg);
+	cfg->frag_sched = o->sched;
+	cfg->conn_timeout_ms = (uint32_t)o->timeout_s * 1000;
+}
+
+static int sk_server_run(const struct sk_opts *o, int ready_fd)
+{
+	static const struct be_sock_cbs cbs = {
+		.on_recv = sk_srv_recv, .on_close = sk_srv_close, .on_accept = sk_srv_accept,
+	};
+	struct sk_srv sv = { 0 };
+	struct be_listener *l;
+	struct be_worker *w;
+	struct be_config cfg;
+	struct be_ctx *ctx;
+	char addr[160], def[160];
+	const char *la = o->addr;
+	uint64_t idle_since = perf_now_ns();
+	int rc;
+
+	sk_config(o, &cfg);
+	if (!la) {
+		if (!strcmp(o->transport, "shm"))
+			snprintf(def, sizeof(def), "shm://be-perf-%d", (int)getpid());
+		else
+			snprintf(def, sizeof(def), "%s://127.0.0.1:0", o->transport);
+		la = def;
+	}
+	if ((rc = be_ctx_create(&cfg, &ctx)) || (rc = be_worker_create(ctx, &w))) {
+		fprintf(stderr, "be-perf %s: server setup: %s\n", o->cmd, be_strerror(rc));
+		return 1;
+	}
+	rc = be_listen(w, la, &cbs, &sv, &l);
+	if (!rc)
+		rc = be_listener_addr(l, addr, sizeof(addr));
+	if (rc) {
+		fprintf(stderr, "be-perf %s: listen on %s: %s\n", o->cmd, la, be_strerror(rc));
+		return 1;
+	}
+	if (ready_fd >= 0)
+		perf_peer_ready(ready_fd, addr);
+	else
+	{
+		printf("be-perf %s: listening on %s\n", o->cmd, addr);
+		fflush(stdout);
+	}
+	/* Serve until every socket the client opened is closed (one client
+	 * when spawned; forever with --server). */
+	while (ready_fd < 0 || sv.accepted == 0 || sv.closed < sv.accepted) {
+		if (be_worker_progress(w) > 0)
+			idle_since = perf_now_ns();
+		else if (perf_now_ns() - idle_since > (uint64_t)o->timeout_s * 1000000000ull &&
+			 ready_fd >= 0)
+			break;
+	}
+	be_listener_close(l);
+	be_worker_destroy(w);
+	be_ctx_destroy(ctx);
+	return sv.closed == sv.accepted ? 0 : 1;
+}
+
+static int sk_server_fn(void *arg, int ready_fd)
+{
+	return sk_server_run(arg, ready_fd);
+}
+
+/* ---- client ---- */
+
+#define SK_MAXQ 4096
+
+struct sk_sock {
+	struct be_sock *s;
+	uint64_t sent_ns[SK_MAXQ]; /* FIFO of send times of outstanding messages */
+	uint32_t head, tail;
+	uint64_t answered;
+};
+
+struct sk_cli {
+	const struct sk_opts *o;
+	struct sk_sock *socks;
+	double *samples;
+	size_t nsamples, cap;
+	uint64_t measure_from;    /* answers numbered below this are warmup */
+	uint64_t answered;        /* all sockets */
+	int errors;
+	int closed;
+};
+
+static void sk_cli_sent(struct be_sock *s, void *buf, int status, void *arg)
+{
+	struct sk_cli *c = arg;
+
+	if (status)
+		c->errors++;
+	be_free(buf);
+}
+
+static void sk_cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	struct sk_sock *k = user;
+
+	be_free(buf);
+	k->answered++;
+	k->head++;
+}
+
+static void sk_cli_close(struct be_sock *s, int reason, void *user)
+{
+	fprintf(stderr, "be-perf: socket closed by the peer: %s\n", be_strerror(reason));
+	exit(1);
+}
+
+static int sk_send(struct sk_cli *c, struct sk_sock *k, size_t len, char tag)
+{
+	char *b = be_alloc(len ? len : 1);
+	int rc;
+
+	if (!b)
+		return -ENOMEM;
+	if (len) {
+		memset(b, 0x5a, len > 4096 ? 4096 : len);
+		b[0] = tag;
+	}
+	k->sent_ns[k->tail++ % SK_MAXQ] = perf_now_ns();
+	rc = be_sock_send(k->s, b, len, sk_cli_sent, c);
+	if (rc) {
+		be_free(b);
+		k->tail--;
+	}
+	return rc;
+}
+
+static void sk_sample(struct sk_cli *c, double us)
+{
+	if (c->nsamples == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 4096;
+		c->samples = realloc(c->samples, c->cap * sizeof(double));
+		if (!c->samples) {
+			fprintf(stderr, "be-perf: out of memory\n");
+			exit(1);
+		}
+	}
+	c->samples[c->nsamples++] = us;
+}
+
+/* Progress until socket @k has @n answers; records RTT samples (halved
+ * when @half) for answers past warmup. Returns 0 or -ETIMEDOUT. */
+static int sk_wait(struct be_worker *w, struct sk_cli *c, struct sk_sock *k, uint64_t n,
+		   bool half, bool record)
+{
+	uint64_t last = perf_now_ns();
+
+	while (k->answered < n) {
+		uint64_t before = k->answered;
+
+		be_worker_progress(w);
+		if (k->answered != before) {
+			uint64_t now = perf_now_ns();
+			uint64_t i;
+
+			for (i = before; i < k->answered; i++) {
+				double us = (double)(now - k->sent_ns[i % SK_MAXQ]) / 1000.0;
+
+				if (record)
+					sk_sample(c, half ? us / 2 : us);
+			}
+			last = now;
+		} else if (perf_now_ns() - last > (uint64_t)c->o->timeout_s * 1000000000ull) {
+			return -ETIMEDOUT;
+		}
+		if (c->errors)
+			return -EIO;
+	}
+	return 0;
+}
+
+static void sk_report(const struct sk_opts *o, struct sk_cli *c, double secs, uint64_t bytes,
+		      double cpu)
+{
+	static const char *const names[] = { "lat", "bw", "hol", "mux" };
+	struct perf_summary s;
+	double mb_s = secs > 0 ? (double)bytes / secs / 1e6 : 0;
+	double cpu_gb = bytes ? cpu / ((double)bytes / 1e9) : 0;
+
+	perf_summarize(c->samples, c->nsamples, &s);
+	if (o->json) {
+		printf("{\"test\":\"%s\",\"transport\":\"%s\",\"size\":%" PRIu64
+		       ",\"iters\":%" PRIu64 ",\"p50_us\":%.3f,\"p99_us\":%.3f,\"avg_us\":%.3f"
+		       ",\"mb_s\":%.2f,\"cpu_s_per_gb\":%.4f,\"sockets\":%u"
+		       ",\"bytes_per_socket\":%" PRIu64 ",\"scheduling\":\"%s\"}\n",
+		       names[o->mode], o->transport, o->size, o->iters, s.p50, s.p99, s.avg, mb_s,
+		       cpu_gb, o->sockets, bytes / (o->sockets ? o->sockets : 1),
+		       o->sched ? "round-robin" : "fifo");
+		return;
+	}
+	printf("be-perf %s: %s, %" PRIu64 " B, %u socket(s), scheduling %s\n", names[o->mode],
+	       o->transport, o->size, o->sockets, o->sched ? "round-robin" : "fifo");
+	printf("  latency us (%s): p50 %.3f  p99 %.3f  avg %.3f  (n=%zu)\n",
+	       o->mode == SK_BW ? "send->ack" : "one-way", s.p50, s.p99, s.avg, s.n);
+	printf("  throughput %.2f MB/s, CPU %.4f s/GB (both processes)\n", mb_s, cpu_gb);
+}
+
+static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer *peer)
+{
+	static const struct be_sock_cbs cbs = { .on_recv = sk_cli_recv, .on_close = sk_cli_close };
+	struct sk_cli c = { .o = o };
+	struct be_worker *w;
+	struct be_config cfg;
+	struct be_ctx *ctx;
+	double cpu0 = perf_cpu_seconds(), secs = 0;
+	uint64_t bytes = 0, t0, i, total = o->iters + o->warmup;
+	uint32_t nsock = o->mode == SK_HOL ? 2 : o->sockets, j;
+	int rc;
+
+	sk_config(o, &cfg);
+	if ((rc = be_ctx_create(&cfg, &ctx)) || (rc = be_worker_create(ctx, &w))) {
+		fprintf(stderr, "be-perf %s: setup: %s\n", o->cmd, be_strerror(rc));
+		return 1;
+	}
+	c.socks = calloc(nsock, sizeof(*c.socks));
+	if (!c.socks)
+		return 1;
+	for (j = 0; j < nsock; j++) {
+		rc = be_sock_connect(w, addr, &cbs, &c.socks[j], &c.socks[j].s);
+		if (rc) {
+			fprintf(stderr, "be-perf %s: connect %s: %s\n", o->cmd, addr,
+				be_strerror(rc));
+			return 1;
+		}
+	}
+	t0 = perf_now_ns();
+	switch (o->mode) {
+	case SK_LAT:
+		for (i = 0; i < total && !rc; i++) {
+			if (i == o->warmup) {
+				t0 = perf_now_ns();
+				cpu0 = perf_cpu_seconds();
+			}
+			rc = sk_send(&c, &c.socks[0], o->size, 'E');
+			if (!rc)
+				rc = sk_wait(w, &c, &c.socks[0], i + 1, true, i >= o->warmup);
+		}
+		bytes = 2 * o->size * o->iters;
+		break;
+	case SK_MUX:
+		for (i = 0; i < total && !rc; i++) {
+			if (i == o->warmup) {
+				t0 = perf_now_ns();
+				cpu0 = perf_cpu_seconds();
+			}
+			for (j = 0; j < nsock && !rc; j++)
+				rc = sk_send(&c, &c.socks[j], o->size, 'E');
+			for (j = 0; j < nsock && !rc; j++)
+				rc = sk_wait(w, &c, &c.socks[j], i + 1, true, i >= o->warmup);
+		}
+		bytes = 2 * o->size * o->iters * nsock;
+		break;
+	case SK_BW: {
+		uint64_t per = (total + nsock - 1) / nsock, sent = 0;
+
+		cpu0 = perf_cpu_seconds();
+		for (i = 0; i < per && !rc; i++) {
+			for (j = 0; j < nsock && !rc; j++) {
+				struct sk_sock *k = &c.socks[j];
+
+				if (i >= o->window)
+					rc = sk_wait(w, &c, k, i - o->window + 1, false, true);
+				if (!rc)
+					rc = sk_send(&c, k, o->size, 'A');
+				sent++;
+			}
+		}
+		for (j = 0; j < nsock && !rc; j++)
+			rc = sk_wait(w, &c, &c.socks[j], per, false, true);
+		bytes = o->size * per * nsock;
+		(void)sent;
+		break;
+	}
+	case SK_HOL: {
+		struct sk_sock *big = &c.socks[0], *ping = &c.socks[1];
+		uint64_t nbig = 0;
+
+		/* Keep two large messages in flight on the first socket while the
+		 * second ping-pongs. */
+		cpu0 = perf_cpu_seconds();
+		for (i = 0; i < total && !rc; i++) {
+			while (big->tail - big->head < 2 && !rc) {
+				rc = sk_send(&c, big, o->big, 'A');
+				nbig++;
+			}
+			if (!rc)
+				rc = sk_send(&c, ping, o->size, 'E');
+			if (!rc)
+				rc = sk_wait(w, &c, ping, i + 1, true, i >= o->warmup);
+			/* The big socket's acks are consumed by sk_cli_recv. */
+		}
+		if (!rc)
+			rc = sk_wait(w, &c, big, nbig, false, false);
+		bytes = o->big * nbig + 2 * o->size * total;
+		break;
+	}
+	}
+	secs = (double)(perf_now_ns() - t0) / 1e9;
+	if (rc) {
+		fprintf(stderr, "be-perf %s: %s\n", o->cmd,
+			rc == -ETIMEDOUT ? "no progress: timed out" : be_strerror(rc));
+		return 1;
+	}
+	for (j = 0; j < nsock; j++)
+		be_sock_close(c.socks[j].s);
+	/* Let the closes reach the server: our sockets leave the Engine
+	 * when the server's answers arrive. */
+	{
+		uint64_t t1 = perf_now_ns();
+		char json[4096];
+
+		while (perf_now_ns() - t1 < (uint64_t)o->timeout_s * 1000000000ull) {
+			be_worker_progress(w);
+			if (be_worker_stats_json(w, json, sizeof(json)) > 0 &&
+			    strstr(json, "\"sockets\":0,"))
+				break;
+		}
+	}
+	{
+		double cpu = perf_cpu_seconds() - cpu0;
+
+		if (peer) {
+			int prc = perf_peer_wait(peer, o->timeout_s * 1000);
+
+			if (prc != 0)
+				fprintf(stderr, "be-perf %s: server exited with %d\n", o->cmd, prc);
+			cpu += (double)peer->ru.ru_utime.tv_sec + peer->ru.ru_utime.tv_usec / 1e6 +
+			       (double)peer->ru.ru_stime.tv_sec + peer->ru.ru_stime.tv_usec / 1e6;
+		}
+		sk_report(o, &c, secs, bytes, cpu);
+	}
+	be_worker_destroy(w);
+	be_ctx_destroy(ctx);
+	free(c.socks);
+	free(c.samples);
+	return 0;
+}
+
+static void sk_usage(const char *cmd)
+{
+	printf("usage: be-perf %s [options]\n"
+	       "  --transport T   tcp (default), shm, verbs\n"
+	       "  --addr A        client: connect to A (scheme://...); server: listen on A\n"
+	       "  --server        run only the server (needs --addr)\n"
+	       "  --size N        message size (K/M/G suffixes)\n"
+	       "  --big N         hol: size of the large messages (default 16M)\n"
+	       "  --iters N       measured iterations; --warmup N before them\n"
+	       "  --sockets N     bw/mux: sockets on the one Engine\n"
+	       "  --window N      bw: messages in flight per socket (default 16)\n"
+	       "  --no-sched      FIFO per Engine instead of round-robin fragments\n"
+	       "  --timeout S     give up after S seconds without progress (default 30)\n"
+	       "  --json          one JSON object per line\n",
+	       cmd);
+}
+
+static int sk_main(int argc, char **argv, enum sk_mode mode)
+{
+	struct sk_opts o = {
+		.mode = mode, .cmd = argv[0], .transport = "tcp", .sched = 1, .timeout_s = 30,
+		.size = mode == SK_BW ? 1u << 20 : 64, .big = 16u << 20,
+		.iters = mode == SK_BW ? 2000 : mode == SK_MUX ? 100 : 10000, .warmup = 100,
+		.sockets = mode == SK_MUX ? 1000 : 1, .window = 16,
+	};
+	struct perf_peer peer;
+	char addr[160];
+	int i, rc;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			sk_usage(o.cmd);
+			return 0;
+		} else if (!strcmp(a, "--json")) {
+			o.json = 1;
+		} else if (!strcmp(a, "--server")) {
+			o.server = 1;
+		} else if (!strcmp(a, "--no-sched")) {
+			o.sched = 0;
+		} else if (!v) {
+			fprintf(stderr, "be-perf %s: bad option '%s'\n", o.cmd, a);
+			return 2;
+		} else {
+			i++;
+			if (!strcmp(a, "--transport"))
+				o.transport = v;
+			else if (!strcmp(a, "--addr"))
+				o.addr = v;
+			else if (!strcmp(a, "--size"))
+				o.size = perf_parse_size(v);
+			else if (!strcmp(a, "--big"))
+				o.big = perf_parse_size(v);
+			else if (!strcmp(a, "--iters"))
+				o.iters = perf_parse_size(v);
+			else if (!strcmp(a, "--warmup"))
+				o.warmup = perf_parse_size(v);
+			else if (!strcmp(a, "--sockets"))
+				o.sockets = (uint32_t)perf_parse_size(v);
+			else if (!strcmp(a, "--window"))
+				o.window = (uint32_t)perf_parse_size(v);
+			else if (!strcmp(a, "--timeout"))
+				o.timeout_s = atoi(v);
+			else {
+				fprintf(stderr, "be-perf %s: unknown option '%s'\n", o.cmd, a);
+				return 2;
+			}
+		}
+	}
+	if (!o.iters || !o.sockets || !o.window || o.window >= SK_MAXQ || o.timeout_s <= 0 ||
+	    (mode == SK_HOL && o.big <= 4096) || (o.server && !o.addr)) {
+		fprintf(stderr, "be-perf %s: bad arguments (see --help)\n", o.cmd);
+		return 2;
+	}
+	if (mode == SK_HOL)
+		o.sockets = 2;
+	if (o.server)
+		return sk_server_run(&o, -1);
+	if (o.addr)
+		return sk_client(&o, o.addr, NULL);
+	rc = perf_peer_spawn(&peer, -1, sk_server_fn, &o);
+	if (!rc)
+		rc = perf_peer_addr(&peer, addr, sizeof(addr), o.timeout_s * 1000);
+	if (rc) {
+		fprintf(stderr, "be-perf %s: server did not start: %s\n", o.cmd, strerror(-rc));
+		perf_peer_kill(&peer);
+		return 1;
+	}
+	rc = sk_client(&o, addr, &peer);
+	if (rc)
+		perf_peer_kill(&peer);
+	return rc;
+}
+
+static int sk_lat(int argc, char **argv)
+{
+	return sk_main(argc, argv, SK_LAT);
+}
+
+static int sk_bw(int argc, char **argv)
+{
+	return sk_main(argc, argv, SK_BW);
+}
+
+static int sk_hol(int argc, char **argv)
+{
+	return sk_main(argc, argv, SK_HOL);
+}
+
+static int sk_mux(int argc, char **argv)
+{
+	return sk_main(argc, argv, SK_MUX);
+}
+
+PERF_COMMAND(sock_lat, "lat", "Socket ping-pong latency (one-way = RTT/2)", sk_lat)
+PERF_COMMAND(sock_bw, "bw", "Socket streaming throughput, --sockets on one Engine", sk_bw)
+PERF_COMMAND(sock_hol, "hol", "small ping-pong beside a large stream (--no-sched: FIFO)", sk_hol)
+PERF_COMMAND(sock_mux, "mux", "many sockets on one Engine, a message on each per round", sk_mux)
