@@ -22,8 +22,11 @@
  *               (a worker polls both its cq and its evch).
  *
  * There are no threads here: nothing happens unless the owner calls
- * cq_poll or evch_get. Nothing calls back into the user, so objects can
- * be destroyed at any time between calls.
+ * cq_poll or evch_get. A worker must therefore keep polling its cq while
+ * it has peers, or arm it before it sleeps: that is also what sends the
+ * acks it owes (deferred by one poll, see tcp_data.c), so a peer's
+ * completions wait for this worker's next poll or arm. Nothing calls back
+ * into the user, so objects can be destroyed at any time between calls.
  *
  * Lifetimes: conns and listeners belong to the user, except conns that
  * were never handed out (a handshake still in progress on a listener,
