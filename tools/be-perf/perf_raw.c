@@ -118,6 +118,8 @@ struct raw_ctx {
 	/* Receive side: RECV_IMMs taken off the CQ, and the last immediate. */
 	uint64_t rx, rx_bytes;
 	uint32_t last_imm;
+	uint32_t *repost;   /* receives taken, to post again (raw_repost()) */
+	uint32_t nrepost;
 
 	/* raw-bw: post times of the outstanding writes, write latencies. */
 	uint64_t *post_ns;
@@ -380,6 +382,9 @@ static int raw_queues(struct raw_ctx *c, uint64_t size, uint32_t nrecv, uint32_t
 	c->post_ns = calloc(window, sizeof(*c->post_ns));
 	if (!c->post_ns)
 		return -ENOMEM;
+	c->repost = calloc(c->nrecv, sizeof(*c->repost));
+	if (!c->repost)
+		return -ENOMEM;
 	for (i = 0; i < c->nrecv; i++)
 		if ((rc = raw_post_recv(c, i)))
 			return rc;
@@ -418,6 +423,7 @@ static void raw_close(struct raw_ctx *c)
 	be_free(c->sbuf);
 	be_free(c->recvbuf);
 	free(c->post_ns);
+	free(c->repost);
 	free(c->wr_lat);
 	if (c->alloc_dev >= 0)
 		be_alloc_detach_device(c->alloc_dev);
@@ -510,13 +516,30 @@ static int raw_check_events(struct raw_ctx *c)
 
 /*
  * raw_poll() - one CQ poll: retire send completions, take RECV_IMMs off
- * (reposting their receives). Returns the completions seen or -errno.
+ * (their receives go on the repost list). Returns the completions seen or
+ * -errno.
  */
+/*
+ * Receives taken by RECV_IMMs are posted again only after the answer went
+ * out (raw_write) or while waiting (raw_progress): reposting is not on the
+ * critical path of a round trip, as an application would arrange it too.
+ * At most a few are pending; the SRQ keeps the rest posted.
+ */
+static int raw_repost(struct raw_ctx *c)
+{
+	int rc;
+
+	while (c->nrepost)
+		if ((rc = raw_post_recv(c, c->repost[--c->nrepost])))
+			return rc;
+	return 0;
+}
+
 static int raw_poll(struct raw_ctx *c)
 {
 	struct be_xwc wc[RAW_POLL_BATCH];
 	int n = c->ops->cq_poll(c->cq, wc, RAW_POLL_BATCH);
-	int i, rc;
+	int i;
 
 	if (n < 0) {
 		fprintf(stderr, "be-perf %s: cq_poll: %s\n", c->o->cmd, strerror(-n));
@@ -547,8 +570,7 @@ static int raw_poll(struct raw_ctx *c)
 			c->rx++;
 			c->rx_bytes += w->byte_len;
 			c->last_imm = w->imm;
-			if ((rc = raw_post_recv(c, (uint32_t)w->wr_id)))
-				return rc;
+			c->repost[c->nrepost++] = (uint32_t)w->wr_id;
 			break;
 		case BE_XWC_RECV:
 			fprintf(stderr, "be-perf %s: unexpected SEND from the peer\n", c->o->cmd);
@@ -568,7 +590,11 @@ static int raw_progress(struct raw_ctx *c, int (*done)(struct raw_ctx *c, void *
 	unsigned int empty = 0;
 
 	while (!done(c, arg)) {
-		int n = raw_poll(c);
+		int n = raw_repost(c);
+
+		if (n)
+			return n;
+		n = raw_poll(c);
 
 		if (n < 0)
 			return n;
@@ -644,7 +670,7 @@ static int raw_write(struct raw_ctx *c, uint32_t len, int with_imm, uint32_t imm
 		return rc;
 	}
 	c->posted++;
-	return 0;
+	return raw_repost(c);
 }
 
 /* ---- the tests ------------------------------------------------------ */
