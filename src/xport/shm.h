@@ -1,0 +1,352 @@
+/*
+ * shm.h - internals of the shm transport (processes on one host).
+ *
+ * Model. The shm transport gives RC-QP semantics between processes of one
+ * host without a kernel round trip on the data path:
+ *
+ *   shm_dev.c   the device: a table of registered regions (memfd-backed
+ *               bemalloc blocks) and the list of live connections, to
+ *               which every new (de)registration is pushed at once.
+ *   shm_cm.c    connection management over abstract Unix SEQPACKET
+ *               sockets: listen/connect/accept/reject/disconnect, the
+ *               event channel, region fds passed with SCM_RIGHTS, peer
+ *               death (socket hang-up).
+ *   shm_data.c  the data path: cq, srq, post_send and cq_poll on the
+ *               shared rings of shm_ring.h; WRITEs are one memcpy into the
+ *               peer's region, mapped in this process.
+ *
+ * Keys: lkey == rkey == (generation << 16 | slot) in the owning device's
+ * region table; a peer keeps a per-connection table of the mappings of the
+ * owner's regions, indexed the same way.
+ *
+ * Threads: registration (reg/dereg) may come from any thread and takes
+ * dev->lock; everything else belongs to the thread that owns the evch/cq
+ * (see xport.h). The only cross-thread data is the region table (seqlock-
+ * style reads without the lock) and conn->push_failed.
+ */
+#ifndef BE_XPORT_SHM_H
+#define BE_XPORT_SHM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "xport/xport.h"
+#include "xport/shm_ring.h"
+
+#define SHM_MAX_REGIONS 16384u      /* slot bits below */
+#define SHM_KEY_SLOT_BITS 16
+#define SHM_KEY_SLOT(k) ((k) & 0xffffu)
+#define SHM_REG_BATCH 64            /* regions per socket message */
+#define SHM_DEFAULT_RING (1u << 20)
+#define SHM_MIN_RING (64u << 10)
+#define SHM_MAX_RING (64u << 20)
+#define SHM_MAX_INLINE 4096u
+#define SHM_MAX_SGE 16u
+#define SHM_MAX_QP_WR 4096u
+#define SHM_MAX_SRQ_WR 65536u
+#define SHM_MAX_MSG (1ull << 31)
+#define SHM_MTU (1u << 20)
+#define SHM_SPEED_MBPS 100000u
+#define SHM_CONNECT_TIMEOUT_MS 10000
+#define SHM_HUP_CHECK_POLLS 4096u   /* cq_poll calls between hang-up checks */
+#define SHM_NAME_MAX 96
+
+struct shm_conn;
+
+/* A registered region of this process. key == 0: slot free. */
+struct shm_region {
+	uint32_t key;
+	uint32_t gen;
+	uint64_t addr;
+	uint64_t len;
+	uint64_t off;
+	int fd;          /* bemalloc's; valid until dereg returns */
+};
+
+struct shm_dev {
+	struct be_xdev base;
+	pthread_mutex_t lock;          /* regions (writers), push list */
+	struct shm_region *regions;    /* SHM_MAX_REGIONS slots */
+	uint32_t nregions_hi;          /* slots below this may be used */
+	uint32_t ring_size;            /* rings of conns this side creates */
+	struct shm_conn *push_head;    /* conns told about (de)registrations */
+};
+
+/* What epoll's data.ptr points at. */
+enum shm_ph_kind { SHM_PH_EVFD = 1, SHM_PH_TIMER, SHM_PH_LISTENER, SHM_PH_CONN };
+struct shm_ph {
+	int kind;
+};
+
+struct shm_evq {
+	struct shm_evq *next;
+	struct be_xevent ev;
+};
+
+struct shm_evch {
+	struct be_xevch base;
+	int epfd;
+	int efd;                  /* readable while q is not empty */
+	int tfd;                  /* connect deadlines */
+	struct shm_ph efd_ph, tfd_ph;
+	struct shm_evq *q_head, *q_tail;
+	struct shm_conn *conns;   /* every conn of this evch (ev_next) */
+	uint64_t timer_at;        /* armed deadline, 0 = none */
+};
+
+struct shm_wc_node {
+	struct be_xwc wc;
+};
+
+struct shm_cq {
+	struct be_xcq base;
+	int epfd;                 /* cq_fd: efd + hang-ups of attached conns */
+	int efd;
+	struct shm_ph efd_ph;
+	bool armed;               /* local completions must write efd */
+	bool hup_check;           /* check for hang-ups at the next poll */
+	uint32_t polls;
+	struct shm_conn *send_head; /* conns whose send_cq is this (s_next) */
+	struct shm_conn *recv_head; /* conns whose recv_cq is this (r_next) */
+	/* Local completions (srq flushes): a growable ring. */
+	struct be_xwc *lq;
+	uint32_t lq_cap, lq_head, lq_tail;
+};
+
+struct shm_srq {
+	struct be_xsrq base;
+	struct be_xrecv_wr *wr;   /* wr_id + sge of each posted receive */
+	uint32_t cap;             /* power of two >= depth */
+	uint32_t depth;
+	uint32_t head, tail;      /* monotonic */
+	uint32_t limit;           /* armed low-water mark, 0 = off */
+};
+
+struct shm_listener {
+	struct be_xlistener base;
+	struct shm_ph ph;
+	int fd;
+	char name[SHM_NAME_MAX + 1];
+};
+
+/* A mapping of one of the peer's regions. */
+struct shm_rregion {
+	uint32_t key;        /* 0: none */
+	uint64_t addr;       /* the peer's virtual address of the region */
+	uint64_t len;
+	uint8_t *base;       /* our address of the peer's addr */
+	void *map;
+	size_t map_len;
+};
+
+/* Send queue entry. */
+enum shm_swqe_state { SHM_WQE_DEFER = 1, SHM_WQE_WAIT, SHM_WQE_DONE };
+
+struct shm_defer {
+	enum be_xwr_opcode opcode;
+	unsigned int flags;
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t imm;
+	int num_sge;
+	struct be_xsge sge[SHM_MAX_SGE];
+	uint8_t inl[];       /* BE_XWR_F_INLINE data copied at post time */
+};
+
+struct shm_swqe {
+	uint64_t wr_id;
+	uint64_t end;        /* WAIT: ring position just past its record */
+	uint64_t pos;        /* WAIT: ring position of its record */
+	uint32_t byte_len;
+	uint8_t state;
+	uint8_t status;      /* DONE */
+	uint8_t opcode;      /* enum be_xwc_opcode */
+	uint8_t signaled;
+	struct shm_defer *def;
+};
+
+enum shm_conn_state {
+	SHM_CS_CONNECTING = 1, /* connector: REQ sent, waiting for ACC/REJ */
+	SHM_CS_WAIT_REQ,       /* acceptor: socket accepted, no REQ yet */
+	SHM_CS_REQ_RCVD,       /* acceptor: CONNECT_REQUEST delivered */
+	SHM_CS_ACCEPTED,       /* acceptor: ACC sent, waiting for RTU */
+	SHM_CS_CONNECTED,
+	SHM_CS_ERROR,          /* flushing; DISCONNECTED queued */
+	SHM_CS_CLOSED,         /* handshake failed or peer gone before use */
+};
+
+struct shm_conn {
+	struct be_xconn base;
+	struct shm_ph ph;
+	int state;
+	int fd;                    /* the Unix socket, -1 once closed */
+	bool connector;
+	bool sock_dead;            /* EOF seen / removed from epolls */
+	bool disc_queued;
+	bool on_cq;                /* in the cq lists */
+	bool cq_watched;           /* socket in the cqs' epolls */
+	struct shm_listener *listener;
+	struct shm_dev *dev;
+	pid_t peer_pid;
+	char peer_name[SHM_NAME_MAX + 1];
+
+	struct shm_conn *ev_next, *ev_prev;      /* evch->conns */
+	struct shm_conn *push_next, *push_prev;  /* dev->push_head */
+	bool on_push;                            /* under dev->lock */
+	int push_failed;                         /* atomic: reg push failed */
+	struct shm_conn *s_next, *s_prev;        /* scq->send_head */
+	struct shm_conn *r_next, *r_prev;        /* rcq->recv_head */
+
+	struct shm_cq *scq, *rcq;
+	struct shm_srq *srq;
+
+	/* Segment and rings. */
+	void *seg;
+	size_t seg_len;
+	uint32_t ring_size;
+	struct shm_ring_ctl *tx_ctl, *rx_ctl;
+	uint8_t *tx_data, *rx_data;
+	uint64_t tx_tail;          /* producer position */
+	uint64_t tx_head;          /* last consumer head read */
+	uint64_t rx_head;          /* consumer position */
+	uint32_t regs_seen;        /* region messages handled (regs_pushed) */
+	int peer_rx_efd;           /* wake the peer's recv cq */
+	int peer_tx_efd;           /* wake the peer's send cq */
+
+	/* Send queue, monotonic indexes: head <= tx <= tail. */
+	struct shm_swqe *sq;
+	uint32_t sq_mask;
+	uint32_t max_send_wr;
+	uint32_t sq_head, sq_tx, sq_tail;
+	uint32_t max_inline;
+	uint8_t err_first;         /* status of the first WR flushed by an error */
+
+	/* Mappings of the peer's regions. */
+	struct shm_rregion *rtab;
+	uint32_t rtab_hi;
+
+	uint64_t deadline_ns;      /* CONNECTING */
+	uint8_t priv[BE_XPORT_PRIV_MAX];
+	uint8_t priv_len;
+};
+
+/* Socket messages (SEQPACKET: one message per sendmsg, boundaries kept). */
+#define SHM_MSG_MAGIC 0x42455348u /* "BESH" */
+enum shm_msg_type {
+	SHM_MSG_REQ = 1,   /* fds: segment, rx efd, tx efd */
+	SHM_MSG_ACC,       /* fds: rx efd, tx efd */
+	SHM_MSG_REJ,
+	SHM_MSG_RTU,
+	SHM_MSG_BYE,
+	SHM_MSG_REG_ADD,   /* fds: one per region */
+	SHM_MSG_REG_DEL,
+};
+
+struct shm_msg_reg {
+	uint32_t key;
+	uint32_t pad;
+	uint64_t addr;
+	uint64_t len;
+	uint64_t off;
+};
+
+struct shm_msg {
+	uint32_t magic;
+	uint16_t type;
+	uint16_t count;
+	union {
+		struct {
+			uint32_t ring_size;
+			uint32_t priv_len;
+			uint8_t priv[BE_XPORT_PRIV_MAX];
+			char name[SHM_NAME_MAX + 1];
+		} cm;
+		struct shm_msg_reg reg[SHM_REG_BATCH];
+		uint32_t key[SHM_REG_BATCH];
+	} u;
+};
+
+static inline struct shm_dev *to_sdev(struct be_xdev *d)
+{
+	return (struct shm_dev *)(void *)((char *)d - offsetof(struct shm_dev, base));
+}
+static inline struct shm_evch *to_sevch(struct be_xevch *c)
+{
+	return (struct shm_evch *)(void *)((char *)c - offsetof(struct shm_evch, base));
+}
+static inline struct shm_cq *to_scq(struct be_xcq *c)
+{
+	return (struct shm_cq *)(void *)((char *)c - offsetof(struct shm_cq, base));
+}
+static inline struct shm_srq *to_ssrq(struct be_xsrq *s)
+{
+	return (struct shm_srq *)(void *)((char *)s - offsetof(struct shm_srq, base));
+}
+static inline struct shm_conn *to_sconn(struct be_xconn *c)
+{
+	return (struct shm_conn *)(void *)((char *)c - offsetof(struct shm_conn, base));
+}
+static inline struct shm_listener *to_slistener(struct be_xlistener *l)
+{
+	return (struct shm_listener *)(void *)((char *)l - offsetof(struct shm_listener, base));
+}
+
+/* shm_dev.c */
+int be__shm_dev_open(const char *name, struct be_xdev **out);
+void be__shm_dev_close(struct be_xdev *dev);
+int be__shm_dev_query(struct be_xdev *dev, struct be_xdev_attr *out);
+void be__shm_dev_reg_hook(struct be_xdev *dev, struct be_alloc_reg_hook *out);
+int be__shm_local_check(struct shm_dev *dev, uint32_t lkey, uint64_t addr, uint64_t len);
+int be__shm_push_attach(struct shm_conn *c);
+void be__shm_push_detach(struct shm_conn *c);
+int be__shm_sendmsg(int fd, const struct shm_msg *m, size_t len, const int *fds, int nfds,
+		    int wait_ms);
+size_t be__shm_msg_len(uint16_t type, uint16_t count);
+
+/* shm_cm.c */
+int be__shm_evch_create(struct be_xdev *dev, struct be_xevch **out);
+void be__shm_evch_destroy(struct be_xevch *ch);
+int be__shm_evch_fd(struct be_xevch *ch);
+int be__shm_evch_get(struct be_xevch *ch, struct be_xevent *ev);
+int be__shm_listen(struct be_xevch *ch, const char *addr, int backlog, struct be_xlistener **out);
+int be__shm_listener_addr(struct be_xlistener *l, char *buf, size_t len);
+void be__shm_listener_close(struct be_xlistener *l);
+int be__shm_connect(struct be_xevch *ch, const char *addr, const struct be_xconn_attr *attr,
+		    const void *priv, size_t priv_len, struct be_xconn **out);
+int be__shm_accept(struct be_xconn *conn, const struct be_xconn_attr *attr, const void *priv,
+		   size_t priv_len);
+int be__shm_reject(struct be_xconn *conn, const void *priv, size_t priv_len);
+int be__shm_disconnect(struct be_xconn *conn);
+void be__shm_conn_destroy(struct be_xconn *conn);
+int be__shm_conn_peer_addr(struct be_xconn *conn, char *buf, size_t len);
+/* Reads and handles every pending socket message of @c (region pushes,
+ * BYE, hang-up). Used by evch_get, by cq_poll's hang-up check and by
+ * post_send on an unknown rkey. */
+void be__shm_conn_read_sock(struct shm_conn *c);
+void be__shm_conn_error(struct shm_conn *c, enum be_xwc_status first, int ev_status);
+void be__shm_evch_queue(struct shm_evch *ch, const struct be_xevent *ev);
+
+/* shm_data.c */
+int be__shm_cq_create(struct be_xdev *dev, uint32_t depth, struct be_xcq **out);
+void be__shm_cq_destroy(struct be_xcq *cq);
+int be__shm_cq_poll(struct be_xcq *cq, struct be_xwc *wc, int n);
+int be__shm_cq_fd(struct be_xcq *cq);
+int be__shm_cq_arm(struct be_xcq *cq);
+int be__shm_cq_ack(struct be_xcq *cq);
+int be__shm_srq_create(struct be_xcq *cq, uint32_t depth, struct be_xsrq **out);
+void be__shm_srq_destroy(struct be_xsrq *srq);
+int be__shm_srq_post_recv(struct be_xsrq *srq, struct be_xrecv_wr *wr, struct be_xrecv_wr **bad);
+int be__shm_srq_arm_limit(struct be_xsrq *srq, uint32_t limit);
+int be__shm_post_send(struct be_xconn *conn, struct be_xsend_wr *wr, struct be_xsend_wr **bad);
+/* Attach @c to its cqs (lists + hang-up watch) / detach. */
+int be__shm_conn_attach_cqs(struct shm_conn *c);
+void be__shm_conn_detach_cqs(struct shm_conn *c);
+void be__shm_conn_unwatch(struct shm_conn *c);
+/* Local completions became available on @cq: wake it if armed. */
+void be__shm_cq_kick(struct shm_cq *cq);
+/* Sets up the send queue of @c for @max_send_wr. */
+int be__shm_sq_init(struct shm_conn *c, uint32_t max_send_wr);
+void be__shm_sq_free(struct shm_conn *c);
+
+#endif /* BE_XPORT_SHM_H */

@@ -1,0 +1,1095 @@
+/*
+ * shm_cm.c - shm connection management: names, handshake, regions, death.
+ *
+ * Model. A listener is an abstract-namespace Unix SEQPACKET socket
+ * "\0be-shm-<name>": nothing exists in the filesystem, so a process killed
+ * with -9 leaves nothing behind. Every connection is one such socket plus
+ * the shared segment (shm_ring.h). The handshake:
+ *
+ *   connector                               acceptor
+ *   REQ(ring size, priv) + fds{segment memfd,
+ *       recv cq eventfd, send cq eventfd}  ─►  map segment; CONNECT_REQUEST
+ *   REG_ADD* (snapshot of its regions)     ─►  map regions
+ *                                          ◄─  REG_ADD* (its snapshot)
+ *                                          ◄─  ACC(priv) + fds{its eventfds}
+ *   ESTABLISHED(priv)                      ─►  RTU       → ESTABLISHED
+ *   (or REJ(priv) → REJECTED)
+ *
+ * After that the socket carries only region pushes (REG_ADD/REG_DEL, see
+ * shm_dev.c) and BYE. A BYE, a hang-up (the peer died: the kernel closes
+ * its end) or a protocol violation puts the conn in error: outstanding WRs
+ * flush, a BYE and shutdown(SHUT_WR) tell the peer, and DISCONNECTED is
+ * queued once. The socket is watched by the evch's epoll (all messages)
+ * and by the epolls of the conn's cqs (hang-up only, so a worker asleep on
+ * its cq fd wakes when its peer dies); cq_poll also checks those epolls
+ * every SHM_HUP_CHECK_POLLS polls.
+ *
+ * Events queue on the evch (a list; its eventfd is readable while the list
+ * is not empty). Connect deadlines use one timerfd per evch.
+ *
+ * Threads: all of this runs on the evch's owner thread, except the region
+ * pushes (any thread, under dev->lock, see shm_dev.c).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "util/common.h"
+#include "util/log.h"
+#include "xport/shm.h"
+
+#define SHM_SOCK_PREFIX "be-shm-"
+#define SHM_EVCH_SPIN 64   /* epoll events handled per evch_get call at most */
+
+static uint32_t cm_auto_name_seq;
+
+/* ---- event queue ---------------------------------------------------- */
+
+void be__shm_evch_queue(struct shm_evch *ch, const struct be_xevent *ev)
+{
+	struct shm_evq *q = malloc(sizeof(*q));
+	uint64_t one = 1;
+
+	if (!q) {
+		be_log_err("shm: out of memory queueing event %d", ev->type);
+		return;
+	}
+	q->ev = *ev;
+	q->next = NULL;
+	if (ch->q_tail)
+		ch->q_tail->next = q;
+	else
+		ch->q_head = q;
+	ch->q_tail = q;
+	if (write(ch->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		be_log_warn("shm: evch eventfd write: %s", strerror(errno));
+}
+
+static void cm_queue(struct shm_conn *c, enum be_xev_type type, int status,
+		     const uint8_t *priv, uint8_t priv_len)
+{
+	struct be_xevent ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.type = type;
+	ev.status = status;
+	ev.conn = &c->base;
+	if (type == BE_XEV_CONNECT_REQUEST && c->listener)
+		ev.listener = &c->listener->base;
+	if (priv && priv_len) {
+		memcpy(ev.priv, priv, priv_len);
+		ev.priv_len = priv_len;
+	}
+	be__shm_evch_queue(to_sevch(c->base.evch), &ev);
+}
+
+static void cm_purge_events(struct shm_evch *ch, struct shm_conn *c, struct shm_listener *l)
+{
+	struct shm_evq **pp = &ch->q_head, *q;
+
+	ch->q_tail = NULL;
+	while ((q = *pp)) {
+		if ((c && q->ev.conn == &c->base) || (l && q->ev.listener == &l->base)) {
+			*pp = q->next;
+			free(q);
+			continue;
+		}
+		ch->q_tail = q;
+		pp = &q->next;
+	}
+}
+
+/* ---- evch ----------------------------------------------------------- */
+
+static int cm_epoll_add(int epfd, int fd, uint32_t events, void *ptr)
+{
+	struct epoll_event e = { .events = events, .data.ptr = ptr };
+
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e) < 0)
+		return -errno;
+	return 0;
+}
+
+int be__shm_evch_create(struct be_xdev *dev, struct be_xevch **out)
+{
+	struct shm_evch *ch;
+	int ret;
+
+	if (!dev || !out)
+		return -EINVAL;
+	ch = calloc(1, sizeof(*ch));
+	if (!ch)
+		return -ENOMEM;
+	ch->base.dev = dev;
+	ch->efd_ph.kind = SHM_PH_EVFD;
+	ch->tfd_ph.kind = SHM_PH_TIMER;
+	ch->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ch->epfd < 0) {
+		ret = -errno;
+		goto err_free;
+	}
+	ch->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ch->efd < 0) {
+		ret = -errno;
+		goto err_ep;
+	}
+	ch->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (ch->tfd < 0) {
+		ret = -errno;
+		goto err_efd;
+	}
+	ret = cm_epoll_add(ch->epfd, ch->efd, EPOLLIN, &ch->efd_ph);
+	if (ret)
+		goto err_tfd;
+	ret = cm_epoll_add(ch->epfd, ch->tfd, EPOLLIN, &ch->tfd_ph);
+	if (ret)
+		goto err_tfd;
+	*out = &ch->base;
+	return 0;
+
+err_tfd:
+	close(ch->tfd);
+err_efd:
+	close(ch->efd);
+err_ep:
+	close(ch->epfd);
+err_free:
+	free(ch);
+	return ret;
+}
+
+void be__shm_evch_destroy(struct be_xevch *xch)
+{
+	struct shm_evch *ch;
+	struct shm_conn *c, *next;
+	struct shm_evq *q;
+
+	if (!xch)
+		return;
+	ch = to_sevch(xch);
+	/* Conns the application never saw (no REQ yet) are ours to free. */
+	for (c = ch->conns; c; c = next) {
+		next = c->ev_next;
+		if (c->state == SHM_CS_WAIT_REQ)
+			be__shm_conn_destroy(&c->base);
+		else
+			be_log_warn("shm: evch destroyed with a live conn");
+	}
+	while ((q = ch->q_head)) {
+		ch->q_head = q->next;
+		free(q);
+	}
+	close(ch->tfd);
+	close(ch->efd);
+	close(ch->epfd);
+	free(ch);
+}
+
+int be__shm_evch_fd(struct be_xevch *ch)
+{
+	return ch ? to_sevch(ch)->epfd : -EINVAL;
+}
+
+static void cm_timer_arm(struct shm_evch *ch)
+{
+	struct itimerspec its;
+	struct shm_conn *c;
+	uint64_t at = 0;
+
+	for (c = ch->conns; c; c = c->ev_next)
+		if (c->state == SHM_CS_CONNECTING && (!at || c->deadline_ns < at))
+			at = c->deadline_ns;
+	memset(&its, 0, sizeof(its));
+	if (at) {
+		its.it_value.tv_sec = (time_t)(at / 1000000000ull);
+		its.it_value.tv_nsec = (long)(at % 1000000000ull);
+	}
+	ch->timer_at = at;
+	if (timerfd_settime(ch->tfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
+		be_log_warn("shm: timerfd_settime: %s", strerror(errno));
+}
+
+/* Stop watching @c's socket (EOF seen or handshake over and failed). */
+static void cm_unwatch(struct shm_conn *c)
+{
+	struct shm_evch *ch = to_sevch(c->base.evch);
+
+	if (c->sock_dead || c->fd < 0)
+		return;
+	c->sock_dead = true;
+	epoll_ctl(ch->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	be__shm_conn_unwatch(c);
+}
+
+static void cm_handshake_failed(struct shm_conn *c, enum be_xev_type type, int status,
+				const uint8_t *priv, uint8_t priv_len)
+{
+	be__shm_push_detach(c);
+	c->state = SHM_CS_CLOSED;
+	cm_unwatch(c);
+	cm_queue(c, type, status, priv, priv_len);
+	cm_timer_arm(to_sevch(c->base.evch));
+}
+
+static void cm_timer_fired(struct shm_evch *ch)
+{
+	uint64_t now = be__now_ns(), v;
+	struct shm_conn *c;
+
+	if (read(ch->tfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		be_log_warn("shm: timerfd read: %s", strerror(errno));
+	for (c = ch->conns; c; c = c->ev_next)
+		if (c->state == SHM_CS_CONNECTING && c->deadline_ns <= now)
+			cm_handshake_failed(c, BE_XEV_UNREACHABLE, -ETIMEDOUT, NULL, 0);
+	cm_timer_arm(ch);
+}
+
+/* ---- conn objects ----------------------------------------------------- */
+
+static struct shm_conn *cm_conn_new(struct shm_evch *ch)
+{
+	struct shm_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->base.dev = ch->base.dev;
+	c->base.evch = &ch->base;
+	c->dev = to_sdev(ch->base.dev);
+	c->ph.kind = SHM_PH_CONN;
+	c->fd = -1;
+	c->peer_rx_efd = -1;
+	c->peer_tx_efd = -1;
+	c->ev_next = ch->conns;
+	if (ch->conns)
+		ch->conns->ev_prev = c;
+	ch->conns = c;
+	return c;
+}
+
+static void cm_rtab_unmap(struct shm_conn *c, uint32_t slot)
+{
+	struct shm_rregion *r = &c->rtab[slot];
+
+	if (r->map)
+		munmap(r->map, r->map_len);
+	memset(r, 0, sizeof(*r));
+}
+
+void be__shm_conn_destroy(struct be_xconn *xc)
+{
+	struct shm_conn *c;
+	struct shm_evch *ch;
+	uint32_t i;
+
+	if (!xc)
+		return;
+	c = to_sconn(xc);
+	ch = to_sevch(c->base.evch);
+	if ((c->state == SHM_CS_CONNECTED || c->state == SHM_CS_ACCEPTED) && c->fd >= 0) {
+		struct shm_msg m;
+
+		memset(&m, 0, sizeof(m));
+		m.magic = SHM_MSG_MAGIC;
+		m.type = SHM_MSG_BYE;
+		be__shm_sendmsg(c->fd, &m, be__shm_msg_len(SHM_MSG_BYE, 0), NULL, 0, 0);
+	}
+	be__shm_push_detach(c);
+	be__shm_conn_detach_cqs(c);
+	if (c->fd >= 0) {
+		if (!c->sock_dead)
+			epoll_ctl(ch->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+		c->fd = -1;
+	}
+	if (c->ev_prev)
+		c->ev_prev->ev_next = c->ev_next;
+	else
+		ch->conns = c->ev_next;
+	if (c->ev_next)
+		c->ev_next->ev_prev = c->ev_prev;
+	cm_purge_events(ch, c, NULL);
+	if (c->state == SHM_CS_CONNECTING)
+		cm_timer_arm(ch);
+	if (c->rtab) {
+		for (i = 0; i < c->rtab_hi; i++)
+			cm_rtab_unmap(c, i);
+		free(c->rtab);
+	}
+	if (c->seg)
+		munmap(c->seg, c->seg_len);
+	if (c->peer_rx_efd >= 0)
+		close(c->peer_rx_efd);
+	if (c->peer_tx_efd >= 0)
+		close(c->peer_tx_efd);
+	be__shm_sq_free(c);
+	free(c);
+}
+
+/*
+ * be__shm_conn_error() - put @c in error: the first outstanding WR that has
+ * no status yet completes with @first, the others with WR_FLUSH_ERR; the
+ * peer is told (BYE, then shutdown); DISCONNECTED(@ev_status) is queued.
+ */
+void be__shm_conn_error(struct shm_conn *c, enum be_xwc_status first, int ev_status)
+{
+	if (c->state != SHM_CS_CONNECTED && c->state != SHM_CS_ACCEPTED)
+		return;
+	c->state = SHM_CS_ERROR;
+	c->err_first = (uint8_t)first;
+	be__shm_push_detach(c);
+	if (c->fd >= 0 && !c->sock_dead) {
+		struct shm_msg m;
+
+		memset(&m, 0, sizeof(m));
+		m.magic = SHM_MSG_MAGIC;
+		m.type = SHM_MSG_BYE;
+		be__shm_sendmsg(c->fd, &m, be__shm_msg_len(SHM_MSG_BYE, 0), NULL, 0, 0);
+		shutdown(c->fd, SHUT_WR);
+	}
+	if (!c->disc_queued) {
+		c->disc_queued = true;
+		cm_queue(c, BE_XEV_DISCONNECTED, ev_status, NULL, 0);
+	}
+	if (c->scq)
+		be__shm_cq_kick(c->scq);
+}
+
+/* ---- socket messages ------------------------------------------------- */
+
+static int cm_validate_attr(const struct be_xconn_attr *attr, struct be_xdev *dev)
+{
+	if (!attr || !attr->send_cq || !attr->recv_cq || !attr->srq)
+		return -EINVAL;
+	if (attr->send_cq->dev != dev || attr->recv_cq->dev != dev || attr->srq->dev != dev)
+		return -EINVAL;
+	if (attr->srq->cq != attr->recv_cq)
+		return -EINVAL;
+	if (attr->max_send_wr == 0 || attr->max_send_wr > SHM_MAX_QP_WR)
+		return -EINVAL;
+	return 0;
+}
+
+static void cm_close_fds(int *fds, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+static void cm_reg_add(struct shm_conn *c, const struct shm_msg_reg *e, int fd)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uint32_t slot = SHM_KEY_SLOT(e->key);
+	struct shm_rregion *r;
+	uint64_t moff, delta;
+	struct stat st;
+	void *p;
+
+	if (!e->key || slot >= SHM_MAX_REGIONS || !e->len || e->len > (1ull << 46) ||
+	    e->off > (1ull << 50) || e->addr + e->len < e->addr) {
+		be_log_warn("shm: peer announced a bad region (key 0x%x)", e->key);
+		return;
+	}
+	if (!c->rtab) {
+		c->rtab = calloc(SHM_MAX_REGIONS, sizeof(*c->rtab));
+		if (!c->rtab) {
+			be_log_err("shm: out of memory for the peer's region table");
+			return;
+		}
+	}
+	cm_rtab_unmap(c, slot);
+	moff = e->off & ~(uint64_t)(pg - 1);
+	delta = e->off - moff;
+	/* A mapping past the end of the memfd would SIGBUS on access. */
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < e->off + e->len) {
+		be_log_warn("shm: peer region 0x%x is larger than its memfd", e->key);
+		return;
+	}
+	p = mmap(NULL, e->len + delta, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)moff);
+	if (p == MAP_FAILED) {
+		be_log_err("shm: cannot map peer region 0x%x (%llu bytes): %s", e->key,
+			   (unsigned long long)e->len, strerror(errno));
+		return;
+	}
+	r = &c->rtab[slot];
+	r->map = p;
+	r->map_len = e->len + delta;
+	r->base = (uint8_t *)p + delta;
+	r->addr = e->addr;
+	r->len = e->len;
+	r->key = e->key;
+	if (slot >= c->rtab_hi)
+		c->rtab_hi = slot + 1;
+}
+
+static int cm_map_segment(struct shm_conn *c, int fd, uint32_t ring_size)
+{
+	size_t len;
+	struct stat st;
+	uint8_t *p;
+	int seals;
+
+	if (ring_size < SHM_MIN_RING || ring_size > SHM_MAX_RING || (ring_size & (ring_size - 1)))
+		return -EPROTO;
+	len = SHM_SEG_CTL_BYTES + 2 * (size_t)ring_size;
+	/* The segment must not shrink under us (SIGBUS). */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (fstat(fd, &st) < 0 || (size_t)st.st_size != len || seals < 0 ||
+	    !(seals & F_SEAL_SHRINK))
+		return -EPROTO;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	c->seg = p;
+	c->seg_len = len;
+	c->ring_size = ring_size;
+	if (c->connector) {
+		c->tx_ctl = (struct shm_ring_ctl *)(void *)p;
+		c->rx_ctl = (struct shm_ring_ctl *)(void *)(p + 1024);
+		c->tx_data = p + SHM_SEG_CTL_BYTES;
+		c->rx_data = p + SHM_SEG_CTL_BYTES + ring_size;
+	} else {
+		c->rx_ctl = (struct shm_ring_ctl *)(void *)p;
+		c->tx_ctl = (struct shm_ring_ctl *)(void *)(p + 1024);
+		c->rx_data = p + SHM_SEG_CTL_BYTES;
+		c->tx_data = p + SHM_SEG_CTL_BYTES + ring_size;
+	}
+	return 0;
+}
+
+static int cm_send_simple(struct shm_conn *c, uint16_t type, const void *priv, size_t priv_len,
+			  const int *fds, int nfds)
+{
+	struct shm_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.magic = SHM_MSG_MAGIC;
+	m.type = type;
+	m.u.cm.ring_size = c->ring_size;
+	m.u.cm.priv_len = (uint32_t)priv_len;
+	if (priv_len)
+		memcpy(m.u.cm.priv, priv, priv_len);
+	return be__shm_sendmsg(c->fd, &m, be__shm_msg_len(type, 0), fds, nfds, 1000);
+}
+
+static void cm_on_eof(struct shm_conn *c)
+{
+	cm_unwatch(c);
+	switch (c->state) {
+	case SHM_CS_CONNECTING:
+		cm_handshake_failed(c, BE_XEV_UNREACHABLE, -ECONNRESET, NULL, 0);
+		break;
+	case SHM_CS_WAIT_REQ:
+		be__shm_conn_destroy(&c->base);
+		break;
+	case SHM_CS_REQ_RCVD:
+		c->state = SHM_CS_CLOSED;
+		break;
+	case SHM_CS_ACCEPTED:
+	case SHM_CS_CONNECTED:
+		be__shm_conn_error(c, BE_XWC_RETRY_EXC_ERR, -ECONNRESET);
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * cm_handle() - one message from the peer, with @nfds received fds, which
+ * it takes (maps or closes). Returns 0, or -EPROTO to drop the conn.
+ */
+static int cm_handle(struct shm_conn *c, const struct shm_msg *m, size_t len, int *fds, int nfds)
+{
+	uint8_t plen;
+	int i, ret;
+
+	if (len < offsetof(struct shm_msg, u) || m->magic != SHM_MSG_MAGIC ||
+	    len < be__shm_msg_len(m->type, m->count) || m->count > SHM_REG_BATCH)
+		goto proto;
+	switch (m->type) {
+	case SHM_MSG_REG_ADD:
+		if (nfds != m->count)
+			goto proto;
+		c->regs_seen++;
+		for (i = 0; i < nfds; i++)
+			if (c->state != SHM_CS_ERROR && c->state != SHM_CS_CLOSED)
+				cm_reg_add(c, &m->u.reg[i], fds[i]);
+		cm_close_fds(fds, nfds);
+		return 0;
+	case SHM_MSG_REG_DEL:
+		c->regs_seen++;
+		for (i = 0; i < m->count && c->rtab; i++) {
+			uint32_t slot = SHM_KEY_SLOT(m->u.key[i]);
+
+			if (slot < SHM_MAX_REGIONS && c->rtab[slot].key == m->u.key[i])
+				cm_rtab_unmap(c, slot);
+		}
+		break;
+	case SHM_MSG_REQ:
+		if (c->state != SHM_CS_WAIT_REQ || nfds != 3 || m->u.cm.priv_len > BE_XPORT_PRIV_MAX)
+			goto proto;
+		ret = cm_map_segment(c, fds[0], m->u.cm.ring_size);
+		if (ret)
+			goto proto;
+		close(fds[0]);
+		c->peer_rx_efd = fds[1];
+		c->peer_tx_efd = fds[2];
+		nfds = 0;
+		plen = (uint8_t)m->u.cm.priv_len;
+		c->state = SHM_CS_REQ_RCVD;
+		cm_queue(c, BE_XEV_CONNECT_REQUEST, 0, m->u.cm.priv, plen);
+		return 0;
+	case SHM_MSG_ACC:
+		if (c->state != SHM_CS_CONNECTING || nfds != 2 ||
+		    m->u.cm.priv_len > BE_XPORT_PRIV_MAX)
+			goto proto;
+		c->peer_rx_efd = fds[0];
+		c->peer_tx_efd = fds[1];
+		nfds = 0;
+		ret = cm_send_simple(c, SHM_MSG_RTU, NULL, 0, NULL, 0);
+		if (ret) {
+			cm_handshake_failed(c, BE_XEV_UNREACHABLE, ret, NULL, 0);
+			return 0;
+		}
+		c->state = SHM_CS_CONNECTED;
+		cm_timer_arm(to_sevch(c->base.evch));
+		cm_queue(c, BE_XEV_ESTABLISHED, 0, m->u.cm.priv, (uint8_t)m->u.cm.priv_len);
+		return 0;
+	case SHM_MSG_REJ:
+		if (c->state != SHM_CS_CONNECTING || m->u.cm.priv_len > BE_XPORT_PRIV_MAX)
+			goto proto;
+		cm_handshake_failed(c, BE_XEV_REJECTED, -ECONNREFUSED, m->u.cm.priv,
+				    (uint8_t)m->u.cm.priv_len);
+		break;
+	case SHM_MSG_RTU:
+		if (c->state != SHM_CS_ACCEPTED)
+			goto proto;
+		c->state = SHM_CS_CONNECTED;
+		cm_queue(c, BE_XEV_ESTABLISHED, 0, NULL, 0);
+		break;
+	case SHM_MSG_BYE:
+		if (c->state == SHM_CS_CONNECTED || c->state == SHM_CS_ACCEPTED)
+			be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, 0);
+		else if (c->state == SHM_CS_REQ_RCVD)
+			c->state = SHM_CS_CLOSED;
+		break;
+	default:
+		goto proto;
+	}
+	cm_close_fds(fds, nfds);
+	return 0;
+
+proto:
+	cm_close_fds(fds, nfds);
+	return -EPROTO;
+}
+
+void be__shm_conn_read_sock(struct shm_conn *c)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * SHM_REG_BATCH)];
+		struct cmsghdr align;
+	} cbuf;
+	struct shm_msg m;
+
+	while (c->fd >= 0 && !c->sock_dead) {
+		struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf) };
+		int fds[SHM_REG_BATCH + 4];
+		int nfds = 0;
+		struct cmsghdr *cm;
+		ssize_t n;
+		int state = c->state;
+
+		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return;
+			n = 0; /* ECONNRESET and friends: the peer is gone */
+		}
+		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			size_t k, cnt;
+
+			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+				continue;
+			cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (k = 0; k < cnt; k++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
+				if (nfds < (int)BE_ARRAY_SIZE(fds))
+					fds[nfds++] = fd;
+				else
+					close(fd);
+			}
+		}
+		if (n == 0) {
+			cm_close_fds(fds, nfds);
+			cm_on_eof(c); /* may free c */
+			return;
+		}
+		if ((mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) ||
+		    cm_handle(c, &m, (size_t)n, fds, nfds) < 0) {
+			be_log_err("shm: protocol error from peer pid %d (state %d)",
+				   (int)c->peer_pid, state);
+			if (c->state == SHM_CS_CONNECTED || c->state == SHM_CS_ACCEPTED) {
+				be__shm_conn_error(c, BE_XWC_GENERAL_ERR, -EPROTO);
+			} else if (c->state == SHM_CS_WAIT_REQ) {
+				be__shm_conn_destroy(&c->base);
+				return;
+			} else if (c->state == SHM_CS_CONNECTING) {
+				cm_handshake_failed(c, BE_XEV_UNREACHABLE, -EPROTO, NULL, 0);
+			}
+			cm_unwatch(c);
+			return;
+		}
+	}
+}
+
+/* ---- listeners ------------------------------------------------------- */
+
+static int cm_sockaddr(const char *name, struct sockaddr_un *sa, socklen_t *len)
+{
+	size_t n = strlen(name);
+
+	if (!n || n > SHM_NAME_MAX || memchr(name, '/', n))
+		return -EINVAL;
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	/* Abstract namespace: sun_path[0] = 0, nothing in the filesystem. */
+	memcpy(sa->sun_path + 1, SHM_SOCK_PREFIX, sizeof(SHM_SOCK_PREFIX) - 1);
+	memcpy(sa->sun_path + sizeof(SHM_SOCK_PREFIX), name, n);
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + sizeof(SHM_SOCK_PREFIX) + n);
+	return 0;
+}
+
+int be__shm_listen(struct be_xevch *xch, const char *addr, int backlog,
+		   struct be_xlistener **out)
+{
+	struct shm_evch *ch;
+	struct shm_listener *l;
+	struct sockaddr_un sa;
+	socklen_t salen;
+	int ret;
+
+	if (!xch || !out)
+		return -EINVAL;
+	ch = to_sevch(xch);
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->base.dev = xch->dev;
+	l->base.evch = xch;
+	l->ph.kind = SHM_PH_LISTENER;
+	if (addr && *addr) {
+		if (strlen(addr) > SHM_NAME_MAX) {
+			ret = -ENAMETOOLONG;
+			goto err_free;
+		}
+		snprintf(l->name, sizeof(l->name), "%s", addr);
+	} else {
+		snprintf(l->name, sizeof(l->name), "p%d-%u", (int)getpid(),
+			 __atomic_add_fetch(&cm_auto_name_seq, 1, __ATOMIC_RELAXED));
+	}
+	ret = cm_sockaddr(l->name, &sa, &salen);
+	if (ret)
+		goto err_free;
+	l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (l->fd < 0) {
+		ret = -errno;
+		goto err_free;
+	}
+	if (bind(l->fd, (struct sockaddr *)&sa, salen) < 0 ||
+	    listen(l->fd, backlog > 0 ? backlog : 128) < 0) {
+		ret = -errno;
+		goto err_close;
+	}
+	ret = cm_epoll_add(ch->epfd, l->fd, EPOLLIN, &l->ph);
+	if (ret)
+		goto err_close;
+	*out = &l->base;
+	return 0;
+
+err_close:
+	close(l->fd);
+err_free:
+	free(l);
+	return ret;
+}
+
+int be__shm_listener_addr(struct be_xlistener *xl, char *buf, size_t len)
+{
+	int n;
+
+	if (!xl || !buf || !len)
+		return -EINVAL;
+	n = snprintf(buf, len, "%s", to_slistener(xl)->name);
+	return (size_t)n >= len ? -ENOSPC : 0;
+}
+
+void be__shm_listener_close(struct be_xlistener *xl)
+{
+	struct shm_listener *l;
+	struct shm_evch *ch;
+	struct shm_conn *c, *next;
+
+	if (!xl)
+		return;
+	l = to_slistener(xl);
+	ch = to_sevch(xl->evch);
+	epoll_ctl(ch->epfd, EPOLL_CTL_DEL, l->fd, NULL);
+	close(l->fd);
+	/* Requests not yet taken by the application are refused. */
+	for (c = ch->conns; c; c = next) {
+		next = c->ev_next;
+		if (c->listener != l)
+			continue;
+		c->listener = NULL;
+		if (c->state == SHM_CS_WAIT_REQ) {
+			be__shm_conn_destroy(&c->base);
+		} else if (c->state == SHM_CS_REQ_RCVD) {
+			struct shm_evq *q;
+			bool pending = false;
+
+			for (q = ch->q_head; q; q = q->next)
+				if (q->ev.conn == &c->base && q->ev.type == BE_XEV_CONNECT_REQUEST)
+					pending = true;
+			if (pending)
+				be__shm_reject(&c->base, NULL, 0);
+		}
+	}
+	cm_purge_events(ch, NULL, l);
+	free(l);
+}
+
+static void cm_accept_sockets(struct shm_listener *l)
+{
+	struct shm_evch *ch = to_sevch(l->base.evch);
+
+	for (;;) {
+		struct shm_conn *c;
+		struct ucred cred;
+		socklen_t clen = sizeof(cred);
+		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN)
+				be_log_warn("shm: accept on %s: %s", l->name, strerror(errno));
+			return;
+		}
+		c = cm_conn_new(ch);
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->listener = l;
+		c->state = SHM_CS_WAIT_REQ;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
+			c->peer_pid = cred.pid;
+		snprintf(c->peer_name, sizeof(c->peer_name), "pid:%d", (int)c->peer_pid);
+		if (cm_epoll_add(ch->epfd, fd, EPOLLIN | EPOLLRDHUP, &c->ph)) {
+			be__shm_conn_destroy(&c->base);
+			continue;
+		}
+	}
+}
+
+int be__shm_evch_get(struct be_xevch *xch, struct be_xevent *ev)
+{
+	struct shm_evch *ch;
+	int spin;
+
+	if (!xch || !ev)
+		return -EINVAL;
+	ch = to_sevch(xch);
+	for (spin = 0; spin < SHM_EVCH_SPIN; spin++) {
+		struct epoll_event e;
+		struct shm_ph *ph;
+		int n;
+
+		if (ch->q_head) {
+			struct shm_evq *q = ch->q_head;
+
+			ch->q_head = q->next;
+			if (!ch->q_head) {
+				uint64_t v;
+
+				ch->q_tail = NULL;
+				if (read(ch->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+					be_log_warn("shm: evch eventfd read: %s", strerror(errno));
+			}
+			*ev = q->ev;
+			free(q);
+			return 1;
+		}
+		n = epoll_wait(ch->epfd, &e, 1, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return 0;
+		ph = e.data.ptr;
+		switch (ph->kind) {
+		case SHM_PH_EVFD: {
+			uint64_t v;
+
+			if (!ch->q_head && read(ch->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				return -errno;
+			break;
+		}
+		case SHM_PH_TIMER:
+			cm_timer_fired(ch);
+			break;
+		case SHM_PH_LISTENER:
+			cm_accept_sockets(container_of(ph, struct shm_listener, ph));
+			break;
+		case SHM_PH_CONN:
+			be__shm_conn_read_sock(container_of(ph, struct shm_conn, ph));
+			break;
+		}
+	}
+	return 0;
+}
+
+/* ---- connect / accept / reject / disconnect -------------------------- */
+
+static int cm_setup_conn(struct shm_conn *c, const struct be_xconn_attr *attr)
+{
+	int ret;
+
+	ret = be__shm_sq_init(c, attr->max_send_wr);
+	if (ret)
+		return ret;
+	c->scq = to_scq(attr->send_cq);
+	c->rcq = to_scq(attr->recv_cq);
+	c->srq = to_ssrq(attr->srq);
+	c->max_inline = BE_MIN(attr->max_inline, SHM_MAX_INLINE);
+	c->base.user = attr->user;
+	return 0;
+}
+
+static int cm_create_segment(struct shm_conn *c, uint32_t ring_size)
+{
+	size_t len = SHM_SEG_CTL_BYTES + 2 * (size_t)ring_size;
+	int fd, ret;
+
+	fd = memfd_create("be-shm-conn", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)len) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		ret = -errno;
+		goto err;
+	}
+	ret = cm_map_segment(c, fd, ring_size);
+	if (ret)
+		goto err;
+	return fd;
+err:
+	close(fd);
+	return ret;
+}
+
+int be__shm_connect(struct be_xevch *xch, const char *addr, const struct be_xconn_attr *attr,
+		    const void *priv, size_t priv_len, struct be_xconn **out)
+{
+	struct shm_evch *ch;
+	struct shm_conn *c;
+	struct sockaddr_un sa;
+	socklen_t salen;
+	uint64_t deadline;
+	int segfd, fds[3], ret, tmo;
+
+	if (!xch || !addr || !out || priv_len > BE_XPORT_PRIV_MAX || (priv_len && !priv))
+		return -EINVAL;
+	ret = cm_validate_attr(attr, xch->dev);
+	if (ret)
+		return ret;
+	ret = cm_sockaddr(addr, &sa, &salen);
+	if (ret)
+		return ret;
+	ch = to_sevch(xch);
+	c = cm_conn_new(ch);
+	if (!c)
+		return -ENOMEM;
+	c->connector = true;
+	c->state = SHM_CS_CONNECTING;
+	snprintf(c->peer_name, sizeof(c->peer_name), "%s", addr);
+	ret = cm_setup_conn(c, attr);
+	if (ret)
+		goto err_conn;
+	segfd = cm_create_segment(c, c->dev->ring_size);
+	if (segfd < 0) {
+		ret = segfd;
+		goto err_conn;
+	}
+	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		ret = -errno;
+		goto err_seg;
+	}
+	ret = be__shm_conn_attach_cqs(c);
+	if (ret)
+		goto err_seg;
+	ret = cm_epoll_add(ch->epfd, c->fd, EPOLLIN | EPOLLRDHUP, &c->ph);
+	if (ret)
+		goto err_seg;
+	tmo = attr->timeout_ms > 0 ? attr->timeout_ms : SHM_CONNECT_TIMEOUT_MS;
+	deadline = be__now_ns() + (uint64_t)tmo * 1000000ull;
+	c->deadline_ns = deadline;
+	*out = &c->base;
+
+	/* From here on, failures are reported as UNREACHABLE events. */
+	for (;;) {
+		if (connect(c->fd, (struct sockaddr *)&sa, salen) == 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		/* A full backlog: the listener is alive but slow; retry. */
+		if (errno == EAGAIN && be__now_ns() < deadline) {
+			poll(NULL, 0, 1);
+			continue;
+		}
+		ret = -errno;
+		goto unreachable;
+	}
+	{
+		struct ucred cred;
+		socklen_t clen = sizeof(cred);
+
+		if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
+			c->peer_pid = cred.pid;
+	}
+	fds[0] = segfd;
+	fds[1] = c->rcq->efd;
+	fds[2] = c->scq->efd;
+	ret = cm_send_simple(c, SHM_MSG_REQ, priv, priv_len, fds, 3);
+	if (ret)
+		goto unreachable;
+	ret = be__shm_push_attach(c);
+	if (ret)
+		goto unreachable;
+	close(segfd);
+	cm_timer_arm(ch);
+	return 0;
+
+unreachable:
+	close(segfd);
+	cm_handshake_failed(c, BE_XEV_UNREACHABLE, ret, NULL, 0);
+	return 0;
+err_seg:
+	close(segfd);
+err_conn:
+	be__shm_conn_destroy(&c->base);
+	return ret;
+}
+
+int be__shm_accept(struct be_xconn *xc, const struct be_xconn_attr *attr, const void *priv,
+		   size_t priv_len)
+{
+	struct shm_conn *c;
+	int fds[2], ret;
+
+	if (!xc || priv_len > BE_XPORT_PRIV_MAX || (priv_len && !priv))
+		return -EINVAL;
+	c = to_sconn(xc);
+	if (c->state == SHM_CS_CLOSED)
+		return -ECONNRESET;
+	if (c->state != SHM_CS_REQ_RCVD)
+		return -EINVAL;
+	ret = cm_validate_attr(attr, xc->dev);
+	if (ret)
+		return ret;
+	ret = cm_setup_conn(c, attr);
+	if (ret)
+		return ret;
+	ret = be__shm_conn_attach_cqs(c);
+	if (ret)
+		goto err_sq;
+	ret = be__shm_push_attach(c);
+	if (ret)
+		goto err_cqs;
+	fds[0] = c->rcq->efd;
+	fds[1] = c->scq->efd;
+	ret = cm_send_simple(c, SHM_MSG_ACC, priv, priv_len, fds, 2);
+	if (ret)
+		goto err_push;
+	c->state = SHM_CS_ACCEPTED;
+	return 0;
+
+err_push:
+	be__shm_push_detach(c);
+err_cqs:
+	be__shm_conn_detach_cqs(c);
+err_sq:
+	be__shm_sq_free(c);
+	c->scq = c->rcq = NULL;
+	c->srq = NULL;
+	return ret;
+}
+
+int be__shm_reject(struct be_xconn *xc, const void *priv, size_t priv_len)
+{
+	struct shm_conn *c;
+
+	if (!xc || priv_len > BE_XPORT_PRIV_MAX || (priv_len && !priv))
+		return -EINVAL;
+	c = to_sconn(xc);
+	if (c->state != SHM_CS_REQ_RCVD && c->state != SHM_CS_CLOSED)
+		return -EINVAL;
+	if (c->state == SHM_CS_REQ_RCVD)
+		cm_send_simple(c, SHM_MSG_REJ, priv, priv_len, NULL, 0);
+	be__shm_conn_destroy(xc);
+	return 0;
+}
+
+int be__shm_disconnect(struct be_xconn *xc)
+{
+	struct shm_conn *c;
+
+	if (!xc)
+		return -EINVAL;
+	c = to_sconn(xc);
+	switch (c->state) {
+	case SHM_CS_CONNECTED:
+	case SHM_CS_ACCEPTED:
+		be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, 0);
+		return 0;
+	case SHM_CS_ERROR:
+		return 0;
+	default:
+		return -ENOTCONN;
+	}
+}
+
+int be__shm_conn_peer_addr(struct be_xconn *xc, char *buf, size_t len)
+{
+	int n;
+
+	if (!xc || !buf || !len)
+		return -EINVAL;
+	n = snprintf(buf, len, "shm:%s", to_sconn(xc)->peer_name);
+	return (size_t)n >= len ? -ENOSPC : 0;
+}

@@ -1,0 +1,943 @@
+/*
+ * shm_data.c - the shm data path: cq, srq, post_send, cq_poll.
+ *
+ * Model. Nothing here makes a syscall unless a peer is asleep (writing its
+ * eventfd) or a WR hits a slow path (unknown rkey: drain the socket).
+ *
+ * post_send executes each WR at once, in posting order, on the poster's
+ * CPU: a WRITE is checked against the peer's region table and copied with
+ * memcpy into the peer's region (mapped here) and is done; a SEND copies
+ * its payload into a record of the conn's outbound ring; a WRITE_IMM
+ * copies like a WRITE and then puts a one-line record. A WR that finds the
+ * ring full is kept (with a copy of its scatter list, and of its data if
+ * INLINE) and so is every WR after it; cq_poll transmits them as the peer
+ * consumes.
+ *
+ * Send queue: a ring of swqes (head <= tx <= tail). Entries complete in
+ * order at cq_poll: a WRITE at once, a SEND or WRITE_IMM when the peer's
+ * consumer head has passed its record (this is the acknowledgement; the
+ * peer has then written its receive completion). When the conn is in
+ * error every entry without a status gets one: the first the conn's
+ * err_first, the rest WR_FLUSH_ERR.
+ *
+ * Receive: cq_poll consumes the inbound rings of the conns whose recv_cq
+ * it is. A SEND record is copied into the next receive posted on the SRQ
+ * (a plain local array: only this thread takes from it); a WRITE_IMM
+ * takes a receive and reports imm and length. No receive (RNR), a receive
+ * too small (LOC_LEN_ERR) or outside its region (LOC_PROT_ERR) stop the
+ * ring and report the sender's status in the ring's ctl.
+ *
+ * Wakeups: see shm_ring.h. cq_fd is an epoll holding the cq's eventfd and,
+ * for hang-up only, the sockets of its conns.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "util/common.h"
+#include "util/log.h"
+#include "xport/shm.h"
+
+/* A WR being executed, from the caller's WR or from its deferred copy. */
+struct shm_op {
+	enum be_xwr_opcode opcode;
+	unsigned int flags;
+	const struct be_xsge *sge;
+	int num_sge;
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t imm;
+	uint64_t total;
+};
+
+static void efd_kick(int fd)
+{
+	uint64_t one = 1;
+
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		be_log_warn("shm: eventfd write: %s", strerror(errno));
+}
+
+/* ---- cq ------------------------------------------------------------- */
+
+int be__shm_cq_create(struct be_xdev *dev, uint32_t depth, struct be_xcq **out)
+{
+	struct epoll_event e = { .events = EPOLLIN };
+	struct shm_cq *cq;
+	int ret;
+
+	if (!dev || !out || !depth)
+		return -EINVAL;
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -ENOMEM;
+	cq->base.dev = dev;
+	cq->efd_ph.kind = SHM_PH_EVFD;
+	cq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (cq->efd < 0) {
+		ret = -errno;
+		goto err_free;
+	}
+	cq->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (cq->epfd < 0) {
+		ret = -errno;
+		goto err_efd;
+	}
+	e.data.ptr = &cq->efd_ph;
+	if (epoll_ctl(cq->epfd, EPOLL_CTL_ADD, cq->efd, &e) < 0) {
+		ret = -errno;
+		goto err_ep;
+	}
+	*out = &cq->base;
+	return 0;
+
+err_ep:
+	close(cq->epfd);
+err_efd:
+	close(cq->efd);
+err_free:
+	free(cq);
+	return ret;
+}
+
+void be__shm_cq_destroy(struct be_xcq *xcq)
+{
+	struct shm_cq *cq;
+
+	if (!xcq)
+		return;
+	cq = to_scq(xcq);
+	if (cq->send_head || cq->recv_head)
+		be_log_warn("shm: cq destroyed with conns attached");
+	close(cq->epfd);
+	close(cq->efd);
+	free(cq->lq);
+	free(cq);
+}
+
+int be__shm_cq_fd(struct be_xcq *cq)
+{
+	return cq ? to_scq(cq)->epfd : -EINVAL;
+}
+
+void be__shm_cq_kick(struct shm_cq *cq)
+{
+	if (cq->armed) {
+		cq->armed = false;
+		efd_kick(cq->efd);
+	}
+}
+
+static int cq_lq_push(struct shm_cq *cq, const struct be_xwc *wc)
+{
+	if (cq->lq_tail - cq->lq_head == cq->lq_cap) {
+		uint32_t ncap = cq->lq_cap ? cq->lq_cap * 2 : 64, i;
+		struct be_xwc *n = malloc(sizeof(*n) * ncap);
+
+		if (!n)
+			return -ENOMEM;
+		for (i = 0; i < cq->lq_tail - cq->lq_head; i++)
+			n[i] = cq->lq[(cq->lq_head + i) & (cq->lq_cap - 1)];
+		free(cq->lq);
+		cq->lq = n;
+		cq->lq_tail -= cq->lq_head;
+		cq->lq_head = 0;
+		cq->lq_cap = ncap;
+	}
+	cq->lq[cq->lq_tail++ & (cq->lq_cap - 1)] = *wc;
+	return 0;
+}
+
+int be__shm_conn_attach_cqs(struct shm_conn *c)
+{
+	struct epoll_event e = { .events = EPOLLRDHUP };
+
+	if (c->on_cq)
+		return 0;
+	e.data.ptr = &c->ph;
+	if (epoll_ctl(c->scq->epfd, EPOLL_CTL_ADD, c->fd, &e) < 0)
+		return -errno;
+	if (c->rcq != c->scq && epoll_ctl(c->rcq->epfd, EPOLL_CTL_ADD, c->fd, &e) < 0) {
+		int ret = -errno;
+
+		epoll_ctl(c->scq->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		return ret;
+	}
+	c->cq_watched = true;
+	c->s_prev = NULL;
+	c->s_next = c->scq->send_head;
+	if (c->s_next)
+		c->s_next->s_prev = c;
+	c->scq->send_head = c;
+	c->r_prev = NULL;
+	c->r_next = c->rcq->recv_head;
+	if (c->r_next)
+		c->r_next->r_prev = c;
+	c->rcq->recv_head = c;
+	c->on_cq = true;
+	return 0;
+}
+
+void be__shm_conn_unwatch(struct shm_conn *c)
+{
+	if (!c->cq_watched)
+		return;
+	c->cq_watched = false;
+	epoll_ctl(c->scq->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	if (c->rcq != c->scq)
+		epoll_ctl(c->rcq->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+}
+
+void be__shm_conn_detach_cqs(struct shm_conn *c)
+{
+	if (!c->on_cq)
+		return;
+	be__shm_conn_unwatch(c);
+	if (c->s_prev)
+		c->s_prev->s_next = c->s_next;
+	else
+		c->scq->send_head = c->s_next;
+	if (c->s_next)
+		c->s_next->s_prev = c->s_prev;
+	if (c->r_prev)
+		c->r_prev->r_next = c->r_next;
+	else
+		c->rcq->recv_head = c->r_next;
+	if (c->r_next)
+		c->r_next->r_prev = c->r_prev;
+	c->on_cq = false;
+}
+
+/* ---- srq ------------------------------------------------------------ */
+
+int be__shm_srq_create(struct be_xcq *xcq, uint32_t depth, struct be_xsrq **out)
+{
+	struct shm_srq *s;
+	uint32_t cap = 1;
+
+	if (!xcq || !out || !depth || depth > SHM_MAX_SRQ_WR)
+		return -EINVAL;
+	while (cap < depth)
+		cap <<= 1;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->wr = calloc(cap, sizeof(*s->wr));
+	if (!s->wr) {
+		free(s);
+		return -ENOMEM;
+	}
+	s->cap = cap;
+	s->depth = depth;
+	s->base.dev = xcq->dev;
+	s->base.cq = xcq;
+	*out = &s->base;
+	return 0;
+}
+
+void be__shm_srq_destroy(struct be_xsrq *xsrq)
+{
+	struct shm_srq *s;
+	struct shm_cq *cq;
+
+	if (!xsrq)
+		return;
+	s = to_ssrq(xsrq);
+	cq = to_scq(xsrq->cq);
+	for (; s->head != s->tail; s->head++) {
+		struct be_xwc wc;
+
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = s->wr[s->head & (s->cap - 1)].wr_id;
+		wc.status = BE_XWC_WR_FLUSH_ERR;
+		wc.opcode = BE_XWC_RECV;
+		if (cq_lq_push(cq, &wc))
+			be_log_err("shm: out of memory flushing a receive");
+	}
+	be__shm_cq_kick(cq);
+	free(s->wr);
+	free(s);
+}
+
+int be__shm_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr, struct be_xrecv_wr **bad)
+{
+	struct shm_srq *s;
+
+	if (!xsrq) {
+		if (bad)
+			*bad = wr;
+		return -EINVAL;
+	}
+	s = to_ssrq(xsrq);
+	for (; wr; wr = wr->next) {
+		if (s->tail - s->head >= s->depth) {
+			if (bad)
+				*bad = wr;
+			return -ENOMEM;
+		}
+		s->wr[s->tail & (s->cap - 1)] = *wr;
+		s->wr[s->tail & (s->cap - 1)].next = NULL;
+		s->tail++;
+	}
+	return 0;
+}
+
+int be__shm_srq_arm_limit(struct be_xsrq *xsrq, uint32_t limit)
+{
+	struct shm_srq *s;
+
+	if (!xsrq)
+		return -EINVAL;
+	s = to_ssrq(xsrq);
+	if (limit > s->depth)
+		return -EINVAL;
+	s->limit = limit;
+	return 0;
+}
+
+/* ---- send queue ------------------------------------------------------ */
+
+int be__shm_sq_init(struct shm_conn *c, uint32_t max_send_wr)
+{
+	uint32_t cap = 1;
+
+	while (cap < max_send_wr)
+		cap <<= 1;
+	be__shm_sq_free(c);
+	c->sq = calloc(cap, sizeof(*c->sq));
+	if (!c->sq)
+		return -ENOMEM;
+	c->sq_mask = cap - 1;
+	c->max_send_wr = max_send_wr;
+	c->sq_head = c->sq_tx = c->sq_tail = 0;
+	return 0;
+}
+
+void be__shm_sq_free(struct shm_conn *c)
+{
+	uint32_t i;
+
+	if (!c->sq)
+		return;
+	for (i = c->sq_head; i != c->sq_tail; i++)
+		free(c->sq[i & c->sq_mask].def);
+	free(c->sq);
+	c->sq = NULL;
+}
+
+static inline void sq_done(struct shm_swqe *e, enum be_xwc_status st)
+{
+	e->state = SHM_WQE_DONE;
+	e->status = (uint8_t)st;
+}
+
+/* Space for a record of @len bytes (plus a PAD to the end if needed).
+ * Returns the record's position, or UINT64_MAX when the ring is full. */
+static uint64_t ring_reserve(struct shm_conn *c, uint64_t len)
+{
+	uint64_t size = c->ring_size;
+	uint64_t off = c->tx_tail & (size - 1);
+	uint64_t pad = off + len > size ? size - off : 0;
+	uint64_t pos;
+
+	if (c->tx_tail + pad + len - c->tx_head > size) {
+		c->tx_head = shm_load_acq(&c->tx_ctl->head);
+		if (c->tx_tail + pad + len - c->tx_head > size)
+			return UINT64_MAX;
+	}
+	if (pad) {
+		struct shm_rec *p = (struct shm_rec *)(void *)(c->tx_data + off);
+
+		p->byte_len = 0;
+		p->imm = 0;
+		shm_store_rel(&p->tag, shm_tag_make(c->tx_tail, SHM_REC_PAD, 0));
+		c->tx_tail += pad;
+	}
+	pos = c->tx_tail;
+	c->tx_tail += len;
+	return pos;
+}
+
+enum { SQ_EXEC_DONE = 0, SQ_EXEC_FULL = 1 };
+
+/* The peer's address for [addr, addr+len) of region @rkey, or NULL. An
+ * unknown key first drains the socket: its REG_ADD may be queued there. */
+static uint8_t *sq_remote(struct shm_conn *c, uint32_t rkey, uint64_t addr, uint64_t len)
+{
+	uint32_t slot = SHM_KEY_SLOT(rkey);
+	int pass;
+
+	if (!rkey || slot >= SHM_MAX_REGIONS)
+		return NULL;
+	for (pass = 0; pass < 2; pass++) {
+		if (c->rtab && c->rtab[slot].key == rkey) {
+			struct shm_rregion *r = &c->rtab[slot];
+
+			if (addr < r->addr || addr - r->addr > r->len || len > r->len - (addr - r->addr))
+				return NULL;
+			return r->base + (addr - r->addr);
+		}
+		if (pass == 0)
+			be__shm_conn_read_sock(c);
+		if (c->state != SHM_CS_CONNECTED)
+			return NULL;
+	}
+	return NULL;
+}
+
+static void sq_gather(uint8_t *dst, const struct shm_op *op)
+{
+	int i;
+
+	for (i = 0; i < op->num_sge; i++) {
+		memcpy(dst, (const void *)(uintptr_t)op->sge[i].addr, op->sge[i].length);
+		dst += op->sge[i].length;
+	}
+}
+
+/*
+ * sq_exec() - execute @op for swqe @e. Returns SQ_EXEC_DONE (e is WAIT or
+ * DONE; on a local or remote access error the conn went to error) or
+ * SQ_EXEC_FULL (nothing done: no ring space).
+ */
+static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *op)
+{
+	struct shm_rec *rec;
+	uint8_t *dst = NULL;
+	uint64_t pos, len;
+	int i;
+
+	if (!(op->flags & BE_XWR_F_INLINE)) {
+		for (i = 0; i < op->num_sge; i++) {
+			if (op->sge[i].length &&
+			    be__shm_local_check(c->dev, op->sge[i].lkey, op->sge[i].addr,
+						op->sge[i].length)) {
+				sq_done(e, BE_XWC_LOC_PROT_ERR);
+				be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, -EIO);
+				return SQ_EXEC_DONE;
+			}
+		}
+	}
+	if (op->opcode != BE_XWR_SEND) {
+		dst = sq_remote(c, op->rkey, op->remote_addr, op->total);
+		if (c->state != SHM_CS_CONNECTED) {
+			sq_done(e, BE_XWC_WR_FLUSH_ERR);
+			return SQ_EXEC_DONE;
+		}
+		if (!dst) {
+			sq_done(e, BE_XWC_REM_ACCESS_ERR);
+			be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, -EACCES);
+			return SQ_EXEC_DONE;
+		}
+		if (op->opcode == BE_XWR_WRITE) {
+			sq_gather(dst, op);
+			sq_done(e, BE_XWC_SUCCESS);
+			return SQ_EXEC_DONE;
+		}
+	}
+	len = shm_rec_len(op->opcode == BE_XWR_SEND ? SHM_REC_SEND : SHM_REC_WRITE_IMM,
+			  (uint32_t)op->total);
+	pos = ring_reserve(c, len);
+	if (pos == UINT64_MAX)
+		return SQ_EXEC_FULL;
+	rec = (struct shm_rec *)(void *)(c->tx_data + (pos & (c->ring_size - 1)));
+	rec->byte_len = (uint32_t)op->total;
+	if (op->opcode == BE_XWR_SEND) {
+		sq_gather(rec->data, op);
+		rec->imm = 0;
+	} else {
+		sq_gather(dst, op);
+		rec->imm = op->imm;
+	}
+	shm_store_rel(&rec->tag, shm_tag_make(pos, op->opcode == BE_XWR_SEND ? SHM_REC_SEND :
+					      SHM_REC_WRITE_IMM, e->signaled));
+	e->state = SHM_WQE_WAIT;
+	e->pos = pos;
+	e->end = pos + len;
+	return SQ_EXEC_DONE;
+}
+
+static void sq_notify_peer(struct shm_conn *c)
+{
+	shm_fence();
+	if (shm_load_rlx(&c->tx_ctl->rx_armed) &&
+	    __atomic_exchange_n(&c->tx_ctl->rx_armed, 0, __ATOMIC_ACQ_REL))
+		efd_kick(c->peer_rx_efd);
+}
+
+static void op_from_defer(struct shm_op *op, const struct shm_defer *d, uint32_t total)
+{
+	op->opcode = d->opcode;
+	op->flags = d->flags;
+	op->sge = d->sge;
+	op->num_sge = d->num_sge;
+	op->remote_addr = d->remote_addr;
+	op->rkey = d->rkey;
+	op->imm = d->imm;
+	op->total = total;
+}
+
+/* Transmit deferred WRs while the ring has room. */
+static void sq_tx_pending(struct shm_conn *c)
+{
+	uint64_t tail0 = c->tx_tail;
+
+	while (c->sq_tx != c->sq_tail && c->state == SHM_CS_CONNECTED) {
+		struct shm_swqe *e = &c->sq[c->sq_tx & c->sq_mask];
+		struct shm_op op;
+
+		op_from_defer(&op, e->def, e->byte_len);
+		if (sq_exec(c, e, &op) == SQ_EXEC_FULL)
+			break;
+		free(e->def);
+		e->def = NULL;
+		c->sq_tx++;
+	}
+	if (c->sq_tx == c->sq_tail)
+		shm_store_rlx(&c->tx_ctl->tx_want_space, 0);
+	if (c->tx_tail != tail0)
+		sq_notify_peer(c);
+}
+
+static int sq_defer(struct shm_conn *c, struct shm_swqe *e, const struct be_xsend_wr *wr,
+		    uint64_t total)
+{
+	bool inl = wr->flags & BE_XWR_F_INLINE;
+	struct shm_defer *d = malloc(sizeof(*d) + (inl ? total : 0));
+
+	if (!d)
+		return -ENOMEM;
+	d->opcode = wr->opcode;
+	d->flags = wr->flags;
+	d->remote_addr = wr->remote_addr;
+	d->rkey = wr->rkey;
+	d->imm = wr->imm;
+	if (inl) {
+		struct shm_op op = { .sge = wr->sg_list, .num_sge = wr->num_sge };
+
+		sq_gather(d->inl, &op);
+		d->num_sge = 1;
+		d->sge[0].addr = (uint64_t)(uintptr_t)d->inl;
+		d->sge[0].length = (uint32_t)total;
+		d->sge[0].lkey = 0;
+	} else {
+		d->num_sge = wr->num_sge;
+		if (wr->num_sge)
+			memcpy(d->sge, wr->sg_list, sizeof(*d->sge) * (size_t)wr->num_sge);
+	}
+	e->def = d;
+	e->state = SHM_WQE_DEFER;
+	/* Ask the consumer to wake our send cq when it frees space. */
+	shm_store_rlx(&c->tx_ctl->tx_want_space, 1);
+	return 0;
+}
+
+static int sq_validate(const struct shm_conn *c, const struct be_xsend_wr *wr, uint64_t *total)
+{
+	uint64_t t = 0;
+	int i;
+
+	if (wr->opcode != BE_XWR_SEND && wr->opcode != BE_XWR_WRITE && wr->opcode != BE_XWR_WRITE_IMM)
+		return -EINVAL;
+	if (wr->num_sge < 0 || wr->num_sge > (int)SHM_MAX_SGE || (wr->num_sge && !wr->sg_list))
+		return -EINVAL;
+	for (i = 0; i < wr->num_sge; i++)
+		t += wr->sg_list[i].length;
+	if (t > SHM_MAX_MSG)
+		return -EINVAL;
+	if ((wr->flags & BE_XWR_F_INLINE) && t > SHM_MAX_INLINE)
+		return -EINVAL;
+	if (wr->opcode == BE_XWR_SEND && t > c->ring_size / 4)
+		return -EMSGSIZE;
+	*total = t;
+	return 0;
+}
+
+static const uint8_t sq_wc_opcode[] = {
+	[BE_XWR_SEND] = BE_XWC_SEND,
+	[BE_XWR_WRITE] = BE_XWC_WRITE,
+	[BE_XWR_WRITE_IMM] = BE_XWC_WRITE_IMM,
+};
+
+int be__shm_post_send(struct be_xconn *xc, struct be_xsend_wr *wr, struct be_xsend_wr **bad)
+{
+	struct shm_conn *c;
+	uint64_t tail0;
+	bool local = false;
+	int ret = 0;
+
+	if (!xc) {
+		if (bad)
+			*bad = wr;
+		return -EINVAL;
+	}
+	c = to_sconn(xc);
+	if (c->state == SHM_CS_CONNECTED &&
+	    BE_UNLIKELY(__atomic_load_n(&c->push_failed, __ATOMIC_ACQUIRE)))
+		be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, -EIO);
+	if (c->state != SHM_CS_CONNECTED && c->state != SHM_CS_ERROR) {
+		if (bad)
+			*bad = wr;
+		return -ENOTCONN;
+	}
+	/* Region messages pushed before anything we act on now must be
+	 * handled first (a deregistration, usually). One shared line, read. */
+	if (BE_UNLIKELY(shm_load_acq(&c->tx_ctl->regs_pushed) != c->regs_seen) &&
+	    c->state == SHM_CS_CONNECTED)
+		be__shm_conn_read_sock(c);
+	tail0 = c->tx_tail;
+	if (c->sq_tx != c->sq_tail && c->state == SHM_CS_CONNECTED)
+		sq_tx_pending(c);
+	for (; wr; wr = wr->next) {
+		struct shm_swqe *e;
+		uint64_t total;
+
+		ret = sq_validate(c, wr, &total);
+		if (!ret && c->sq_tail - c->sq_head >= c->max_send_wr)
+			ret = -ENOMEM;
+		if (ret)
+			break;
+		e = &c->sq[c->sq_tail & c->sq_mask];
+		e->wr_id = wr->wr_id;
+		e->byte_len = (uint32_t)total;
+		e->opcode = sq_wc_opcode[wr->opcode];
+		e->signaled = !!(wr->flags & BE_XWR_F_SIGNALED);
+		e->def = NULL;
+		if (c->state != SHM_CS_CONNECTED) {
+			sq_done(e, BE_XWC_WR_FLUSH_ERR);
+		} else if (c->sq_tx == c->sq_tail) {
+			struct shm_op op = {
+				.opcode = wr->opcode, .flags = wr->flags, .sge = wr->sg_list,
+				.num_sge = wr->num_sge, .remote_addr = wr->remote_addr,
+				.rkey = wr->rkey, .imm = wr->imm, .total = total,
+			};
+
+			if (sq_exec(c, e, &op) == SQ_EXEC_FULL) {
+				ret = sq_defer(c, e, wr, total);
+				if (ret)
+					break;
+			}
+		} else {
+			ret = sq_defer(c, e, wr, total);
+			if (ret)
+				break;
+		}
+		if (e->state == SHM_WQE_DONE && (e->signaled || e->status != BE_XWC_SUCCESS))
+			local = true;
+		if (e->state != SHM_WQE_DEFER && c->sq_tx == c->sq_tail)
+			c->sq_tx++;
+		c->sq_tail++;
+	}
+	if (ret && bad)
+		*bad = wr;
+	if (c->tx_tail != tail0)
+		sq_notify_peer(c);
+	if (local)
+		be__shm_cq_kick(c->scq);
+	return ret;
+}
+
+/* Is the first entry of @c's send queue ready to complete? */
+static bool sq_ready(struct shm_conn *c)
+{
+	struct shm_swqe *e;
+
+	if (c->sq_head == c->sq_tail)
+		return false;
+	e = &c->sq[c->sq_head & c->sq_mask];
+	if (e->state == SHM_WQE_DONE || c->state == SHM_CS_ERROR)
+		return true;
+	if (e->state == SHM_WQE_WAIT)
+		return e->end <= shm_load_acq(&c->tx_ctl->head) ||
+		       shm_load_acq(&c->tx_ctl->err_status);
+	return false;
+}
+
+static int cq_poll_tx(struct shm_conn *c, struct be_xwc *wc, int n)
+{
+	int got = 0;
+
+	if (c->sq_tx != c->sq_tail && c->state == SHM_CS_CONNECTED)
+		sq_tx_pending(c);
+	while (got < n && c->sq_head != c->sq_tail) {
+		struct shm_swqe *e = &c->sq[c->sq_head & c->sq_mask];
+		enum be_xwc_status st;
+
+		if (e->state == SHM_WQE_DONE) {
+			st = e->status;
+		} else if (e->state == SHM_WQE_WAIT &&
+			   (e->end <= c->tx_head ||
+			    e->end <= (c->tx_head = shm_load_acq(&c->tx_ctl->head)))) {
+			st = BE_XWC_SUCCESS;
+		} else {
+			uint32_t es = 0;
+
+			if (e->state == SHM_WQE_WAIT)
+				es = shm_load_acq(&c->tx_ctl->err_status);
+			if (es && shm_load_rlx(&c->tx_ctl->err_pos) == e->pos) {
+				st = es == BE_XWC_RNR_RETRY_EXC ? BE_XWC_RNR_RETRY_EXC :
+								  BE_XWC_REM_OP_ERR;
+				if (c->state == SHM_CS_CONNECTED)
+					be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, -EREMOTEIO);
+				else
+					c->err_first = BE_XWC_WR_FLUSH_ERR;
+			} else if (c->state == SHM_CS_ERROR) {
+				st = c->err_first;
+				c->err_first = BE_XWC_WR_FLUSH_ERR;
+			} else if (es) {
+				/* The peer failed on a record we did not post: lies. */
+				be__shm_conn_error(c, BE_XWC_GENERAL_ERR, -EPROTO);
+				continue;
+			} else {
+				break;
+			}
+		}
+		if (e->def) {
+			free(e->def);
+			e->def = NULL;
+		}
+		if (c->sq_tx == c->sq_head)
+			c->sq_tx++;
+		c->sq_head++;
+		if (e->signaled || st != BE_XWC_SUCCESS) {
+			struct be_xwc *w = &wc[got++];
+
+			w->wr_id = e->wr_id;
+			w->status = st;
+			w->opcode = e->opcode;
+			w->byte_len = e->byte_len;
+			w->imm = 0;
+			w->conn = &c->base;
+			w->srq = NULL;
+			w->vendor_err = 0;
+		}
+	}
+	return got;
+}
+
+/* ---- receive ---------------------------------------------------------- */
+
+static void rx_wake_sender(struct shm_conn *c)
+{
+	shm_fence();
+	if (shm_load_rlx(&c->rx_ctl->tx_armed) &&
+	    __atomic_exchange_n(&c->rx_ctl->tx_armed, 0, __ATOMIC_ACQ_REL))
+		efd_kick(c->peer_tx_efd);
+}
+
+static void rx_srq_limit(struct shm_conn *c, struct shm_srq *s)
+{
+	struct be_xevent ev;
+
+	if (!s->limit || s->tail - s->head >= s->limit)
+		return;
+	s->limit = 0;
+	memset(&ev, 0, sizeof(ev));
+	ev.type = BE_XEV_SRQ_LIMIT;
+	ev.srq = &s->base;
+	be__shm_evch_queue(to_sevch(c->base.evch), &ev);
+}
+
+static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
+{
+	uint64_t size = c->ring_size, mask = size - 1, head = c->rx_head;
+	struct shm_srq *s = c->srq;
+	uint32_t err = 0;
+	bool wake = false;
+	int got = 0;
+
+	if (c->state != SHM_CS_CONNECTED)
+		return 0;
+	while (got < n) {
+		uint64_t off = head & mask, len, o;
+		struct shm_rec *rec = (struct shm_rec *)(void *)(c->rx_data + off);
+		uint64_t tag = shm_load_acq(&rec->tag);
+		uint32_t op, blen;
+		struct be_xrecv_wr *r;
+		struct be_xwc *w;
+
+		if (!(tag & SHM_TAG_VALID) || (tag & SHM_TAG_POS_MASK) != head)
+			break;
+		op = shm_tag_op(tag);
+		blen = rec->byte_len;
+		if (op == SHM_REC_PAD) {
+			shm_store_rlx(&rec->tag, 0);
+			head += size - off;
+			continue;
+		}
+		if ((op != SHM_REC_SEND && op != SHM_REC_WRITE_IMM) ||
+		    (op == SHM_REC_SEND && blen > size / 4)) {
+			err = BE_XWC_GENERAL_ERR;
+			break;
+		}
+		len = shm_rec_len(op, blen);
+		if (off + len > size) {
+			err = BE_XWC_GENERAL_ERR;
+			break;
+		}
+		if (s->head == s->tail) {
+			err = BE_XWC_RNR_RETRY_EXC;
+			break;
+		}
+		r = &s->wr[s->head & (s->cap - 1)];
+		w = &wc[got++];
+		w->wr_id = r->wr_id;
+		w->status = BE_XWC_SUCCESS;
+		w->byte_len = blen;
+		w->imm = 0;
+		w->conn = &c->base;
+		w->srq = &s->base;
+		w->vendor_err = 0;
+		s->head++;
+		if (op == SHM_REC_SEND) {
+			w->opcode = BE_XWC_RECV;
+			if (blen > r->sge.length) {
+				w->status = BE_XWC_LOC_LEN_ERR;
+				err = BE_XWC_REM_OP_ERR;
+				break;
+			}
+			if (blen && be__shm_local_check(c->dev, r->sge.lkey, r->sge.addr, blen)) {
+				w->status = BE_XWC_LOC_PROT_ERR;
+				err = BE_XWC_REM_OP_ERR;
+				break;
+			}
+			memcpy((void *)(uintptr_t)r->sge.addr, rec->data, blen);
+		} else {
+			w->opcode = BE_XWC_RECV_IMM;
+			w->imm = rec->imm;
+		}
+		rx_srq_limit(c, s);
+		/* Keep the free space free of anything that looks like a tag. */
+		shm_store_rlx(&rec->tag, 0);
+		for (o = SHM_LINE; o < len; o += SHM_LINE)
+			*(uint64_t *)(void *)(c->rx_data + off + o) = 0;
+		if (tag & SHM_TAG_SIGNALED)
+			wake = true;
+		head += len;
+	}
+	if (head != c->rx_head) {
+		c->rx_head = head;
+		shm_store_rel(&c->rx_ctl->head, head);
+		if (wake || shm_load_rlx(&c->rx_ctl->tx_want_space))
+			rx_wake_sender(c);
+	}
+	if (err) {
+		if (err == BE_XWC_GENERAL_ERR)
+			be_log_err("shm: malformed record from peer pid %d", (int)c->peer_pid);
+		shm_store_rlx(&c->rx_ctl->err_pos, head);
+		shm_store_rel(&c->rx_ctl->err_status, err);
+		rx_wake_sender(c);
+		be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR,
+				   err == BE_XWC_GENERAL_ERR ? -EPROTO : -EREMOTEIO);
+	}
+	return got;
+}
+
+/* Every SHM_HUP_CHECK_POLLS polls: did a peer of this cq hang up? */
+static void cq_check_hup(struct shm_cq *cq)
+{
+	struct epoll_event ev[8];
+	int i, n;
+
+	n = epoll_wait(cq->epfd, ev, 8, 0);
+	for (i = 0; i < n; i++) {
+		struct shm_ph *ph = ev[i].data.ptr;
+
+		if (ph->kind == SHM_PH_CONN)
+			be__shm_conn_read_sock(container_of(ph, struct shm_conn, ph));
+	}
+}
+
+int be__shm_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
+{
+	struct shm_cq *cq;
+	struct shm_conn *c, *next;
+	int got = 0;
+
+	if (!xcq || n < 0 || (n && !wc))
+		return -EINVAL;
+	cq = to_scq(xcq);
+	/* After a sleep (cq_arm) or every SHM_HUP_CHECK_POLLS polls: one
+	 * epoll_wait tells whether a peer hung up. */
+	if (BE_UNLIKELY(++cq->polls % SHM_HUP_CHECK_POLLS == 0 || cq->hup_check)) {
+		cq->hup_check = false;
+		cq_check_hup(cq);
+	}
+	while (got < n && cq->lq_head != cq->lq_tail)
+		wc[got++] = cq->lq[cq->lq_head++ & (cq->lq_cap - 1)];
+	for (c = cq->send_head; c && got < n; c = next) {
+		next = c->s_next;
+		if (c->sq_head != c->sq_tail)
+			got += cq_poll_tx(c, wc + got, n - got);
+	}
+	for (c = cq->recv_head; c && got < n; c = next) {
+		next = c->r_next;
+		got += cq_poll_rx(c, wc + got, n - got);
+	}
+	/* Fairness: when the batch filled up, start with another conn next time. */
+	if (got == n && cq->recv_head && cq->recv_head->r_next) {
+		c = cq->recv_head;
+		cq->recv_head = c->r_next;
+		cq->recv_head->r_prev = NULL;
+		for (next = cq->recv_head; next->r_next; next = next->r_next)
+			;
+		next->r_next = c;
+		c->r_prev = next;
+		c->r_next = NULL;
+	}
+	return got;
+}
+
+int be__shm_cq_arm(struct be_xcq *xcq)
+{
+	struct shm_cq *cq;
+	struct shm_conn *c;
+	bool pending;
+
+	if (!xcq)
+		return -EINVAL;
+	cq = to_scq(xcq);
+	cq->armed = true;
+	cq->hup_check = true;
+	for (c = cq->send_head; c; c = c->s_next)
+		if (c->state == SHM_CS_CONNECTED)
+			__atomic_store_n(&c->tx_ctl->tx_armed, 1, __ATOMIC_SEQ_CST);
+	for (c = cq->recv_head; c; c = c->r_next)
+		if (c->state == SHM_CS_CONNECTED)
+			__atomic_store_n(&c->rx_ctl->rx_armed, 1, __ATOMIC_SEQ_CST);
+	shm_fence();
+	/* Re-check everything the flags cover, so no wakeup is lost. */
+	pending = cq->lq_head != cq->lq_tail;
+	for (c = cq->send_head; c && !pending; c = c->s_next)
+		pending = sq_ready(c) ||
+			  (c->sq_tx != c->sq_tail && c->state == SHM_CS_CONNECTED &&
+			   shm_load_acq(&c->tx_ctl->head) != c->tx_head);
+	for (c = cq->recv_head; c && !pending; c = c->r_next) {
+		struct shm_rec *rec;
+		uint64_t tag;
+
+		if (c->state != SHM_CS_CONNECTED)
+			continue;
+		rec = (struct shm_rec *)(void *)(c->rx_data + (c->rx_head & (c->ring_size - 1)));
+		tag = shm_load_acq(&rec->tag);
+		pending = (tag & SHM_TAG_VALID) && (tag & SHM_TAG_POS_MASK) == c->rx_head;
+	}
+	if (pending)
+		be__shm_cq_kick(cq);
+	return 0;
+}
+
+int be__shm_cq_ack(struct be_xcq *xcq)
+{
+	uint64_t v;
+
+	if (!xcq)
+		return -EINVAL;
+	if (read(to_scq(xcq)->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,121 @@
+/*
+ * shm_ring.h - the shared-memory layout of one shm connection.
+ *
+ * Model. A connection is one memfd ("the segment"), created by the
+ * connecting side and mapped MAP_SHARED by both processes. It holds two
+ * single-producer single-consumer byte rings, one per direction: ring 0
+ * carries records from the connector to the acceptor, ring 1 the other way.
+ *
+ *   [ctl 0][ctl 1] (one page)  [ring 0 data][ring 1 data]
+ *
+ * A ring's data area is a power of two of bytes, cut into 64-byte lines.
+ * A record starts on a line boundary and never wraps: a PAD record fills the
+ * tail of the area when the next record does not fit. Its first word, the
+ * tag, is written last with release semantics and encodes the record's ring
+ * position, so the consumer learns of a record by polling one cache line
+ * (no separate tail index to transfer):
+ *
+ *   tag = pos | op << 1 | signaled << 4 | 1      (pos is a multiple of 64)
+ *
+ * A stale word can never look like a valid tag at the consumer's position
+ * because the consumer zeroes the first word of every line it consumed
+ * before it publishes its head: every line of the free space starts with a
+ * zero word, whatever payload bytes were there before.
+ *
+ * The consumer publishes how far it consumed in ctl.head (its own cache
+ * line); the producer reads it to reuse space and, since records are
+ * consumed in order, as the acknowledgement of every SEND and WRITE_IMM up
+ * to that position. A consumer-side failure (no receive posted, receive too
+ * small) is reported in ctl.err_pos/err_status and the consumer stops.
+ *
+ * Wakeups. Each side may sleep on its cq fd. Before sleeping it sets
+ * rx_armed (consumer, waiting for records) or tx_armed (producer, waiting
+ * for acknowledgements or space) and re-checks the ring; the other side,
+ * after publishing, issues a full fence, reads the flag and, if set,
+ * clears it and writes the sleeper's eventfd. This Dekker pattern (store
+ * flag; fence; load data / store data; fence; load flag) cannot lose a
+ * wakeup, and costs no syscall while nobody sleeps.
+ *
+ * Nothing in the segment is trusted: a peer may write anything there, so
+ * every length and position read from it is checked before use.
+ */
+#ifndef BE_XPORT_SHM_RING_H
+#define BE_XPORT_SHM_RING_H
+
+#include <stdint.h>
+
+#define SHM_LINE 64u
+#define SHM_SEG_CTL_BYTES 4096u
+#define SHM_REC_HDR 16u
+
+enum shm_rec_op {
+	SHM_REC_PAD = 1,
+	SHM_REC_SEND = 2,
+	SHM_REC_WRITE_IMM = 3,
+};
+
+#define SHM_TAG_VALID 0x1u
+#define SHM_TAG_SIGNALED 0x10u
+#define SHM_TAG_POS_MASK (~(uint64_t)(SHM_LINE - 1))
+
+struct shm_ring_ctl {
+	/* Written by the consumer: bytes consumed, monotonic. */
+	_Alignas(64) uint64_t head;
+	/* Consumer's recv cq asleep: the producer wakes it. */
+	_Alignas(64) uint32_t rx_armed;
+	/* Producer's send cq asleep: the consumer wakes it on progress. */
+	_Alignas(64) uint32_t tx_armed;
+	uint32_t tx_want_space;  /* producer has WRs waiting for ring space */
+	/* Consumer failure: status for the producer's WR at err_pos. */
+	_Alignas(64) uint32_t err_status;
+	uint32_t pad0;
+	uint64_t err_pos;
+	/* Region messages the consumer side's owner has pushed on the socket
+	 * (see shm_dev.c): the producer drains its socket before a WRITE when
+	 * it has handled fewer, so a deregistration that happened before a
+	 * message it received is always seen. */
+	_Alignas(64) uint32_t regs_pushed;
+	_Alignas(64) uint8_t end[];
+};
+
+/* One record. Payload (SEND) follows the 16-byte header. */
+struct shm_rec {
+	uint64_t tag;
+	uint32_t byte_len;   /* SEND: payload bytes; WRITE_IMM: bytes written */
+	uint32_t imm;        /* WRITE_IMM */
+	uint8_t data[];
+};
+
+static inline uint64_t shm_rec_len(uint32_t op, uint32_t byte_len)
+{
+	if (op != SHM_REC_SEND)
+		return SHM_LINE;
+	return ((uint64_t)SHM_REC_HDR + byte_len + SHM_LINE - 1) & ~(uint64_t)(SHM_LINE - 1);
+}
+
+static inline uint64_t shm_tag_make(uint64_t pos, uint32_t op, int signaled)
+{
+	return pos | (uint64_t)op << 1 | (signaled ? SHM_TAG_SIGNALED : 0) | SHM_TAG_VALID;
+}
+
+static inline uint32_t shm_tag_op(uint64_t tag)
+{
+	return (uint32_t)(tag >> 1) & 7u;
+}
+
+#define shm_load_acq(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define shm_load_rlx(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define shm_store_rel(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define shm_store_rlx(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#if defined(__SANITIZE_THREAD__)
+/* GCC's TSan does not model fences; a seq_cst RMW is a full barrier too. */
+#define shm_fence()                                                          \
+	do {                                                                 \
+		static uint32_t shm_fence_word;                              \
+		__atomic_fetch_add(&shm_fence_word, 0, __ATOMIC_SEQ_CST);    \
+	} while (0)
+#else
+#define shm_fence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif
+
+#endif /* BE_XPORT_SHM_RING_H */

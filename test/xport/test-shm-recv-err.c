@@ -1,0 +1,111 @@
+/*
+ * Check the receive-side failures of an RC QP on shm: a SEND with no
+ * receive posted completes with BE_XWC_RNR_RETRY_EXC on the sender; a SEND
+ * larger than the receive buffer completes with BE_XWC_LOC_LEN_ERR on the
+ * receiver and BE_XWC_REM_OP_ERR on the sender. Both put the conn in error
+ * on both sides (DISCONNECTED), the SENDs before the failing one succeed
+ * and the ones after it flush. Also checks the SRQ low-water event and
+ * that destroying an SRQ flushes its receives.
+ */
+#include "test-shm-util.h"
+
+static void run(int too_long)
+{
+	struct side a, b;
+	struct mem ma, mb;
+	struct be_xevent ev;
+	struct be_xwc wc[4];
+	char name[64];
+
+	side_open(&a, 64);
+	side_open(&b, 64);
+	mem_reg(&a, &ma, 65536);
+	mem_reg(&b, &mb, 65536);
+	snprintf(name, sizeof(name), "rerr-%d-%d", (int)getpid(), too_long);
+	pair_connect(&a, &b, name, 16);
+
+	post_recv(&a, &ma, 0, 4096, 1);
+	if (too_long)
+		post_recv(&a, &ma, 4096, 100, 2);
+	ASSERT_OK(post_one(&b, BE_XWR_SEND, &mb, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 10));
+	ASSERT_OK(post_one(&b, BE_XWR_SEND, &mb, 0, 101, 0, 0, 0, BE_XWR_F_SIGNALED, 11));
+	ASSERT_OK(post_one(&b, BE_XWR_SEND, &mb, 0, 10, 0, 0, 0, 0, 12));
+	side_wc(&a, wc, too_long ? 2 : 1);
+	ASSERT_UEQ(wc[0].wr_id, 1);
+	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
+	if (too_long) {
+		ASSERT_UEQ(wc[1].wr_id, 2);
+		ASSERT_EQ(wc[1].status, BE_XWC_LOC_LEN_ERR);
+	}
+	/* The receiver meets the failing SEND when it polls on. */
+	ASSERT_EQ(ops->cq_poll(a.cq, wc, 4), 0);
+	side_expect(&a, BE_XEV_DISCONNECTED, &ev, NULL);
+	side_wc(&b, wc, 3);
+	ASSERT_UEQ(wc[0].wr_id, 10);
+	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
+	ASSERT_UEQ(wc[1].wr_id, 11);
+	ASSERT_EQ(wc[1].status, too_long ? BE_XWC_REM_OP_ERR : BE_XWC_RNR_RETRY_EXC);
+	ASSERT_UEQ(wc[2].wr_id, 12);
+	ASSERT_EQ(wc[2].status, BE_XWC_WR_FLUSH_ERR);
+	side_expect(&b, BE_XEV_DISCONNECTED, &ev, NULL);
+
+	ops->conn_destroy(a.conn);
+	ops->conn_destroy(b.conn);
+	a.conn = b.conn = NULL;
+	mem_unreg(&ma);
+	mem_unreg(&mb);
+	side_close(&a);
+	side_close(&b);
+}
+
+static void run_srq(void)
+{
+	struct side a, b;
+	struct mem ma, mb;
+	struct be_xevent ev;
+	struct be_xwc wc[8];
+	char name[64];
+	int i;
+
+	side_open(&a, 8);
+	side_open(&b, 8);
+	mem_reg(&a, &ma, 65536);
+	mem_reg(&b, &mb, 65536);
+	snprintf(name, sizeof(name), "rsrq-%d", (int)getpid());
+	pair_connect(&a, &b, name, 16);
+	for (i = 0; i < 6; i++)
+		post_recv(&a, &ma, 1024 * (uint64_t)i, 1024, 100 + (uint64_t)i);
+	ASSERT_OK(ops->srq_arm_limit(a.srq, 4));
+	for (i = 0; i < 2; i++)
+		ASSERT_OK(post_one(&b, BE_XWR_SEND, &mb, 0, 8, 0, 0, 0, 0, (uint64_t)i));
+	side_wc(&a, wc, 2);
+	ASSERT_EQ(ops->evch_get(a.ch, &ev), 0); /* 4 left: not below 4 */
+	ASSERT_OK(post_one(&b, BE_XWR_SEND, &mb, 0, 8, 0, 0, 0, 0, 2));
+	side_wc(&a, wc, 1);
+	side_expect(&a, BE_XEV_SRQ_LIMIT, &ev, NULL);
+	ASSERT((const void *)ev.srq == (const void *)a.srq);
+	ops->disconnect(a.conn);
+	side_expect(&a, BE_XEV_DISCONNECTED, &ev, NULL);
+	ops->conn_destroy(a.conn);
+	a.conn = NULL;
+	/* Three receives left: destroying the srq flushes them. */
+	ops->srq_destroy(a.srq);
+	side_wc(&a, wc, 3);
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(wc[i].status, BE_XWC_WR_FLUSH_ERR);
+		ASSERT_UEQ(wc[i].wr_id, 103 + (uint64_t)i);
+	}
+	ASSERT_OK(ops->srq_create(a.cq, 8, &a.srq));
+	mem_unreg(&ma);
+	mem_unreg(&mb);
+	side_close(&a);
+	side_close(&b);
+}
+
+int main(void)
+{
+	run(0);
+	run(1);
+	run_srq();
+	return 0;
+}

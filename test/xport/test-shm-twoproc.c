@@ -1,0 +1,221 @@
+/*
+ * Check the shm transport between two processes (fork): WRITEs and
+ * WRITE_IMMs of 1 B to 16 MiB land intact in the peer's region, and a
+ * region the peer registers after the connection is up (its rkey sent in a
+ * SEND) is usable at once; its deregistration makes later WRITEs to it fail
+ * with BE_XWC_REM_ACCESS_ERR.
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "test-shm-util.h"
+
+#define BIG (16u << 20)
+
+static const uint32_t sizes[] = {
+	1, 2, 3, 7, 63, 64, 65, 4095, 4096, 4097, 65536, 1u << 20, (1u << 20) + 1, 3u << 20, BIG,
+};
+
+static uint8_t pat(uint32_t i, uint32_t size)
+{
+	return (uint8_t)(i * 31u + size * 7u + (i >> 12));
+}
+
+struct late_msg {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t len;
+};
+
+/* The server: verifies what lands, answers each check with one byte. */
+static int server(const char *name, int ready_fd)
+{
+	struct side s;
+	struct mem m, late, out;
+	struct be_xconn_attr attr;
+	struct be_xevent ev;
+	struct be_xwc wc;
+	struct { uint64_t addr; uint32_t rkey; } priv;
+	int checks = 0;
+
+	side_open(&s, 64);
+	mem_reg(&s, &m, BIG + 4096);
+	memset(m.p, 0xab, BIG + 1);
+	mem_reg(&s, &out, 4096);
+	ASSERT_OK(ops->listen(s.ch, name, 4, &s.l));
+	ASSERT_EQ(write(ready_fd, "r", 1), 1);
+	side_expect(&s, BE_XEV_CONNECT_REQUEST, &ev, NULL);
+	s.conn = ev.conn;
+	attr = side_attr(&s, 64);
+	priv.addr = mem_addr(&m, 0);
+	priv.rkey = m.mr.rkey;
+	for (int i = 0; i < 32; i++)
+		post_recv(&s, &out, 0, 64, 1000 + (uint64_t)i);
+	ASSERT_OK(ops->accept(s.conn, &attr, &priv, sizeof(priv)));
+	side_expect(&s, BE_XEV_ESTABLISHED, &ev, NULL);
+
+	for (;;) {
+		int r = ops->cq_poll(s.cq, &wc, 1);
+		uint32_t size, i;
+		uint8_t ok = 1;
+
+		ASSERT_OK(r);
+		if (!r) {
+			r = ops->evch_get(s.ch, &ev);
+			ASSERT_OK(r);
+			if (r && ev.type == BE_XEV_DISCONNECTED)
+				break;
+			continue;
+		}
+		if (wc.opcode == BE_XWC_SEND || wc.opcode == BE_XWC_WRITE)
+			continue;
+		ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
+		post_recv(&s, &out, 0, 64, wc.wr_id);
+		if (wc.opcode == BE_XWC_RECV) {
+			/* "late": register a region now and send its key. */
+			struct late_msg lm;
+
+			mem_reg(&s, &late, 1u << 20);
+			memset(late.p, 0, late.len);
+			lm.addr = mem_addr(&late, 0);
+			lm.rkey = late.mr.rkey;
+			lm.len = (uint32_t)late.len;
+			memcpy(out.p + 1024, &lm, sizeof(lm));
+			ASSERT_OK(post_one(&s, BE_XWR_SEND, &out, 1024, sizeof(lm), 0, 0, 0, 0, 1));
+			continue;
+		}
+		ASSERT_EQ(wc.opcode, BE_XWC_RECV_IMM);
+		if (wc.imm == 0xffffffffu) {
+			/* The late region was written: check it, then drop it. */
+			for (i = 0; i < 4096; i++)
+				if (late.p[i] != (uint8_t)(i ^ 0x3c))
+					ok = 0;
+			mem_unreg(&late);
+		} else {
+			size = wc.imm;
+			for (i = 0; i < size && ok; i++)
+				if (m.p[i] != pat(i, size))
+					ok = 0;
+			if (m.p[size] != 0xab) /* nothing past the end */
+				ok = 0;
+			memset(m.p, 0xab, size + 1);
+		}
+		out.p[2048] = ok;
+		ASSERT_OK(post_one(&s, BE_XWR_SEND, &out, 2048, 1, 0, 0, 0, 0, 2));
+		checks++;
+	}
+	ASSERT_EQ(checks, (int)(sizeof(sizes) / sizeof(sizes[0])) + 1);
+	ops->conn_destroy(s.conn);
+	s.conn = NULL;
+	mem_unreg(&m);
+	mem_unreg(&out);
+	side_close(&s);
+	return 0;
+}
+
+static uint8_t wait_reply(struct side *c, struct mem *in)
+{
+	struct be_xwc wc;
+
+	for (;;) {
+		side_wc(c, &wc, 1);
+		ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
+		if (wc.opcode == BE_XWC_RECV) {
+			uint8_t v = in->p[wc.wr_id * 64];
+
+			post_recv(c, in, wc.wr_id * 64, 64, wc.wr_id);
+			return v;
+		}
+	}
+}
+
+int main(void)
+{
+	struct side c;
+	struct mem src, in;
+	struct be_xconn_attr attr;
+	struct be_xevent ev;
+	struct be_xwc wc;
+	struct { uint64_t addr; uint32_t rkey; } priv;
+	struct late_msg lm;
+	char name[64], ch;
+	int pfd[2], st;
+	pid_t pid;
+	size_t k;
+
+	snprintf(name, sizeof(name), "twoproc-%d", (int)getpid());
+	ASSERT_OK(pipe(pfd));
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		close(pfd[0]);
+		_exit(server(name, pfd[1]));
+	}
+	close(pfd[1]);
+	ASSERT_EQ(read(pfd[0], &ch, 1), 1);
+
+	side_open(&c, 64);
+	mem_reg(&c, &src, BIG);
+	mem_reg(&c, &in, 64 * 64);
+	for (int i = 0; i < 32; i++)
+		post_recv(&c, &in, (uint64_t)i * 64, 64, (uint64_t)i);
+	attr = side_attr(&c, 64);
+	ASSERT_OK(ops->connect(c.ch, name, &attr, NULL, 0, &c.conn));
+	side_expect(&c, BE_XEV_ESTABLISHED, &ev, NULL);
+	ASSERT_EQ(ev.priv_len, sizeof(priv));
+	memcpy(&priv, ev.priv, sizeof(priv));
+
+	for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		uint32_t size = sizes[k], i;
+
+		for (i = 0; i < size; i++)
+			src.p[i] = pat(i, size);
+		if (k % 2) {
+			/* WRITE, then an empty WRITE_IMM to say so */
+			ASSERT_OK(post_one(&c, BE_XWR_WRITE, &src, 0, size, priv.addr, priv.rkey, 0,
+					   0, 1));
+			ASSERT_OK(post_one(&c, BE_XWR_WRITE_IMM, &src, 0, 0, priv.addr, priv.rkey,
+					   size, 0, 2));
+		} else {
+			ASSERT_OK(post_one(&c, BE_XWR_WRITE_IMM, &src, 0, size, priv.addr,
+					   priv.rkey, size, 0, 2));
+		}
+		if (wait_reply(&c, &in) != 1)
+			TEST_FAIL("size %u arrived damaged", size);
+	}
+
+	/* Ask for a late region, write it, check. */
+	ASSERT_OK(post_one(&c, BE_XWR_SEND, &src, 0, 1, 0, 0, 0, 0, 3));
+	for (;;) {
+		side_wc(&c, &wc, 1);
+		if (wc.opcode == BE_XWC_RECV)
+			break;
+	}
+	memcpy(&lm, in.p + wc.wr_id * 64, sizeof(lm));
+	post_recv(&c, &in, wc.wr_id * 64, 64, wc.wr_id);
+	for (uint32_t i = 0; i < 4096; i++)
+		src.p[i] = (uint8_t)(i ^ 0x3c);
+	ASSERT_OK(post_one(&c, BE_XWR_WRITE_IMM, &src, 0, 4096, lm.addr, lm.rkey, 0xffffffffu, 0,
+			   4));
+	ASSERT_EQ(wait_reply(&c, &in), 1);
+	/* The server deregistered it before replying: a WRITE now fails. */
+	ASSERT_OK(post_one(&c, BE_XWR_WRITE, &src, 0, 64, lm.addr, lm.rkey, 0, BE_XWR_F_SIGNALED,
+			   5));
+	for (;;) {
+		side_wc(&c, &wc, 1);
+		if (wc.wr_id == 5)
+			break;
+	}
+	ASSERT_EQ(wc.status, BE_XWC_REM_ACCESS_ERR);
+	side_expect(&c, BE_XEV_DISCONNECTED, &ev, NULL);
+
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ops->conn_destroy(c.conn);
+	c.conn = NULL;
+	mem_unreg(&src);
+	mem_unreg(&in);
+	side_close(&c);
+	return 0;
+}
