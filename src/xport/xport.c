@@ -5,14 +5,11 @@
 
 #include "xport/xport.h"
 
-/*
- * shm joins this table when src/xport/shm.c lands (until then a reference
- * would leave the static library unlinkable).
- */
 static const struct be_xport_ops *const xport_builtin[] = {
 #if BE_HAVE_VERBS
 	&be__xport_verbs_ops,
 #endif
+	&be__xport_shm_ops,
 	&be__xport_tcp_ops,
 };
 
