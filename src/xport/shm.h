@@ -140,6 +140,12 @@ struct shm_rregion {
 	size_t map_len;
 };
 
+/* A region announcement waiting for socket space. */
+struct shm_push {
+	uint32_t key;
+	bool del;
+};
+
 /* Send queue entry. */
 enum shm_swqe_state { SHM_WQE_DEFER = 1, SHM_WQE_WAIT, SHM_WQE_DONE };
 
@@ -195,6 +201,9 @@ struct shm_conn {
 	struct shm_conn *push_next, *push_prev;  /* dev->push_head */
 	bool on_push;                            /* under dev->lock */
 	int push_failed;                         /* atomic: reg push failed */
+	int push_pending;                        /* atomic: pq not empty */
+	struct shm_push *pq;                     /* under dev->lock */
+	uint32_t pq_len, pq_cap;
 	struct shm_conn *s_next, *s_prev;        /* scq->send_head */
 	struct shm_conn *r_next, *r_prev;        /* rcq->recv_head */
 
@@ -210,7 +219,7 @@ struct shm_conn {
 	uint64_t tx_tail;          /* producer position */
 	uint64_t tx_head;          /* last consumer head read */
 	uint64_t rx_head;          /* consumer position */
-	uint32_t regs_seen;        /* region messages handled (regs_pushed) */
+	uint32_t regs_seen;        /* region announcements handled (regs_queued) */
 	int peer_rx_efd;           /* wake the peer's recv cq */
 	int peer_tx_efd;           /* wake the peer's send cq */
 
@@ -300,6 +309,7 @@ void be__shm_dev_reg_hook(struct be_xdev *dev, struct be_alloc_reg_hook *out);
 int be__shm_local_check(struct shm_dev *dev, uint32_t lkey, uint64_t addr, uint64_t len);
 int be__shm_push_attach(struct shm_conn *c);
 void be__shm_push_detach(struct shm_conn *c);
+void be__shm_push_flush(struct shm_conn *c);
 int be__shm_sendmsg(int fd, const struct shm_msg *m, size_t len, const int *fds, int nfds,
 		    int wait_ms);
 size_t be__shm_msg_len(uint16_t type, uint16_t count);

@@ -370,11 +370,12 @@ void be__shm_conn_error(struct shm_conn *c, enum be_xwc_status first, int ev_sta
 
 static int cm_validate_attr(const struct be_xconn_attr *attr, struct be_xdev *dev)
 {
-	if (!attr || !attr->send_cq || !attr->recv_cq || !attr->srq)
+	/* No srq is allowed: such a conn only sends (a SEND to it is RNR). */
+	if (!attr || !attr->send_cq || !attr->recv_cq)
 		return -EINVAL;
-	if (attr->send_cq->dev != dev || attr->recv_cq->dev != dev || attr->srq->dev != dev)
+	if (attr->send_cq->dev != dev || attr->recv_cq->dev != dev)
 		return -EINVAL;
-	if (attr->srq->cq != attr->recv_cq)
+	if (attr->srq && (attr->srq->dev != dev || attr->srq->cq != attr->recv_cq))
 		return -EINVAL;
 	if (attr->max_send_wr == 0 || attr->max_send_wr > SHM_MAX_QP_WR)
 		return -EINVAL;
@@ -524,14 +525,14 @@ static int cm_handle(struct shm_conn *c, const struct shm_msg *m, size_t len, in
 	case SHM_MSG_REG_ADD:
 		if (nfds != m->count)
 			goto proto;
-		c->regs_seen++;
+		c->regs_seen += m->count;
 		for (i = 0; i < nfds; i++)
 			if (c->state != SHM_CS_ERROR && c->state != SHM_CS_CLOSED)
 				cm_reg_add(c, &m->u.reg[i], fds[i]);
 		cm_close_fds(fds, nfds);
 		return 0;
 	case SHM_MSG_REG_DEL:
-		c->regs_seen++;
+		c->regs_seen += m->count;
 		for (i = 0; i < m->count && c->rtab; i++) {
 			uint32_t slot = SHM_KEY_SLOT(m->u.key[i]);
 
@@ -606,6 +607,8 @@ void be__shm_conn_read_sock(struct shm_conn *c)
 	} cbuf;
 	struct shm_msg m;
 
+	if (__atomic_load_n(&c->push_pending, __ATOMIC_RELAXED))
+		be__shm_push_flush(c);
 	while (c->fd >= 0 && !c->sock_dead) {
 		struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
@@ -620,8 +623,12 @@ void be__shm_conn_read_sock(struct shm_conn *c)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN)
+			if (errno == EAGAIN) {
+				/* WRs may wait for announcements just read. */
+				if (c->scq && c->sq && c->sq_tx != c->sq_tail)
+					be__shm_cq_kick(c->scq);
 				return;
+			}
 			n = 0; /* ECONNRESET and friends: the peer is gone */
 		}
 		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
@@ -884,7 +891,7 @@ static int cm_setup_conn(struct shm_conn *c, const struct be_xconn_attr *attr)
 		return ret;
 	c->scq = to_scq(attr->send_cq);
 	c->rcq = to_scq(attr->recv_cq);
-	c->srq = to_ssrq(attr->srq);
+	c->srq = attr->srq ? to_ssrq(attr->srq) : NULL;
 	c->max_inline = BE_MIN(attr->max_inline, SHM_MAX_INLINE);
 	c->base.user = attr->user;
 	return 0;

@@ -364,29 +364,33 @@ static uint64_t ring_reserve(struct shm_conn *c, uint64_t len)
 
 enum { SQ_EXEC_DONE = 0, SQ_EXEC_FULL = 1 };
 
-/* The peer's address for [addr, addr+len) of region @rkey, or NULL. An
- * unknown key first drains the socket: its REG_ADD may be queued there. */
-static uint8_t *sq_remote(struct shm_conn *c, uint32_t rkey, uint64_t addr, uint64_t len)
+enum { SQ_REMOTE_OK = 0, SQ_REMOTE_BAD, SQ_REMOTE_WAIT, SQ_REMOTE_GONE };
+
+/*
+ * sq_remote() - our address of the peer's [addr, addr+len) in region
+ * @rkey. Announcements the peer queued before must be handled first: if
+ * some are not even on the socket yet, the WR waits (SQ_REMOTE_WAIT).
+ */
+static int sq_remote(struct shm_conn *c, uint32_t rkey, uint64_t addr, uint64_t len,
+		     uint8_t **out)
 {
 	uint32_t slot = SHM_KEY_SLOT(rkey);
-	int pass;
+	struct shm_rregion *r;
 
-	if (!rkey || slot >= SHM_MAX_REGIONS)
-		return NULL;
-	for (pass = 0; pass < 2; pass++) {
-		if (c->rtab && c->rtab[slot].key == rkey) {
-			struct shm_rregion *r = &c->rtab[slot];
-
-			if (addr < r->addr || addr - r->addr > r->len || len > r->len - (addr - r->addr))
-				return NULL;
-			return r->base + (addr - r->addr);
-		}
-		if (pass == 0)
-			be__shm_conn_read_sock(c);
+	if (BE_UNLIKELY(shm_load_acq(&c->tx_ctl->regs_queued) != c->regs_seen)) {
+		be__shm_conn_read_sock(c);
 		if (c->state != SHM_CS_CONNECTED)
-			return NULL;
+			return SQ_REMOTE_GONE;
+		if (shm_load_acq(&c->tx_ctl->regs_queued) != c->regs_seen)
+			return SQ_REMOTE_WAIT;
 	}
-	return NULL;
+	if (!rkey || slot >= SHM_MAX_REGIONS || !c->rtab || c->rtab[slot].key != rkey)
+		return SQ_REMOTE_BAD;
+	r = &c->rtab[slot];
+	if (addr < r->addr || addr - r->addr > r->len || len > r->len - (addr - r->addr))
+		return SQ_REMOTE_BAD;
+	*out = r->base + (addr - r->addr);
+	return SQ_REMOTE_OK;
 }
 
 static void sq_gather(uint8_t *dst, const struct shm_op *op)
@@ -423,12 +427,15 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 		}
 	}
 	if (op->opcode != BE_XWR_SEND) {
-		dst = sq_remote(c, op->rkey, op->remote_addr, op->total);
-		if (c->state != SHM_CS_CONNECTED) {
+		int rr = sq_remote(c, op->rkey, op->remote_addr, op->total, &dst);
+
+		if (rr == SQ_REMOTE_WAIT)
+			return SQ_EXEC_FULL;
+		if (rr == SQ_REMOTE_GONE) {
 			sq_done(e, BE_XWC_WR_FLUSH_ERR);
 			return SQ_EXEC_DONE;
 		}
-		if (!dst) {
+		if (rr == SQ_REMOTE_BAD) {
 			sq_done(e, BE_XWC_REM_ACCESS_ERR);
 			be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, -EACCES);
 			return SQ_EXEC_DONE;
@@ -584,11 +591,6 @@ int be__shm_post_send(struct be_xconn *xc, struct be_xsend_wr *wr, struct be_xse
 			*bad = wr;
 		return -ENOTCONN;
 	}
-	/* Region messages pushed before anything we act on now must be
-	 * handled first (a deregistration, usually). One shared line, read. */
-	if (BE_UNLIKELY(shm_load_acq(&c->tx_ctl->regs_pushed) != c->regs_seen) &&
-	    c->state == SHM_CS_CONNECTED)
-		be__shm_conn_read_sock(c);
 	tail0 = c->tx_tail;
 	if (c->sq_tx != c->sq_tail && c->state == SHM_CS_CONNECTED)
 		sq_tx_pending(c);
@@ -779,7 +781,7 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 			err = BE_XWC_GENERAL_ERR;
 			break;
 		}
-		if (s->head == s->tail) {
+		if (!s || s->head == s->tail) {
 			err = BE_XWC_RNR_RETRY_EXC;
 			break;
 		}
@@ -876,6 +878,8 @@ int be__shm_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 	}
 	for (c = cq->recv_head; c && got < n; c = next) {
 		next = c->r_next;
+		if (BE_UNLIKELY(__atomic_load_n(&c->push_pending, __ATOMIC_RELAXED)))
+			be__shm_push_flush(c);
 		got += cq_poll_rx(c, wc + got, n - got);
 	}
 	/* Fairness: when the batch filled up, start with another conn next time. */

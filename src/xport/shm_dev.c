@@ -35,7 +35,6 @@
 #include "util/log.h"
 #include "xport/shm.h"
 
-#define SHM_PUSH_WAIT_MS 1000
 
 int be__shm_dev_open(const char *name, struct be_xdev **out)
 {
@@ -191,36 +190,36 @@ int be__shm_sendmsg(int fd, const struct shm_msg *m, size_t len, const int *fds,
 	}
 }
 
-/* Send region slots @idx[0..n) as one REG_ADD. Caller holds dev->lock. */
-static int dev_send_regs_locked(struct shm_dev *d, int fd, const uint32_t *idx, int n, int wait_ms)
+/*
+ * The push queue. Each conn on the push list has a queue of region keys to
+ * announce (add or delete), in table order. An entry is counted in the
+ * shared ctl's regs_queued as soon as it is queued; the peer counts what it
+ * handled (regs_seen) and, before a WRITE, drains its socket while the two
+ * differ, deferring the WR if entries are still queued here. The queue is
+ * flushed without blocking: at (de)registration, at attach time, and by the
+ * conn's worker (cq_poll, evch_get) while the socket was full.
+ */
+#define SHM_PQ_MAX (1u << 20)
+
+static int dev_pq_add(struct shm_conn *c, uint32_t key, bool del)
 {
-	struct shm_msg m;
-	int fds[SHM_REG_BATCH];
-	int i;
+	if (c->pq_len == c->pq_cap) {
+		uint32_t ncap = c->pq_cap ? c->pq_cap * 2 : 64;
+		struct shm_push *n;
 
-	memset(&m, 0, offsetof(struct shm_msg, u));
-	m.magic = SHM_MSG_MAGIC;
-	m.type = SHM_MSG_REG_ADD;
-	m.count = (uint16_t)n;
-	for (i = 0; i < n; i++) {
-		struct shm_region *r = &d->regions[idx[i]];
-
-		memset(&m.u.reg[i], 0, sizeof(m.u.reg[i]));
-		m.u.reg[i].key = r->key;
-		m.u.reg[i].addr = r->addr;
-		m.u.reg[i].len = r->len;
-		m.u.reg[i].off = r->off;
-		fds[i] = r->fd;
+		if (ncap > SHM_PQ_MAX)
+			return -ENOSPC;
+		n = realloc(c->pq, sizeof(*n) * ncap);
+		if (!n)
+			return -ENOMEM;
+		c->pq = n;
+		c->pq_cap = ncap;
 	}
-	return be__shm_sendmsg(fd, &m, be__shm_msg_len(SHM_MSG_REG_ADD, (uint16_t)n), fds, n,
-			       wait_ms);
-}
-
-/* Tell @c's peer, through shared memory, that one more region message
- * waits on its socket. */
-static void dev_pushed(struct shm_conn *c)
-{
-	__atomic_add_fetch(&c->rx_ctl->regs_pushed, 1, __ATOMIC_RELEASE);
+	c->pq[c->pq_len].key = key;
+	c->pq[c->pq_len].del = del;
+	c->pq_len++;
+	__atomic_add_fetch(&c->rx_ctl->regs_queued, 1, __ATOMIC_RELEASE);
+	return 0;
 }
 
 static void dev_push_fail(struct shm_conn *c, int err)
@@ -230,43 +229,110 @@ static void dev_push_fail(struct shm_conn *c, int err)
 	__atomic_store_n(&c->push_failed, 1, __ATOMIC_RELEASE);
 }
 
+static bool dev_key_live(struct shm_dev *d, uint32_t key)
+{
+	uint32_t slot = SHM_KEY_SLOT(key);
+
+	return slot < SHM_MAX_REGIONS && d->regions[slot].key == key;
+}
+
+/* Send as much of @c's queue as the socket takes. Caller holds dev->lock. */
+static void dev_pq_flush_locked(struct shm_dev *d, struct shm_conn *c)
+{
+	uint32_t done = 0;
+
+	while (done < c->pq_len) {
+		struct shm_msg m;
+		int fds[SHM_REG_BATCH];
+		bool add = !c->pq[done].del && dev_key_live(d, c->pq[done].key);
+		uint32_t n = 0;
+		int ret;
+
+		memset(&m, 0, offsetof(struct shm_msg, u));
+		m.magic = SHM_MSG_MAGIC;
+		m.type = add ? SHM_MSG_REG_ADD : SHM_MSG_REG_DEL;
+		/* A batch of adds of live regions, or of deletes (an add whose
+		 * region is gone again is sent as a delete: counts must match). */
+		while (done + n < c->pq_len && n < SHM_REG_BATCH) {
+			struct shm_push *e = &c->pq[done + n];
+			bool live_add = !e->del && dev_key_live(d, e->key);
+
+			if (live_add != add)
+				break;
+			if (add) {
+				struct shm_region *r = &d->regions[SHM_KEY_SLOT(e->key)];
+
+				memset(&m.u.reg[n], 0, sizeof(m.u.reg[n]));
+				m.u.reg[n].key = r->key;
+				m.u.reg[n].addr = r->addr;
+				m.u.reg[n].len = r->len;
+				m.u.reg[n].off = r->off;
+				fds[n] = r->fd;
+			} else {
+				m.u.key[n] = e->key;
+			}
+			n++;
+		}
+		m.count = (uint16_t)n;
+		ret = be__shm_sendmsg(c->fd, &m, be__shm_msg_len(m.type, m.count), fds,
+				      add ? (int)n : 0, 0);
+		if (ret == -EAGAIN)
+			break;
+		if (ret) {
+			/* The peer is gone (or we are out of fds); the conn
+			 * fails, so there is nothing left to keep in order. */
+			dev_push_fail(c, ret);
+			done = c->pq_len;
+			break;
+		}
+		done += n;
+	}
+	if (done) {
+		memmove(c->pq, c->pq + done, sizeof(*c->pq) * (c->pq_len - done));
+		c->pq_len -= done;
+	}
+	__atomic_store_n(&c->push_pending, c->pq_len != 0, __ATOMIC_RELAXED);
+}
+
+/* The worker's part: flush what the socket did not take before. */
+void be__shm_push_flush(struct shm_conn *c)
+{
+	struct shm_dev *d = c->dev;
+
+	pthread_mutex_lock(&d->lock);
+	if (c->on_push)
+		dev_pq_flush_locked(d, c);
+	pthread_mutex_unlock(&d->lock);
+}
+
 /*
- * be__shm_push_attach() - put @c on the device's push list and send it a
- * snapshot of every registered region. From now on every (de)registration
- * reaches @c's socket, after the snapshot. Returns 0 or -errno (then @c is
- * not on the list).
+ * be__shm_push_attach() - put @c on the device's push list and announce
+ * every registered region to it. From now on every (de)registration is
+ * announced to @c too, after these. Returns 0 or -errno (then @c is not on
+ * the list).
  */
 int be__shm_push_attach(struct shm_conn *c)
 {
 	struct shm_dev *d = c->dev;
-	uint32_t idx[SHM_REG_BATCH];
 	uint32_t i;
-	int n = 0, ret = 0;
+	int ret = 0;
 
 	pthread_mutex_lock(&d->lock);
-	for (i = 0; i < d->nregions_hi && !ret; i++) {
-		if (!d->regions[i].key)
-			continue;
-		idx[n++] = i;
-		if (n == SHM_REG_BATCH) {
-			ret = dev_send_regs_locked(d, c->fd, idx, n, SHM_PUSH_WAIT_MS);
-			if (!ret)
-				dev_pushed(c);
-			n = 0;
-		}
-	}
-	if (!ret && n) {
-		ret = dev_send_regs_locked(d, c->fd, idx, n, SHM_PUSH_WAIT_MS);
-		if (!ret)
-			dev_pushed(c);
-	}
-	if (!ret) {
+	for (i = 0; i < d->nregions_hi && !ret; i++)
+		if (d->regions[i].key)
+			ret = dev_pq_add(c, d->regions[i].key, false);
+	if (ret) {
+		free(c->pq);
+		c->pq = NULL;
+		c->pq_len = c->pq_cap = 0;
+	} else {
 		c->push_prev = NULL;
 		c->push_next = d->push_head;
 		if (d->push_head)
 			d->push_head->push_prev = c;
 		d->push_head = c;
 		c->on_push = true;
+		dev_pq_flush_locked(d, c);
 	}
 	pthread_mutex_unlock(&d->lock);
 	return ret;
@@ -286,6 +352,10 @@ void be__shm_push_detach(struct shm_conn *c)
 			c->push_next->push_prev = c->push_prev;
 		c->on_push = false;
 	}
+	free(c->pq);
+	c->pq = NULL;
+	c->pq_len = c->pq_cap = 0;
+	__atomic_store_n(&c->push_pending, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&d->lock);
 }
 
@@ -333,12 +403,12 @@ static int dev_reg(void *dev, void *addr, size_t len, int fd, uint64_t fd_offset
 	if (i >= d->nregions_hi)
 		d->nregions_hi = i + 1;
 	for (c = d->push_head; c; c = c->push_next) {
-		int ret = dev_send_regs_locked(d, c->fd, &i, 1, SHM_PUSH_WAIT_MS);
+		int ret = dev_pq_add(c, r->key, false);
 
 		if (ret)
 			dev_push_fail(c, ret);
 		else
-			dev_pushed(c);
+			dev_pq_flush_locked(d, c);
 	}
 	out->lkey = r->key;
 	out->rkey = r->key;
@@ -352,7 +422,6 @@ static void dev_dereg(void *dev, struct be_alloc_mr *mr)
 	struct shm_dev *d = dev;
 	struct shm_region *r;
 	struct shm_conn *c;
-	struct shm_msg m;
 	uint32_t slot;
 
 	if (!d || !mr)
@@ -368,19 +437,13 @@ static void dev_dereg(void *dev, struct be_alloc_mr *mr)
 		return;
 	}
 	__atomic_store_n(&r->key, 0, __ATOMIC_RELEASE);
-	memset(&m, 0, offsetof(struct shm_msg, u));
-	m.magic = SHM_MSG_MAGIC;
-	m.type = SHM_MSG_REG_DEL;
-	m.count = 1;
-	m.u.key[0] = mr->lkey;
 	for (c = d->push_head; c; c = c->push_next) {
-		int ret = be__shm_sendmsg(c->fd, &m, be__shm_msg_len(SHM_MSG_REG_DEL, 1), NULL, 0,
-					  SHM_PUSH_WAIT_MS);
+		int ret = dev_pq_add(c, mr->lkey, true);
 
 		if (ret)
 			dev_push_fail(c, ret);
 		else
-			dev_pushed(c);
+			dev_pq_flush_locked(d, c);
 	}
 	r->fd = -1;
 	pthread_mutex_unlock(&d->lock);

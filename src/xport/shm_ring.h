@@ -70,11 +70,11 @@ struct shm_ring_ctl {
 	_Alignas(64) uint32_t err_status;
 	uint32_t pad0;
 	uint64_t err_pos;
-	/* Region messages the consumer side's owner has pushed on the socket
-	 * (see shm_dev.c): the producer drains its socket before a WRITE when
-	 * it has handled fewer, so a deregistration that happened before a
-	 * message it received is always seen. */
-	_Alignas(64) uint32_t regs_pushed;
+	/* Region announcements the consumer side's owner has queued for its
+	 * socket (see shm_dev.c). The producer handles its socket before a
+	 * WRITE while it has handled fewer, so it never uses a region the
+	 * owner deregistered before anything the producer reacts to. */
+	_Alignas(64) uint32_t regs_queued;
 	_Alignas(64) uint8_t end[];
 };
 
