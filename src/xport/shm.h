@@ -176,7 +176,6 @@ enum shm_conn_state {
 	SHM_CS_CONNECTING = 1, /* connector: REQ sent, waiting for ACC/REJ */
 	SHM_CS_WAIT_REQ,       /* acceptor: socket accepted, no REQ yet */
 	SHM_CS_REQ_RCVD,       /* acceptor: CONNECT_REQUEST delivered */
-	SHM_CS_ACCEPTED,       /* acceptor: ACC sent, waiting for RTU */
 	SHM_CS_CONNECTED,
 	SHM_CS_ERROR,          /* flushing; DISCONNECTED queued */
 	SHM_CS_CLOSED,         /* handshake failed or peer gone before use */
@@ -230,6 +229,8 @@ struct shm_conn {
 	uint32_t sq_head, sq_tx, sq_tail;
 	uint32_t max_inline;
 	uint8_t err_first;         /* status of the first WR flushed by an error */
+	bool err_emitted;          /* a WR completed with an error */
+	uint32_t err_keep;         /* DONE entries before this keep success */
 
 	/* Mappings of the peer's regions. */
 	struct shm_rregion *rtab;
@@ -246,7 +247,6 @@ enum shm_msg_type {
 	SHM_MSG_REQ = 1,   /* fds: segment, rx efd, tx efd */
 	SHM_MSG_ACC,       /* fds: rx efd, tx efd */
 	SHM_MSG_REJ,
-	SHM_MSG_RTU,
 	SHM_MSG_BYE,
 	SHM_MSG_REG_ADD,   /* fds: one per region */
 	SHM_MSG_REG_DEL,

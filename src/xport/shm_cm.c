@@ -12,8 +12,12 @@
  *   REG_ADD* (snapshot of its regions)     ─►  map regions
  *                                          ◄─  REG_ADD* (its snapshot)
  *                                          ◄─  ACC(priv) + fds{its eventfds}
- *   ESTABLISHED(priv)                      ─►  RTU       → ESTABLISHED
+ *   ESTABLISHED(priv)                          ESTABLISHED (at accept)
  *   (or REJ(priv) → REJECTED)
+ *
+ * The acceptor is connected as soon as it accepted: everything the
+ * connector needs is in the ACC, and the connector posts nothing before it
+ * has read it.
  *
  * After that the socket carries only region pushes (REG_ADD/REG_DEL, see
  * shm_dev.c) and BYE. A BYE, a hang-up (the peer died: the kernel closes
@@ -297,7 +301,7 @@ void be__shm_conn_destroy(struct be_xconn *xc)
 		return;
 	c = to_sconn(xc);
 	ch = to_sevch(c->base.evch);
-	if ((c->state == SHM_CS_CONNECTED || c->state == SHM_CS_ACCEPTED) && c->fd >= 0) {
+	if (c->state == SHM_CS_CONNECTED && c->fd >= 0) {
 		struct shm_msg m;
 
 		memset(&m, 0, sizeof(m));
@@ -344,10 +348,13 @@ void be__shm_conn_destroy(struct be_xconn *xc)
  */
 void be__shm_conn_error(struct shm_conn *c, enum be_xwc_status first, int ev_status)
 {
-	if (c->state != SHM_CS_CONNECTED && c->state != SHM_CS_ACCEPTED)
+	if (c->state != SHM_CS_CONNECTED)
 		return;
 	c->state = SHM_CS_ERROR;
 	c->err_first = (uint8_t)first;
+	/* Asynchronous errors fail every WR not completed yet; a WR's own
+	 * error moves this past the WRs before it (see sq_exec()). */
+	c->err_keep = c->sq_head;
 	be__shm_push_detach(c);
 	if (c->fd >= 0 && !c->sock_dead) {
 		struct shm_msg m;
@@ -500,7 +507,6 @@ static void cm_on_eof(struct shm_conn *c)
 	case SHM_CS_REQ_RCVD:
 		c->state = SHM_CS_CLOSED;
 		break;
-	case SHM_CS_ACCEPTED:
 	case SHM_CS_CONNECTED:
 		be__shm_conn_error(c, BE_XWC_RETRY_EXC_ERR, -ECONNRESET);
 		break;
@@ -561,11 +567,6 @@ static int cm_handle(struct shm_conn *c, const struct shm_msg *m, size_t len, in
 		c->peer_rx_efd = fds[0];
 		c->peer_tx_efd = fds[1];
 		nfds = 0;
-		ret = cm_send_simple(c, SHM_MSG_RTU, NULL, 0, NULL, 0);
-		if (ret) {
-			cm_handshake_failed(c, BE_XEV_UNREACHABLE, ret, NULL, 0);
-			return 0;
-		}
 		c->state = SHM_CS_CONNECTED;
 		cm_timer_arm(to_sevch(c->base.evch));
 		cm_queue(c, BE_XEV_ESTABLISHED, 0, m->u.cm.priv, (uint8_t)m->u.cm.priv_len);
@@ -576,14 +577,8 @@ static int cm_handle(struct shm_conn *c, const struct shm_msg *m, size_t len, in
 		cm_handshake_failed(c, BE_XEV_REJECTED, -ECONNREFUSED, m->u.cm.priv,
 				    (uint8_t)m->u.cm.priv_len);
 		break;
-	case SHM_MSG_RTU:
-		if (c->state != SHM_CS_ACCEPTED)
-			goto proto;
-		c->state = SHM_CS_CONNECTED;
-		cm_queue(c, BE_XEV_ESTABLISHED, 0, NULL, 0);
-		break;
 	case SHM_MSG_BYE:
-		if (c->state == SHM_CS_CONNECTED || c->state == SHM_CS_ACCEPTED)
+		if (c->state == SHM_CS_CONNECTED)
 			be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, 0);
 		else if (c->state == SHM_CS_REQ_RCVD)
 			c->state = SHM_CS_CLOSED;
@@ -656,7 +651,7 @@ void be__shm_conn_read_sock(struct shm_conn *c)
 		    cm_handle(c, &m, (size_t)n, fds, nfds) < 0) {
 			be_log_err("shm: protocol error from peer pid %d (state %d)",
 				   (int)c->peer_pid, state);
-			if (c->state == SHM_CS_CONNECTED || c->state == SHM_CS_ACCEPTED) {
+			if (c->state == SHM_CS_CONNECTED) {
 				be__shm_conn_error(c, BE_XWC_GENERAL_ERR, -EPROTO);
 			} else if (c->state == SHM_CS_WAIT_REQ) {
 				be__shm_conn_destroy(&c->base);
@@ -1043,7 +1038,8 @@ int be__shm_accept(struct be_xconn *xc, const struct be_xconn_attr *attr, const 
 	ret = cm_send_simple(c, SHM_MSG_ACC, priv, priv_len, fds, 2);
 	if (ret)
 		goto err_push;
-	c->state = SHM_CS_ACCEPTED;
+	c->state = SHM_CS_CONNECTED;
+	cm_queue(c, BE_XEV_ESTABLISHED, 0, NULL, 0);
 	return 0;
 
 err_push:
@@ -1081,7 +1077,6 @@ int be__shm_disconnect(struct be_xconn *xc)
 	c = to_sconn(xc);
 	switch (c->state) {
 	case SHM_CS_CONNECTED:
-	case SHM_CS_ACCEPTED:
 		be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, 0);
 		return 0;
 	case SHM_CS_ERROR:

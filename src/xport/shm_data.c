@@ -279,6 +279,13 @@ int be__shm_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr, struct b
 				*bad = wr;
 			return -ENOMEM;
 		}
+		if (wr->sge.length &&
+		    be__shm_local_check(to_sdev(xsrq->dev), wr->sge.lkey, wr->sge.addr,
+					wr->sge.length)) {
+			if (bad)
+				*bad = wr;
+			return -EINVAL;
+		}
 		s->wr[s->tail & (s->cap - 1)] = *wr;
 		s->wr[s->tail & (s->cap - 1)].next = NULL;
 		s->tail++;
@@ -333,6 +340,16 @@ static inline void sq_done(struct shm_swqe *e, enum be_xwc_status st)
 {
 	e->state = SHM_WQE_DONE;
 	e->status = (uint8_t)st;
+}
+
+/* @e failed on its own: error the conn, but the WRs before it ran. */
+static void sq_fail(struct shm_conn *c, struct shm_swqe *e, enum be_xwc_status st, int ev_status)
+{
+	uint32_t slot = (uint32_t)(e - c->sq);
+
+	sq_done(e, st);
+	be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, ev_status);
+	c->err_keep = c->sq_head + ((slot - c->sq_head) & c->sq_mask);
 }
 
 /* Space for a record of @len bytes (plus a PAD to the end if needed).
@@ -413,6 +430,7 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 	struct shm_rec *rec;
 	uint8_t *dst = NULL;
 	uint64_t pos, len;
+	uint32_t rop;
 	int i;
 
 	if (!(op->flags & BE_XWR_F_INLINE)) {
@@ -420,8 +438,7 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 			if (op->sge[i].length &&
 			    be__shm_local_check(c->dev, op->sge[i].lkey, op->sge[i].addr,
 						op->sge[i].length)) {
-				sq_done(e, BE_XWC_LOC_PROT_ERR);
-				be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, -EIO);
+				sq_fail(c, e, BE_XWC_LOC_PROT_ERR, -EIO);
 				return SQ_EXEC_DONE;
 			}
 		}
@@ -436,8 +453,7 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 			return SQ_EXEC_DONE;
 		}
 		if (rr == SQ_REMOTE_BAD) {
-			sq_done(e, BE_XWC_REM_ACCESS_ERR);
-			be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, -EACCES);
+			sq_fail(c, e, BE_XWC_REM_ACCESS_ERR, -EACCES);
 			return SQ_EXEC_DONE;
 		}
 		if (op->opcode == BE_XWR_WRITE) {
@@ -446,22 +462,32 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 			return SQ_EXEC_DONE;
 		}
 	}
-	len = shm_rec_len(op->opcode == BE_XWR_SEND ? SHM_REC_SEND : SHM_REC_WRITE_IMM,
-			  (uint32_t)op->total);
+	if (op->opcode == BE_XWR_SEND)
+		rop = SHM_REC_SEND;
+	else if (op->total <= SHM_IMM_INLINE)
+		rop = SHM_REC_WRITE_IMM_INL;
+	else
+		rop = SHM_REC_WRITE_IMM;
+	len = shm_rec_len(rop, (uint32_t)op->total);
 	pos = ring_reserve(c, len);
 	if (pos == UINT64_MAX)
 		return SQ_EXEC_FULL;
 	rec = (struct shm_rec *)(void *)(c->tx_data + (pos & (c->ring_size - 1)));
 	rec->byte_len = (uint32_t)op->total;
-	if (op->opcode == BE_XWR_SEND) {
+	rec->imm = op->imm;
+	if (rop == SHM_REC_SEND) {
 		sq_gather(rec->data, op);
-		rec->imm = 0;
+	} else if (rop == SHM_REC_WRITE_IMM_INL) {
+		struct shm_rec_inl *in = (struct shm_rec_inl *)(void *)rec->data;
+
+		in->raddr = op->remote_addr;
+		in->rkey = op->rkey;
+		in->pad = 0;
+		sq_gather(rec->data + sizeof(*in), op);
 	} else {
 		sq_gather(dst, op);
-		rec->imm = op->imm;
 	}
-	shm_store_rel(&rec->tag, shm_tag_make(pos, op->opcode == BE_XWR_SEND ? SHM_REC_SEND :
-					      SHM_REC_WRITE_IMM, e->signaled));
+	shm_store_rel(&rec->tag, shm_tag_make(pos, rop, e->signaled));
 	e->state = SHM_WQE_WAIT;
 	e->pos = pos;
 	e->end = pos + len;
@@ -669,11 +695,14 @@ static int cq_poll_tx(struct shm_conn *c, struct be_xwc *wc, int n)
 		struct shm_swqe *e = &c->sq[c->sq_head & c->sq_mask];
 		enum be_xwc_status st;
 
-		if (e->state == SHM_WQE_DONE) {
+		if (e->state == SHM_WQE_DONE &&
+		    (c->state != SHM_CS_ERROR || e->status != BE_XWC_SUCCESS ||
+		     (!c->err_emitted && (int32_t)(c->sq_head - c->err_keep) < 0))) {
 			st = e->status;
-		} else if (e->state == SHM_WQE_WAIT &&
+		} else if (e->state == SHM_WQE_WAIT && !c->err_emitted &&
 			   (e->end <= c->tx_head ||
 			    e->end <= (c->tx_head = shm_load_acq(&c->tx_ctl->head)))) {
+			/* Acknowledged: the peer has its completion. */
 			st = BE_XWC_SUCCESS;
 		} else {
 			uint32_t es = 0;
@@ -681,13 +710,16 @@ static int cq_poll_tx(struct shm_conn *c, struct be_xwc *wc, int n)
 			if (e->state == SHM_WQE_WAIT)
 				es = shm_load_acq(&c->tx_ctl->err_status);
 			if (es && shm_load_rlx(&c->tx_ctl->err_pos) == e->pos) {
-				st = es == BE_XWC_RNR_RETRY_EXC ? BE_XWC_RNR_RETRY_EXC :
-								  BE_XWC_REM_OP_ERR;
+				st = es == BE_XWC_RNR_RETRY_EXC || es == BE_XWC_REM_ACCESS_ERR ?
+					     (enum be_xwc_status)es : BE_XWC_REM_OP_ERR;
 				if (c->state == SHM_CS_CONNECTED)
 					be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, -EREMOTEIO);
 				else
 					c->err_first = BE_XWC_WR_FLUSH_ERR;
 			} else if (c->state == SHM_CS_ERROR) {
+				/* Everything not completed yet fails, WRITEs
+				 * that already ran included: once a WR failed,
+				 * no later one may report success. */
 				st = c->err_first;
 				c->err_first = BE_XWC_WR_FLUSH_ERR;
 			} else if (es) {
@@ -698,6 +730,8 @@ static int cq_poll_tx(struct shm_conn *c, struct be_xwc *wc, int n)
 				break;
 			}
 		}
+		if (st != BE_XWC_SUCCESS)
+			c->err_emitted = true;
 		if (e->def) {
 			free(e->def);
 			e->def = NULL;
@@ -758,6 +792,7 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		uint64_t off = head & mask, len, o;
 		struct shm_rec *rec = (struct shm_rec *)(void *)(c->rx_data + off);
 		uint64_t tag = shm_load_acq(&rec->tag);
+		struct shm_rec_inl in = { 0, 0, 0 };
 		uint32_t op, blen;
 		struct be_xrecv_wr *r;
 		struct be_xwc *w;
@@ -771,8 +806,10 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 			head += size - off;
 			continue;
 		}
-		if ((op != SHM_REC_SEND && op != SHM_REC_WRITE_IMM) ||
-		    (op == SHM_REC_SEND && blen > size / 4)) {
+		if ((op != SHM_REC_SEND && op != SHM_REC_WRITE_IMM &&
+		     op != SHM_REC_WRITE_IMM_INL) ||
+		    (op == SHM_REC_SEND && blen > size / 4) ||
+		    (op == SHM_REC_WRITE_IMM_INL && blen > SHM_IMM_INLINE)) {
 			err = BE_XWC_GENERAL_ERR;
 			break;
 		}
@@ -780,6 +817,15 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		if (off + len > size) {
 			err = BE_XWC_GENERAL_ERR;
 			break;
+		}
+		if (op == SHM_REC_WRITE_IMM_INL) {
+			/* Copied first: the peer may change the ring under us.
+			 * The sender checked too, but it is not trusted. */
+			memcpy(&in, rec->data, sizeof(in));
+			if (be__shm_local_check(c->dev, in.rkey, in.raddr, blen)) {
+				err = BE_XWC_REM_ACCESS_ERR;
+				break;
+			}
 		}
 		if (!s || s->head == s->tail) {
 			err = BE_XWC_RNR_RETRY_EXC;
@@ -811,6 +857,8 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		} else {
 			w->opcode = BE_XWC_RECV_IMM;
 			w->imm = rec->imm;
+			if (op == SHM_REC_WRITE_IMM_INL && blen)
+				memcpy((void *)(uintptr_t)in.raddr, rec->data + sizeof(in), blen);
 		}
 		rx_srq_limit(c, s);
 		/* Keep the free space free of anything that looks like a tag. */

@@ -126,7 +126,6 @@ size_t be__shm_msg_len(uint16_t type, uint16_t count)
 		return h + (size_t)count * sizeof(struct shm_msg_reg);
 	case SHM_MSG_REG_DEL:
 		return h + (size_t)count * sizeof(uint32_t);
-	case SHM_MSG_RTU:
 	case SHM_MSG_BYE:
 		return h;
 	default:

@@ -51,7 +51,25 @@
 enum shm_rec_op {
 	SHM_REC_PAD = 1,
 	SHM_REC_SEND = 2,
-	SHM_REC_WRITE_IMM = 3,
+	SHM_REC_WRITE_IMM = 3,     /* data already placed by the sender */
+	SHM_REC_WRITE_IMM_INL = 4, /* data in the record: the consumer places it */
+};
+
+/*
+ * A WRITE_IMM of up to SHM_IMM_INLINE bytes travels in its record and the
+ * consumer copies it to the target only after it took a receive, so one
+ * refused for want of a receive (RNR) leaves the target untouched, as on
+ * an RC QP. Larger ones are copied by the sender, like a WRITE, before the
+ * record: a refused one has written its data (like a multi-packet
+ * WRITE_IMM whose last packet is refused).
+ */
+#define SHM_IMM_INLINE 4096u
+
+/* What follows the header of a WRITE_IMM_INL record, before the data. */
+struct shm_rec_inl {
+	uint64_t raddr;
+	uint32_t rkey;
+	uint32_t pad;
 };
 
 #define SHM_TAG_VALID 0x1u
@@ -88,9 +106,13 @@ struct shm_rec {
 
 static inline uint64_t shm_rec_len(uint32_t op, uint32_t byte_len)
 {
-	if (op != SHM_REC_SEND)
+	uint64_t h = SHM_REC_HDR;
+
+	if (op == SHM_REC_WRITE_IMM_INL)
+		h += sizeof(struct shm_rec_inl);
+	else if (op != SHM_REC_SEND)
 		return SHM_LINE;
-	return ((uint64_t)SHM_REC_HDR + byte_len + SHM_LINE - 1) & ~(uint64_t)(SHM_LINE - 1);
+	return (h + byte_len + SHM_LINE - 1) & ~(uint64_t)(SHM_LINE - 1);
 }
 
 static inline uint64_t shm_tag_make(uint64_t pos, uint32_t op, int signaled)
