@@ -92,6 +92,7 @@ struct shm_evch {
 	struct shm_ph efd_ph, tfd_ph;
 	struct shm_evq *q_head, *q_tail;
 	struct shm_conn *conns;   /* every conn of this evch (ev_next) */
+	struct shm_listener *listeners; /* closed by evch_destroy */
 	uint64_t timer_at;        /* armed deadline, 0 = none */
 };
 
@@ -127,6 +128,7 @@ struct shm_listener {
 	struct be_xlistener base;
 	struct shm_ph ph;
 	int fd;
+	struct shm_listener *next, *prev;
 	char name[SHM_NAME_MAX + 1];
 };
 

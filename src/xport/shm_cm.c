@@ -96,7 +96,8 @@ static void cm_queue(struct shm_conn *c, enum be_xev_type type, int status,
 		memcpy(ev.priv, priv, priv_len);
 		ev.priv_len = priv_len;
 	}
-	be__shm_evch_queue(to_sevch(c->base.evch), &ev);
+	if (c->base.evch) /* NULL: the evch was destroyed first (a caller bug) */
+		be__shm_evch_queue(to_sevch(c->base.evch), &ev);
 }
 
 static void cm_purge_events(struct shm_evch *ch, struct shm_conn *c, struct shm_listener *l)
@@ -184,13 +185,20 @@ void be__shm_evch_destroy(struct be_xevch *xch)
 		return;
 	ch = to_sevch(xch);
 	/* Conns the application never saw (no REQ yet) are ours to free. */
+	while (ch->listeners)
+		be__shm_listener_close(&ch->listeners->base);
 	for (c = ch->conns; c; c = next) {
 		next = c->ev_next;
-		if (c->state == SHM_CS_WAIT_REQ)
+		if (c->state == SHM_CS_WAIT_REQ) {
 			be__shm_conn_destroy(&c->base);
-		else
-			be_log_warn("shm: evch destroyed with a live conn");
+			continue;
+		}
+		/* A caller bug; the conn lives on without events. */
+		be_log_warn("shm: evch destroyed with a live conn");
+		c->base.evch = NULL;
+		c->ev_next = c->ev_prev = NULL;
 	}
+	ch->conns = NULL;
 	while ((q = ch->q_head)) {
 		ch->q_head = q->next;
 		free(q);
@@ -228,12 +236,11 @@ static void cm_timer_arm(struct shm_evch *ch)
 /* Stop watching @c's socket (EOF seen or handshake over and failed). */
 static void cm_unwatch(struct shm_conn *c)
 {
-	struct shm_evch *ch = to_sevch(c->base.evch);
-
 	if (c->sock_dead || c->fd < 0)
 		return;
 	c->sock_dead = true;
-	epoll_ctl(ch->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	if (c->base.evch)
+		epoll_ctl(to_sevch(c->base.evch)->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	be__shm_conn_unwatch(c);
 }
 
@@ -244,7 +251,8 @@ static void cm_handshake_failed(struct shm_conn *c, enum be_xev_type type, int s
 	c->state = SHM_CS_CLOSED;
 	cm_unwatch(c);
 	cm_queue(c, type, status, priv, priv_len);
-	cm_timer_arm(to_sevch(c->base.evch));
+	if (c->base.evch)
+		cm_timer_arm(to_sevch(c->base.evch));
 }
 
 static void cm_timer_fired(struct shm_evch *ch)
@@ -300,7 +308,7 @@ void be__shm_conn_destroy(struct be_xconn *xc)
 	if (!xc)
 		return;
 	c = to_sconn(xc);
-	ch = to_sevch(c->base.evch);
+	ch = c->base.evch ? to_sevch(c->base.evch) : NULL;
 	if (c->state == SHM_CS_CONNECTED && c->fd >= 0) {
 		struct shm_msg m;
 
@@ -312,20 +320,22 @@ void be__shm_conn_destroy(struct be_xconn *xc)
 	be__shm_push_detach(c);
 	be__shm_conn_detach_cqs(c);
 	if (c->fd >= 0) {
-		if (!c->sock_dead)
+		if (!c->sock_dead && ch)
 			epoll_ctl(ch->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 		close(c->fd);
 		c->fd = -1;
 	}
-	if (c->ev_prev)
-		c->ev_prev->ev_next = c->ev_next;
-	else
-		ch->conns = c->ev_next;
-	if (c->ev_next)
-		c->ev_next->ev_prev = c->ev_prev;
-	cm_purge_events(ch, c, NULL);
-	if (c->state == SHM_CS_CONNECTING)
-		cm_timer_arm(ch);
+	if (ch) {
+		if (c->ev_prev)
+			c->ev_prev->ev_next = c->ev_next;
+		else
+			ch->conns = c->ev_next;
+		if (c->ev_next)
+			c->ev_next->ev_prev = c->ev_prev;
+		cm_purge_events(ch, c, NULL);
+		if (c->state == SHM_CS_CONNECTING)
+			cm_timer_arm(ch);
+	}
 	if (c->rtab) {
 		for (i = 0; i < c->rtab_hi; i++)
 			cm_rtab_unmap(c, i);
@@ -568,7 +578,8 @@ static int cm_handle(struct shm_conn *c, const struct shm_msg *m, size_t len, in
 		c->peer_tx_efd = fds[1];
 		nfds = 0;
 		c->state = SHM_CS_CONNECTED;
-		cm_timer_arm(to_sevch(c->base.evch));
+		if (c->base.evch)
+			cm_timer_arm(to_sevch(c->base.evch));
 		cm_queue(c, BE_XEV_ESTABLISHED, 0, m->u.cm.priv, (uint8_t)m->u.cm.priv_len);
 		return 0;
 	case SHM_MSG_REJ:
@@ -726,6 +737,10 @@ int be__shm_listen(struct be_xevch *xch, const char *addr, int backlog,
 	ret = cm_epoll_add(ch->epfd, l->fd, EPOLLIN, &l->ph);
 	if (ret)
 		goto err_close;
+	l->next = ch->listeners;
+	if (l->next)
+		l->next->prev = l;
+	ch->listeners = l;
 	*out = &l->base;
 	return 0;
 
@@ -758,6 +773,12 @@ void be__shm_listener_close(struct be_xlistener *xl)
 	ch = to_sevch(xl->evch);
 	epoll_ctl(ch->epfd, EPOLL_CTL_DEL, l->fd, NULL);
 	close(l->fd);
+	if (l->prev)
+		l->prev->next = l->next;
+	else
+		ch->listeners = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
 	/* Requests not yet taken by the application are refused. */
 	for (c = ch->conns; c; c = next) {
 		next = c->ev_next;

@@ -113,6 +113,14 @@ void be__shm_cq_destroy(struct be_xcq *xcq)
 	cq = to_scq(xcq);
 	if (cq->send_head || cq->recv_head)
 		be_log_warn("shm: cq destroyed with conns attached");
+	/* A caller bug, survived: the conns lose both their cqs. */
+	while (cq->send_head || cq->recv_head) {
+		struct shm_conn *c = cq->send_head ? cq->send_head : cq->recv_head;
+
+		be__shm_conn_detach_cqs(c);
+		c->scq = c->rcq = NULL;
+		c->srq = NULL;
+	}
 	close(cq->epfd);
 	close(cq->efd);
 	free(cq->lq);
@@ -243,11 +251,15 @@ void be__shm_srq_destroy(struct be_xsrq *xsrq)
 {
 	struct shm_srq *s;
 	struct shm_cq *cq;
+	struct shm_conn *c;
 
 	if (!xsrq)
 		return;
 	s = to_ssrq(xsrq);
 	cq = to_scq(xsrq->cq);
+	for (c = cq->recv_head; c; c = c->r_next)
+		if (c->srq == s)
+			c->srq = NULL;
 	for (; s->head != s->tail; s->head++) {
 		struct be_xwc wc;
 
@@ -664,7 +676,7 @@ int be__shm_post_send(struct be_xconn *xc, struct be_xsend_wr *wr, struct be_xse
 		*bad = wr;
 	if (c->tx_tail != tail0)
 		sq_notify_peer(c);
-	if (local)
+	if (local && c->scq)
 		be__shm_cq_kick(c->scq);
 	return ret;
 }
@@ -775,7 +787,8 @@ static void rx_srq_limit(struct shm_conn *c, struct shm_srq *s)
 	memset(&ev, 0, sizeof(ev));
 	ev.type = BE_XEV_SRQ_LIMIT;
 	ev.srq = &s->base;
-	be__shm_evch_queue(to_sevch(c->base.evch), &ev);
+	if (c->base.evch)
+		be__shm_evch_queue(to_sevch(c->base.evch), &ev);
 }
 
 static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
