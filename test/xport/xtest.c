@@ -65,7 +65,7 @@ void xt_init(struct xt *t, int argc, char **argv)
 		snprintf(t->addr, sizeof(t->addr), "127.0.0.1:0");
 	}
 	hang = getenv("XT_HANG_S");
-	t->hang_ns = (uint64_t)(hang ? atoi(hang) : 60) * 1000000000ull;
+	t->hang_ns = (uint64_t)(hang ? atoi(hang) : 40) * 1000000000ull;
 	ASSERT_OK(t->ops->dev_open("", &t->dev));
 	ASSERT_OK(t->ops->dev_query(t->dev, &t->attr));
 	t->ops->dev_reg_hook(t->dev, &hook);

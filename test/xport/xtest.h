@@ -10,8 +10,9 @@
  * files events and completions on the side they belong to.
  *
  * Waits are bounded by an iteration count and a generous wall-clock hang
- * guard (XT_HANG_S, default 60 s; not a speed assertion): a test that
- * hangs fails with a message instead of running into the ctest timeout.
+ * guard (XT_HANG_S, default 40 s, under the usual 60 s ctest timeout; not
+ * a speed assertion): a test that hangs fails with a message instead of
+ * running into the ctest timeout.
  *
  * Buffers come from xt_alloc(): bemalloc buffers (be_alloc()), registered
  * on the test's device, which xt_init() attaches to bemalloc.
