@@ -93,6 +93,7 @@ struct be__span {
 	uint32_t bump;        /* objects handed out at least once */
 	uint32_t used;        /* objects allocated and not collected as free */
 	uint16_t free_head;   /* local free list */
+	uint16_t defer_min;   /* remote frees that hand a FULL span back */
 	uint16_t units;       /* units in the run (pool lock) */
 	uint16_t first;       /* its first unit in the block (pool lock) */
 	uint8_t cls;          /* size class, ALLOC_CLASS_LARGE for runs */
@@ -102,7 +103,10 @@ struct be__span {
 
 	/* Shared with remote threads, on their own cache line. */
 	_Alignas(64) _Atomic(struct be__heap *) heap;
-	_Atomic uint32_t deferred;    /* remote-freed indices, ALLOC_NIL ends */
+	/* Remote-freed objects: count << 16 | index of the first (ALLOC_NIL
+	 * ends the list); the count rides along so a remote free knows when a
+	 * FULL span has enough free to go back to its owner. */
+	_Atomic uint32_t deferred;
 	atomic_int state;             /* SPAN_OWNED / FULL / QUEUED */
 	struct be__span *pending_next; /* on heap->pending (written by pusher) */
 };

@@ -14,13 +14,16 @@
  * A free from any other thread pushes the index onto the span's atomic
  * deferred list (a lock-free stack: pushers CAS, only the owner takes the
  * whole list with one exchange, so there is no ABA). The owner collects it
- * when the local list runs dry. A span with nothing left to hand out is
- * detached from its heap (state FULL); the remote free that finds a span
- * FULL moves it to QUEUED (one CAS, one winner) and pushes it onto the
- * owner heap's pending stack, where the owner picks it up on its next slow
- * path. The owner's "set FULL, then look at the deferred list" and the
- * remote's "push, then look at the state" are both sequentially consistent,
- * so at least one of them sees the other and no span is stranded.
+ * when the local list runs dry. The list head carries a count. A span
+ * with nothing left to hand out is detached from its heap (state FULL); the
+ * remote free that brings its deferred count to a quarter of the span
+ * (defer_min) and finds it FULL moves it to QUEUED (one CAS, one winner)
+ * and pushes it onto the owner heap's pending stack, where the owner picks
+ * it up on its next slow path. The owner's "set FULL, then look at the
+ * deferred count" and the remote's "push, then look at the state" are both
+ * sequentially consistent, so at least one of them sees the other; a span
+ * whose objects are all freed always reaches defer_min, so none is
+ * stranded.
  *
  * Large allocations (above 32 KiB, up to a block) are runs of whole 64 KiB
  * units holding one object. Freed runs go to the heap's span cache (free
@@ -107,6 +110,7 @@ static bool span_collect(struct be__span *s)
 	if (atomic_load_explicit(&s->deferred, memory_order_relaxed) == ALLOC_NIL)
 		return span_has_free(s);
 	head = atomic_exchange_explicit(&s->deferred, ALLOC_NIL, memory_order_acquire);
+	head &= ALLOC_NIL; /* drop the count */
 	if (head == ALLOC_NIL)
 		return span_has_free(s);
 	for (tail = head; s->links[tail] != ALLOC_NIL; tail = s->links[tail])
@@ -127,7 +131,7 @@ static bool span_mark_full(struct be__span *s)
 
 	s->flags |= SPAN_DETACHED;
 	atomic_store(&s->state, SPAN_FULL);
-	if (atomic_load(&s->deferred) == ALLOC_NIL)
+	if ((atomic_load(&s->deferred) >> 16) < s->defer_min)
 		return false;
 	if (!atomic_compare_exchange_strong(&s->state, &exp, SPAN_OWNED))
 		return false; /* a remote free queued it: it comes back via pending */
@@ -316,6 +320,7 @@ static void span_init(struct be__heap *h, struct be__span *s, unsigned c)
 	s->size = size;
 	s->magic = (((uint64_t)1 << 40) + size - 1) / size;
 	s->count = (uint32_t)(((size_t)s->units << ALLOC_UNIT_SHIFT) / size);
+	s->defer_min = (uint16_t)BE_MAX(s->count / 4, 1);
 	s->bump = 0;
 	s->used = 0;
 	s->free_head = ALLOC_NIL;
@@ -490,7 +495,7 @@ static __attribute__((noinline)) void remote_free(struct be__heap *h, struct be_
 						  uintptr_t a)
 {
 	uintptr_t off = a - s->start;
-	uint32_t idx, old;
+	uint32_t idx, old, next;
 	int exp = SPAN_FULL;
 
 	if (s->cls == ALLOC_CLASS_LARGE) {
@@ -513,9 +518,11 @@ static __attribute__((noinline)) void remote_free(struct be__heap *h, struct be_
 	old = atomic_load_explicit(&s->deferred, memory_order_relaxed);
 	do {
 		s->links[idx] = (uint16_t)old;
-	} while (!atomic_compare_exchange_weak(&s->deferred, &old, idx));
-	/* Pairs with span_mark_full(): the owner may have let go of @s. */
-	if (atomic_load(&s->state) == SPAN_FULL &&
+		next = ((old >> 16) + 1) << 16 | idx;
+	} while (!atomic_compare_exchange_weak(&s->deferred, &old, next));
+	/* Pairs with span_mark_full(): the owner may have let go of @s; hand
+	 * it back once enough is free to be worth the trip. */
+	if ((next >> 16) >= s->defer_min && atomic_load(&s->state) == SPAN_FULL &&
 	    atomic_compare_exchange_strong(&s->state, &exp, SPAN_QUEUED))
 		heap_pending_push(atomic_load_explicit(&s->heap, memory_order_acquire), s);
 }
