@@ -227,6 +227,7 @@ void be__region_dereg_all_locked(struct be__region *r);
 int be__region_reg_dev_locked(struct be__region *r, int d);
 void be__region_dereg_dev_locked(struct be__region *r, int d);
 void be__list_add(struct be__region **head, struct be__region *r);
+void be__list_add_tail(struct be__region **head, struct be__region *r);
 void be__list_del(struct be__region **head, struct be__region *r);
 
 /* huge.c */

@@ -9,7 +9,7 @@
  * under it (alloc.h says so), which is what makes "every region is
  * registered on every attached device" an invariant.
  *
- * Blocks are searched first-fit in list order (newest first) for a run of
+ * Blocks are searched first-fit in list order (oldest first) for a run of
  * free units; a block is created only when none fits. A run stays marked in
  * its block's bitmap while a heap owns it, also while it sits in that heap's
  * span cache: such a block is not "entirely free" and trim leaves it.

@@ -43,6 +43,19 @@ void be__list_add(struct be__region **head, struct be__region *r)
 	*head = r;
 }
 
+void be__list_add_tail(struct be__region **head, struct be__region *r)
+{
+	struct be__region **pp = head, *prev = NULL;
+
+	while (*pp) {
+		prev = *pp;
+		pp = &(*pp)->next;
+	}
+	r->prev = prev;
+	r->next = NULL;
+	*pp = r;
+}
+
 void be__list_del(struct be__region **head, struct be__region *r)
 {
 	if (r->prev)
@@ -325,7 +338,9 @@ struct be__block *be__block_create_locked(void)
 		be__alloc_error("bemalloc: out of memory for the page map");
 		goto err_dereg;
 	}
-	be__list_add(&p->blocks, &b->r);
+	/* Oldest first: runs are searched first-fit in this order, and
+	 * packing old blocks lets new ones become free for trim. */
+	be__list_add_tail(&p->blocks, &b->r);
 	atomic_fetch_add_explicit(&p->blocks_n, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&p->mapped_bytes, bs, memory_order_relaxed);
 	return b;
