@@ -23,6 +23,7 @@ fail() {
 	exit 1
 }
 
+hostname be-rxe
 # ---- network
 ip link set lo up || fail "lo up"
 i=0
