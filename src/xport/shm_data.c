@@ -476,8 +476,10 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 	}
 	if (op->opcode == BE_XWR_SEND)
 		rop = SHM_REC_SEND;
-	else if (op->total <= SHM_IMM_INLINE)
-		rop = SHM_REC_WRITE_IMM_INL;
+	else if (op->total <= SHM_IMM_INLINE &&
+		 shm_load_rlx(&c->tx_ctl->rq_avail) <=
+			 c->tx_recs - shm_load_rlx(&c->tx_ctl->recs_done))
+		rop = SHM_REC_WRITE_IMM_INL; /* RNR possible: see shm_ring.h */
 	else
 		rop = SHM_REC_WRITE_IMM;
 	len = shm_rec_len(rop, (uint32_t)op->total);
@@ -500,6 +502,7 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 		sq_gather(dst, op);
 	}
 	shm_store_rel(&rec->tag, shm_tag_make(pos, rop, e->signaled));
+	c->tx_recs++;
 	e->state = SHM_WQE_WAIT;
 	e->pos = pos;
 	e->end = pos + len;
@@ -813,7 +816,8 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		if (!(tag & SHM_TAG_VALID) || (tag & SHM_TAG_POS_MASK) != head)
 			break;
 		op = shm_tag_op(tag);
-		blen = rec->byte_len;
+		/* Peer-written fields are read once, then checked. */
+		blen = shm_load_rlx(&rec->byte_len);
 		if (op == SHM_REC_PAD) {
 			shm_store_rlx(&rec->tag, 0);
 			head += size - off;
@@ -869,7 +873,7 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 			memcpy((void *)(uintptr_t)r->sge.addr, rec->data, blen);
 		} else {
 			w->opcode = BE_XWC_RECV_IMM;
-			w->imm = rec->imm;
+			w->imm = shm_load_rlx(&rec->imm);
 			if (op == SHM_REC_WRITE_IMM_INL && blen)
 				memcpy((void *)(uintptr_t)in.raddr, rec->data + sizeof(in), blen);
 		}
@@ -881,9 +885,12 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		if (tag & SHM_TAG_SIGNALED)
 			wake = true;
 		head += len;
+		c->rx_recs++;
 	}
 	if (head != c->rx_head) {
 		c->rx_head = head;
+		shm_store_rlx(&c->rx_ctl->recs_done, c->rx_recs);
+		shm_store_rlx(&c->rx_ctl->rq_avail, s ? s->tail - s->head : 0);
 		shm_store_rel(&c->rx_ctl->head, head);
 		if (wake || shm_load_rlx(&c->rx_ctl->tx_want_space))
 			rx_wake_sender(c);

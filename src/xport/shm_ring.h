@@ -56,12 +56,16 @@ enum shm_rec_op {
 };
 
 /*
- * A WRITE_IMM of up to SHM_IMM_INLINE bytes travels in its record and the
- * consumer copies it to the target only after it took a receive, so one
- * refused for want of a receive (RNR) leaves the target untouched, as on
- * an RC QP. Larger ones are copied by the sender, like a WRITE, before the
- * record: a refused one has written its data (like a multi-packet
- * WRITE_IMM whose last packet is refused).
+ * A WRITE_IMM is normally copied by the sender straight to the target, like
+ * a WRITE, followed by a one-line record: the fast path. When it could be
+ * refused for want of a receive (RNR), one of up to SHM_IMM_INLINE bytes
+ * travels in its record instead and the consumer copies it to the target
+ * only after it took a receive, so a refused one leaves the target
+ * untouched, as on an RC QP. "Could be refused": the consumer's last
+ * published rq_avail does not exceed the receive-taking records in flight
+ * (another conn sharing the SRQ may still take a receive first: then a
+ * refused WRITE_IMM has written its data, like a multi-packet WRITE_IMM
+ * whose last packet is refused; the core's credits rule this out).
  */
 #define SHM_IMM_INLINE 4096u
 
@@ -77,8 +81,12 @@ struct shm_rec_inl {
 #define SHM_TAG_POS_MASK (~(uint64_t)(SHM_LINE - 1))
 
 struct shm_ring_ctl {
-	/* Written by the consumer: bytes consumed, monotonic. */
+	/* Written by the consumer: bytes consumed, monotonic; with it (same
+	 * line, read by the producer for acks anyway), how many receive-taking
+	 * records it consumed and how many receives its SRQ had left then. */
 	_Alignas(64) uint64_t head;
+	uint32_t recs_done;
+	uint32_t rq_avail;
 	/* Consumer's recv cq asleep: the producer wakes it. */
 	_Alignas(64) uint32_t rx_armed;
 	/* Producer's send cq asleep: the consumer wakes it on progress. */
@@ -136,6 +144,10 @@ static inline uint32_t shm_tag_op(uint64_t tag)
 		static uint32_t shm_fence_word;                              \
 		__atomic_fetch_add(&shm_fence_word, 0, __ATOMIC_SEQ_CST);    \
 	} while (0)
+#elif defined(__x86_64__)
+/* A locked add on the stack is a full barrier on x86 and cheaper than
+ * mfence (Linux's smp_mb() does the same). */
+#define shm_fence() __asm__ __volatile__("lock; addl $0,-4(%%rsp)" ::: "memory", "cc")
 #else
 #define shm_fence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #endif
