@@ -339,6 +339,13 @@ BE_EXPORT int be_sock_stats(struct be_sock *s, struct be_sock_stats *out);
 BE_EXPORT int be_sock_engine_stats(struct be_sock *s, struct be_engine_stats *out);
 
 /*
+ * be_sock_stats_json() - the socket's counters as one JSON object into
+ * @buf, NUL-terminated. Returns the length it needs (like snprintf) or
+ * -EINVAL. Threads: worker.
+ */
+BE_EXPORT int be_sock_stats_json(struct be_sock *s, char *buf, size_t len);
+
+/*
  * be_worker_stats_json() - the worker's Engines (each with its counters)
  * as one JSON object into @buf, NUL-terminated. Returns the length it
  * needs without the NUL (like snprintf), or -EINVAL. Threads: worker.

@@ -50,6 +50,25 @@ static void json_engine(struct json_out *o, struct be__engine *e)
 	json_put(o, "\"frag_size\":%u}", s.frag_size);
 }
 
+int be_sock_stats_json(struct be_sock *s, char *buf, size_t len)
+{
+	struct json_out o = { buf, len, 0 };
+	const struct be_sock_stats *st;
+
+	if (!s || (!buf && len))
+		return -EINVAL;
+	st = &s->st;
+	json_put(&o, "{\"id\":%u,\"opener\":%s,\"state\":%d,", s->id,
+		 s->mine ? "true" : "false", s->state);
+#define F(x) json_put(&o, "\"" #x "\":%" PRIu64 ",", (uint64_t)st->x)
+	F(msgs_sent); F(bytes_sent); F(msgs_recv); F(bytes_recv);
+	F(eager_sent); F(large_sent); F(eager_recv); F(large_recv);
+	F(send_errors);
+#undef F
+	json_put(&o, "\"queued\":%" PRIu64 "}", st->queued);
+	return (int)o.pos;
+}
+
 int be_worker_stats_json(struct be_worker *w, char *buf, size_t len)
 {
 	struct json_out o = { buf, len, 0 };

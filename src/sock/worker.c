@@ -169,10 +169,10 @@ int be__wdev_reserve(struct be__wdev *wd, uint32_t credits)
 	uint32_t want = wd->reserved + credits;
 	int rc;
 
+	/* The SRQ must hold every granted credit, and the CQ every posted
+	 * receive plus every Engine's full send queue (a CQ overrun is fatal
+	 * on verbs). */
 	if (want > wdev_srq_cap(wd))
-		return -ENOSPC;
-	if (want > wd->nbufs &&
-	    (uint64_t)want + wd->cq_reserved + cfg->sq_depth > cfg->cq_depth)
 		return -ENOSPC;
 	if ((uint64_t)BE_MAX(want, wd->nbufs) + wd->cq_reserved + cfg->sq_depth > cfg->cq_depth)
 		return -ENOSPC;
@@ -499,6 +499,15 @@ int be_worker_progress(struct be_worker *w)
 	return n;
 }
 
+static inline void worker_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 int be_worker_wait(struct be_worker *w, int timeout_ms)
 {
 	struct epoll_event evs[8];
@@ -515,7 +524,7 @@ int be_worker_wait(struct be_worker *w, int timeout_ms)
 		n = be_worker_progress(w);
 		if (n)
 			return n;
-		__builtin_ia32_pause();
+		worker_cpu_relax();
 	}
 	if (timeout_ms == 0)
 		return 0;

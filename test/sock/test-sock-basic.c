@@ -116,6 +116,11 @@ int main(int argc, char **argv)
 	ASSERT(strstr(json, "\"engines\":1"));
 	ASSERT(strstr(json, "\"max_bytes_in_flight\":"));
 	ASSERT_EQ(be_worker_stats_json(ws[1], NULL, 0), n);
+	n = be_sock_stats_json(socks[1], json, sizeof(json));
+	ASSERT_GT(n, 0);
+	ASSERT(strstr(json, "\"msgs_sent\":6,"));
+	ASSERT(strstr(json, "\"large_sent\":2,"));
+	ASSERT(strstr(json, "\"queued\":0}"));
 
 	for (i = 0; i < NSOCK; i++)
 		be_sock_close(socks[i]);

@@ -43,7 +43,7 @@ struct sk_opts {
 	const char *cmd;
 	const char *transport;
 	const char *addr;
-	int server, json, sched, timeout_s;
+	int server, json, sched, timeout_s, stats;
 	uint64_t size, big, iters, warmup;
 	uint32_t sockets, window;
 };
@@ -389,6 +389,12 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 	}
 	}
 	secs = (double)(perf_now_ns() - t0) / 1e9;
+	if (o->stats) {
+		static char json[65536];
+
+		if (be_worker_stats_json(w, json, sizeof(json)) > 0)
+			fprintf(stderr, "%s\n", json);
+	}
 	if (rc) {
 		fprintf(stderr, "be-perf %s: %s\n", o->cmd,
 			rc == -ETIMEDOUT ? "no progress: timed out" : be_strerror(rc));
@@ -442,6 +448,7 @@ static void sk_usage(const char *cmd)
 	       "  --window N      bw: messages in flight per socket (default 16)\n"
 	       "  --no-sched      FIFO per Engine instead of round-robin fragments\n"
 	       "  --timeout S     give up after S seconds without progress (default 30)\n"
+	       "  --stats         print the client worker's counters (JSON) to stderr\n"
 	       "  --json          one JSON object per line\n",
 	       cmd);
 }
@@ -468,6 +475,8 @@ static int sk_main(int argc, char **argv, enum sk_mode mode)
 			o.json = 1;
 		} else if (!strcmp(a, "--server")) {
 			o.server = 1;
+		} else if (!strcmp(a, "--stats")) {
+			o.stats = 1;
 		} else if (!strcmp(a, "--no-sched")) {
 			o.sched = 0;
 		} else if (!v) {
