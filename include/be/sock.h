@@ -110,11 +110,13 @@ struct be_config {
 	uint32_t cq_depth;
 	/* An idle Engine sends a keepalive every keepalive_ms; an Engine that
 	 * sees no progress (frame, completion) from its peer for
-	 * conn_timeout_ms is faulty (BE_ECONNFAULT). The connect itself must
-	 * finish within conn_timeout_ms. BE_KEEPALIVE_MS default 1000,
-	 * BE_CONN_TIMEOUT_MS default 10000. */
+	 * conn_timeout_ms is faulty (BE_ECONNFAULT). BE_KEEPALIVE_MS default
+	 * 1000, BE_CONN_TIMEOUT_MS default 10000. */
 	uint32_t keepalive_ms;
 	uint32_t conn_timeout_ms;
+	/* A connect (address resolution, handshake) must finish within this;
+	 * 0 means conn_timeout_ms. BE_CONNECT_TIMEOUT_MS, default 0. */
+	uint32_t connect_timeout_ms;
 	/* be_worker_wait() polls this long before sleeping on events.
 	 * BE_SPIN_US, default 50. */
 	uint32_t spin_us;

@@ -91,7 +91,7 @@ static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, c
 	e->frag_size = wd->cd->frag_size;
 	e->max_inline = BE_MIN(wd->cd->attr.max_inline, 256u);
 	e->last_rx_ns = e->last_tx_ns = be__now_ns();
-	e->deadline_ns = e->last_rx_ns + (uint64_t)cfg->conn_timeout_ms * 1000000ull;
+	e->deadline_ns = e->last_rx_ns + (uint64_t)cfg->connect_timeout_ms * 1000000ull;
 	e->st.send_window = cfg->send_window;
 	e->st.frag_size = e->frag_size;
 	return e;
@@ -131,7 +131,7 @@ static struct be_xconn_attr engine_conn_attr(struct be__engine *e)
 		.srq = e->wd->srq,
 		.max_send_wr = cfg->sq_depth,
 		.max_inline = 256,
-		.timeout_ms = (int)BE_MIN(cfg->conn_timeout_ms, (uint32_t)INT32_MAX),
+		.timeout_ms = (int)BE_MIN(cfg->connect_timeout_ms, (uint32_t)INT32_MAX),
 		.user = e,
 	};
 }

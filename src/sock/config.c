@@ -79,6 +79,7 @@ void be_config_init(struct be_config *cfg)
 	config_env32("BE_CQ_DEPTH", &cfg->cq_depth);
 	config_env32("BE_KEEPALIVE_MS", &cfg->keepalive_ms);
 	config_env32("BE_CONN_TIMEOUT_MS", &cfg->conn_timeout_ms);
+	config_env32("BE_CONNECT_TIMEOUT_MS", &cfg->connect_timeout_ms);
 	config_env32("BE_SPIN_US", &cfg->spin_us);
 	config_env32("BE_MAX_SOCKETS", &cfg->max_sockets);
 	config_env64("BE_MAX_MSG", &cfg->max_msg_size);
@@ -111,6 +112,8 @@ int be__config_check(struct be_config *cfg)
 		cfg->srq_max_depth = cfg->srq_depth;
 	if (cfg->frag_size && cfg->frag_size > cfg->send_window)
 		cfg->frag_size = (uint32_t)BE_MIN(cfg->send_window, (uint64_t)UINT32_MAX);
+	if (!cfg->connect_timeout_ms)
+		cfg->connect_timeout_ms = cfg->conn_timeout_ms;
 	if (!cfg->max_reqs)
 		cfg->max_reqs = 1;
 	if (!cfg->nomem_backoff_us)

@@ -46,6 +46,9 @@ static void cli_close(struct be_sock *s, int reason, void *user)
 
 static bool got_echo(void *arg)
 {
+	if (closed)
+		TEST_FAIL("socket closed before the peer was signalled: %s",
+			  be_strerror(close_reason));
 	return echoed >= 1;
 }
 
@@ -106,6 +109,7 @@ int main(int argc, char **argv)
 	st_init(&t, argc, argv);
 	t.cfg.keepalive_ms = 100;
 	t.cfg.conn_timeout_ms = 1500;
+	t.cfg.connect_timeout_ms = 20000; /* connecting is slow in the rxe guest */
 	t.cfg.frag_size = 64 << 10;
 	t.cfg.send_window = 256 << 10;
 	run(&t, SIGKILL);
