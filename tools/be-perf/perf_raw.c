@@ -6,13 +6,14 @@
  *            the server's buffer with an immediate; the server busy-polls
  *            its CQ for the RECV_IMM, reposts the receive and writes back.
  *            One-way latency = RTT / 2, one sample per iteration.
- *   raw-bw   the client streams @size-byte WRITE_WITH_IMMs into one
- *            remote buffer, up to @window signaled WRs outstanding. Every
- *            write carries an immediate (its sequence number) so the
- *            receiver counts them; the receiver returns credits (how many
- *            it has taken off its CQ, and so reposted) as small
- *            WRITE_WITH_IMMs, which keeps the sender from ever overrunning
- *            the receiver's SRQ (an RNR would kill the connection).
+ *   raw-bw   the client streams @size-byte WRITEs into one remote
+ *            buffer, up to @window signaled WRs outstanding; every
+ *            --imm-every-th (default: one per window) is a WRITE_WITH_IMM
+ *            carrying its sequence number, as the core ends a large
+ *            message's fragments with one. The receiver returns credits
+ *            (how many writes it has seen land) as small WRITE_WITH_IMMs,
+ *            which keeps the sender from ever overrunning the receiver's
+ *            SRQ (an RNR would kill the connection).
  *
  * Model. Two processes, one connection, one evch + CQ + SRQ each, all on
  * the main thread. The client sends a hello as connect private data (its
@@ -64,7 +65,7 @@ struct raw_opts {
 	const char *dev;       /* dev_open() name, "" = first */
 	const char *addr;      /* client: connect here; server: listen here */
 	uint64_t size, iters, warmup;
-	uint32_t window;
+	uint32_t window, imm_every;
 	int server, json, no_inline;
 	int write_poll;        /* raw-lat: plain WRITEs, receiver spins on memory */
 	int cpu[2];            /* client, peer; -1 = not pinned */
@@ -81,10 +82,11 @@ struct raw_hello {
 	uint64_t addr;      /* the sender's target buffer ... */
 	uint32_t rkey;      /* ... its rkey */
 	uint32_t size;      /* bytes per message */
-	uint64_t total;     /* warmup + iters */
-	uint64_t warmup;
+	uint32_t total;     /* warmup + iters (< 2^32, checked) */
+	uint32_t warmup;
 	uint32_t window;
 	uint32_t nrecv;     /* receives the sender of this hello keeps posted */
+	uint32_t imm_every; /* raw-bw: every how many writes one carries an immediate */
 };
 _Static_assert(sizeof(struct raw_hello) <= BE_XPORT_PRIV_MAX, "hello exceeds private data");
 
@@ -149,7 +151,9 @@ static void raw_usage(FILE *f, const char *cmd)
 		"  --json          one JSON object per line\n",
 		cmd, bw ? "1M" : "64", bw ? "writes" : "round trips", bw ? "2000" : "20000",
 		bw ? "100" : "1000",
-		bw ? "  --window W      outstanding writes (default 16)\n" : "",
+		bw ? "  --window W      outstanding writes (default 16)\n"
+		     "  --imm-every K   every K-th write is a WRITE_WITH_IMM, the others plain\n"
+		     "                  WRITEs (default: the window; 1 = all)\n" : "",
 		bw ? "" : "  --write-poll    plain WRITEs; the receiver spins on the last byte\n"
 			  "                  (ib_write_lat's method) instead of taking RECV_IMMs\n");
 }
@@ -158,7 +162,7 @@ static int raw_takes_value(const char *a)
 {
 	static const char *const with_value[] = {
 		"--transport", "--addr", "--dev", "--size", "--iters", "--warmup",
-		"--window", "--timeout", "--cpu",
+		"--window", "--imm-every", "--timeout", "--cpu",
 	};
 	size_t i;
 
@@ -225,6 +229,8 @@ static int raw_parse(int argc, char **argv, struct raw_opts *o)
 			o->warmup = perf_parse_size(v);
 		} else if (!strcmp(a, "--window")) {
 			o->window = (uint32_t)perf_parse_size(v);
+		} else if (!strcmp(a, "--imm-every") && o->mode == RAW_BW) {
+			o->imm_every = (uint32_t)perf_parse_size(v);
 		} else if (!strcmp(a, "--timeout")) {
 			o->timeout_ms = atoi(v) * 1000;
 		} else if (!strcmp(a, "--cpu")) {
@@ -252,6 +258,10 @@ static int raw_parse(int argc, char **argv, struct raw_opts *o)
 		fprintf(stderr, "be-perf %s: --window must be 1..4096\n", o->cmd);
 		return -EINVAL;
 	}
+	if (!o->imm_every)
+		o->imm_every = o->window;
+	if (o->imm_every > o->iters + o->warmup)
+		o->imm_every = (uint32_t)(o->iters + o->warmup);
 	if (o->timeout_ms <= 0) {
 		fprintf(stderr, "be-perf %s: --timeout must be > 0 seconds\n", o->cmd);
 		return -EINVAL;
@@ -763,37 +773,54 @@ static int raw_lat_server(struct raw_ctx *c, const struct raw_hello *h)
 	return 0;
 }
 
+/*
+ * Which writes of a raw-bw stream carry an immediate: every imm_every-th,
+ * the last of the warmup and the last of all, as the core's large message
+ * path ends its fragments with one WRITE_WITH_IMM. The immediate is the
+ * write's sequence number, so a RECV_IMM tells the receiver that every
+ * write up to it has landed (in-order delivery).
+ */
+static int raw_bw_has_imm(const struct raw_hello *h, uint64_t seq)
+{
+	return (seq + 1) % h->imm_every == 0 || seq + 1 == h->warmup || seq + 1 == h->total;
+}
+
 struct raw_bw_state {
 	uint64_t target;  /* writes the receiver must have credited */
-	uint64_t credit;  /* writes the receiver took off its CQ */
 };
+
+/* The receiver's credit: how many writes it has seen land (0 before any). */
+static uint64_t raw_bw_credit(const struct raw_ctx *c)
+{
+	return c->rx ? c->last_imm : 0;
+}
 
 static int raw_done_credit(struct raw_ctx *c, void *arg)
 {
 	struct raw_bw_state *s = arg;
 
-	return c->rx && c->last_imm >= s->target;
+	return raw_bw_credit(c) >= s->target;
 }
 
 /*
  * Stream writes @from..@to (exclusive). At most window writes outstanding
- * on the send queue, and at most the receiver's receive count not yet
- * credited back (each write consumes one receive there).
+ * on the send queue, and never more uncredited writes than keep the
+ * receiver's immediates within half its posted receives (each WRITE_IMM
+ * consumes one there).
  */
 static int raw_bw_stream(struct raw_ctx *c, const struct raw_hello *h, uint64_t from, uint64_t to)
 {
 	uint64_t seq = from;
-	uint64_t recv_room = c->peer_nrecv;
+	uint64_t room_w = (uint64_t)(c->peer_nrecv / 2 ? c->peer_nrecv / 2 : 1) * h->imm_every;
 	struct raw_bw_state s = { .target = to };
 	int rc;
 
 	while (seq < to) {
-		uint64_t credit = c->rx ? c->last_imm : 0;
+		uint64_t credit = raw_bw_credit(c);
 
-		while (seq < to && c->posted - c->completed < h->window &&
-		       seq - credit < recv_room) {
+		while (seq < to && c->posted - c->completed < h->window && seq - credit < room_w) {
 			c->post_ns[seq % h->window] = seq >= h->warmup ? perf_now_ns() : 0;
-			rc = raw_write(c, h->size, 1, (uint32_t)seq, 1);
+			rc = raw_write(c, h->size, raw_bw_has_imm(h, seq), (uint32_t)seq, 1);
 			if (rc)
 				return rc;
 			seq++;
@@ -807,9 +834,9 @@ static int raw_bw_stream(struct raw_ctx *c, const struct raw_hello *h, uint64_t 
 
 			/* Nothing came back: wait (bounded) for a completion
 			 * or a credit, whichever frees room first. */
-			if (c->posted - c->completed >= h->window && seq - credit < recv_room)
+			if (c->posted - c->completed >= h->window && seq - credit < room_w)
 				rc = raw_progress(c, raw_done_sq, &room);
-			else if (seq < to && seq - credit >= recv_room)
+			else if (seq < to && seq - credit >= room_w)
 				rc = raw_progress(c, raw_done_rx, &want);
 			if (rc)
 				return rc;
@@ -842,21 +869,26 @@ static int raw_bw_client(struct raw_ctx *c, const struct raw_hello *h, struct ra
 	return 0;
 }
 
-/* Receiver: credit every quarter of the receives, at the end of warmup and
- * at the very end (the client's stop signal). */
+/*
+ * Receiver: the immediates say how many writes have landed; credit that
+ * count back after every quarter of the receives, at the end of warmup and
+ * at the very end (the client's stop signal).
+ */
 static int raw_bw_server(struct raw_ctx *c, const struct raw_hello *h)
 {
 	uint64_t every = c->nrecv / 4 ? c->nrecv / 4 : 1;
-	uint64_t credited = 0;
+	uint64_t credited = 0, rx_credited = 0;
 	uint32_t len = h->size < 8 ? h->size : 8;
 	int rc;
 
 	while (credited < h->total) {
+		uint64_t got = c->rx ? (uint64_t)c->last_imm + 1 : 0;
 		uint64_t want = c->rx + 1;
 
-		if (c->rx - credited >= every || c->rx == h->total ||
-		    (c->rx == h->warmup && credited < h->warmup)) {
-			credited = c->rx;
+		if (got > credited && (c->rx - rx_credited >= every || got == h->total ||
+				       (got == h->warmup && credited < h->warmup))) {
+			credited = got;
+			rx_credited = c->rx;
 			rc = raw_write(c, len, 1, (uint32_t)credited, 0);
 			if (rc)
 				return rc;
@@ -881,10 +913,11 @@ static void raw_hello_fill(struct raw_ctx *c, const struct raw_opts *o, struct r
 	h->addr = (uint64_t)(uintptr_t)c->rbuf;
 	h->rkey = c->rkey;
 	h->size = (uint32_t)o->size;
-	h->total = o->warmup + o->iters;
-	h->warmup = o->warmup;
+	h->total = (uint32_t)(o->warmup + o->iters);
+	h->warmup = (uint32_t)o->warmup;
 	h->window = o->window;
 	h->nrecv = c->nrecv;
+	h->imm_every = o->imm_every;
 }
 
 static int raw_hello_check(const struct raw_opts *o, const uint8_t *priv, size_t len,
@@ -898,7 +931,7 @@ static int raw_hello_check(const struct raw_opts *o, const uint8_t *priv, size_t
 	memcpy(h, priv, sizeof(*h));
 	if (h->magic != RAW_MAGIC || h->version != RAW_VERSION || h->mode > RAW_BW ||
 	    (h->flags & ~RAW_F_WRITE_POLL) ||
-	    !h->size || !h->window || h->warmup > h->total) {
+	    !h->size || !h->window || !h->imm_every || h->warmup > h->total) {
 		fprintf(stderr, "be-perf %s: peer is not a be-perf raw client of this version\n",
 			o->cmd);
 		return -EPROTO;
@@ -968,6 +1001,7 @@ static int raw_server(const struct raw_opts *o, int ready_fd)
 		so.iters = h.total - h.warmup;
 		so.warmup = h.warmup;
 		so.window = h.window;
+		so.imm_every = h.imm_every;
 		raw_hello_fill(&c, &so, &mine);
 	}
 	raw_conn_attr(&c, &attr);
@@ -1113,16 +1147,18 @@ static void raw_report_bw(const struct raw_opts *o, const struct raw_bw_result *
 
 	raw_cpu_str(o, cpu, sizeof(cpu));
 	if (o->json) {
-		printf("{\"test\":\"raw-bw\",\"transport\":\"%s\",\"op\":\"write_imm\",\"size\":%" PRIu64
-		       ",\"iters\":%" PRIu64 ",\"warmup\":%" PRIu64 ",\"window\":%u,\"cpu\":\"%s\""
+		printf("{\"test\":\"raw-bw\",\"transport\":\"%s\",\"op\":\"write\",\"size\":%" PRIu64
+		       ",\"iters\":%" PRIu64 ",\"warmup\":%" PRIu64 ",\"window\":%u,\"imm_every\":%u"
+		       ",\"cpu\":\"%s\""
 		       ",\"mb_s\":%.2f,\"seconds\":%.6f,\"cpu_s_per_gb\":%.4f"
 		       ",\"p50_us\":%.3f,\"p99_us\":%.3f,\"avg_us\":%.3f}\n",
-		       o->transport, o->size, o->iters, o->warmup, o->window, cpu, mb_s,
+		       o->transport, o->size, o->iters, o->warmup, o->window, o->imm_every, cpu, mb_s,
 		       r->seconds, cpu_gb, s->p50, s->p99, s->avg);
 		return;
 	}
-	printf("raw-bw: %s WRITE_WITH_IMM stream, %" PRIu64 " B x %" PRIu64
-	       ", window %u, cpu %s\n", o->transport, o->size, o->iters, o->window, cpu);
+	printf("raw-bw: %s WRITE stream, %" PRIu64 " B x %" PRIu64
+	       ", window %u, WRITE_WITH_IMM every %u, cpu %s\n", o->transport, o->size, o->iters,
+	       o->window, o->imm_every, cpu);
 	printf("%12s %10s %14s %14s %14s\n", "MB/s", "seconds", "cpu s/GB(tx)",
 	       "write p50 us", "write p99 us");
 	printf("%12.1f %10.4f %14.4f %14.2f %14.2f\n", mb_s, r->seconds, cpu_gb, s->p50, s->p99);
