@@ -129,6 +129,11 @@ struct be__heap_class {
 };
 
 struct be__heap {
+	/* The span of the last local free: a free into it skips the page map.
+	 * Cleared when the span leaves the heap (heap_run_put()). */
+	struct be__span *ls;
+	uintptr_t ls_start;
+	size_t ls_len;
 	struct be__heap_class cls[ALLOC_NUM_SM];
 	struct be__span *cache[ALLOC_CACHE_UNITS + 1]; /* free runs by units */
 	size_t cache_bytes;

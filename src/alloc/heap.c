@@ -185,6 +185,8 @@ static void heap_run_put(struct be__heap *h, struct be__span *s, struct be__span
 	s->cls = ALLOC_CLASS_LARGE;
 	s->flags = SPAN_LARGE;
 	s->used = 0;
+	if (h->ls == s)
+		h->ls_len = 0;
 	if (out) {
 		s->next = *out;
 		*out = s;
@@ -567,14 +569,35 @@ static __attribute__((noinline)) void free_large_local(struct be__heap *h, struc
 	heap_run_put(h, s, NULL);
 }
 
+/* Owner free of small/medium @a in @s. */
+static inline void span_free_local(struct be__heap *h, struct be__span *s, uintptr_t a)
+{
+	uintptr_t off = a - s->start;
+	uint32_t idx = (uint32_t)((off * s->magic) >> 40);
+
+	if (BE_UNLIKELY(idx >= s->bump || (uintptr_t)idx * s->size != off)) {
+		bad_free((void *)a);
+		return;
+	}
+	s->links[idx] = s->free_head;
+	s->free_head = (uint16_t)idx;
+	s->used--;
+	alloc_ctr_inc(&h->nfree[s->cls]);
+	if (BE_UNLIKELY((s->flags & SPAN_DETACHED) || (!s->used && !(s->flags & SPAN_ACTIVE))))
+		span_free_slow(h, s);
+}
+
 void be_free(void *p)
 {
 	struct be__heap *h = tls_heap;
-	uintptr_t a = (uintptr_t)p, off;
+	uintptr_t a = (uintptr_t)p;
 	struct be__region *r;
 	struct be__span *s;
-	uint32_t idx;
 
+	if (BE_LIKELY(h != NULL) && a - h->ls_start < h->ls_len) {
+		span_free_local(h, h->ls, a);
+		return;
+	}
 	if (BE_UNLIKELY(!p))
 		return;
 	if (BE_UNLIKELY(!h) && !tls_exited)
@@ -600,19 +623,10 @@ void be_free(void *p)
 			free_large_local(h, s, a);
 			return;
 		}
-		off = a - s->start;
-		idx = (uint32_t)((off * s->magic) >> 40);
-		if (BE_UNLIKELY(idx >= s->bump || (uintptr_t)idx * s->size != off)) {
-			bad_free(p);
-			return;
-		}
-		s->links[idx] = s->free_head;
-		s->free_head = (uint16_t)idx;
-		s->used--;
-		alloc_ctr_inc(&h->nfree[s->cls]);
-		if (BE_UNLIKELY((s->flags & SPAN_DETACHED) ||
-				(!s->used && !(s->flags & SPAN_ACTIVE))))
-			span_free_slow(h, s);
+		h->ls = s;
+		h->ls_start = s->start;
+		h->ls_len = (size_t)s->units << ALLOC_UNIT_SHIFT;
+		span_free_local(h, s, a);
 		return;
 	}
 	remote_free(h, s, a);
