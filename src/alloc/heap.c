@@ -175,11 +175,8 @@ static void heap_cache_push(struct be__heap *h, struct be__span *s)
  * one batch, so a heap that frees more than it allocates takes the pool
  * lock once per many runs.
  */
-static void heap_run_put(struct be__heap *h, struct be__span *s, struct be__span **out)
+static void heap_run_free(struct be__heap *h, struct be__span *s)
 {
-	struct be__span *back = NULL;
-	unsigned k;
-
 	/* A free run looks like a large run with nothing in use, so a stray
 	 * second be_free() of it is caught by free_large_local(). */
 	s->cls = ALLOC_CLASS_LARGE;
@@ -187,6 +184,14 @@ static void heap_run_put(struct be__heap *h, struct be__span *s, struct be__span
 	s->used = 0;
 	if (h->ls == s)
 		h->ls_len = 0;
+}
+
+static void heap_run_put(struct be__heap *h, struct be__span *s, struct be__span **out)
+{
+	struct be__span *back = NULL;
+	unsigned k;
+
+	heap_run_free(h, s);
 	if (out) {
 		s->next = *out;
 		*out = s;
@@ -230,7 +235,7 @@ static struct be__span *heap_cache_flush(struct be__heap *h, struct be__span *ou
 	return out;
 }
 
-static void heap_drain_pending(struct be__heap *h, struct be__span **out);
+static void heap_drain_pending(struct be__heap *h, struct be__span **out, bool keep);
 
 static struct be__span *heap_cache_pop(struct be__heap *h, uint32_t units)
 {
@@ -258,7 +263,7 @@ static struct be__span *heap_run_get(struct be__heap *h, uint32_t units)
 	if (s)
 		return s;
 	if (atomic_load_explicit(&h->pending, memory_order_relaxed)) {
-		heap_drain_pending(h, NULL);
+		heap_drain_pending(h, NULL, true);
 		s = heap_cache_pop(h, units);
 		if (s)
 			return s;
@@ -293,8 +298,15 @@ static void span_owned(struct be__heap *h, struct be__span *s, struct be__span *
 		partial_add(&h->cls[s->cls], s);
 }
 
-/* Take back the spans other threads pushed onto our pending stack. */
-static void heap_drain_pending(struct be__heap *h, struct be__span **out)
+/*
+ * Take back the spans other threads pushed onto our pending stack. With
+ * @keep (the heap needs a run now), freed large runs all go to the cache,
+ * past its bound: they are this heap's own allocations coming back, and
+ * handing them to the pool only to take them out again costs a lock each
+ * (producer/consumer traffic). The next local free over the bound trims
+ * the cache.
+ */
+static void heap_drain_pending(struct be__heap *h, struct be__span **out, bool keep)
 {
 	struct be__span *s, *next;
 
@@ -304,7 +316,12 @@ static void heap_drain_pending(struct be__heap *h, struct be__span **out)
 	for (; s; s = next) {
 		next = s->pending_next;
 		if (s->cls == ALLOC_CLASS_LARGE) {
-			heap_run_put(h, s, out);
+			if (keep && !out && s->units <= ALLOC_CACHE_UNITS) {
+				heap_run_free(h, s);
+				heap_cache_push(h, s);
+			} else {
+				heap_run_put(h, s, out);
+			}
 			continue;
 		}
 		atomic_store_explicit(&s->state, SPAN_OWNED, memory_order_relaxed);
@@ -349,7 +366,7 @@ static struct be__span *heap_refill(struct be__heap *h, unsigned c)
 			goto activate;
 		}
 	}
-	heap_drain_pending(h, NULL);
+	heap_drain_pending(h, NULL, false);
 	while ((s = hc->partial)) {
 		partial_del(hc, s);
 		if (span_collect(s))
@@ -668,7 +685,7 @@ struct be__span *be__heap_release(struct be__heap *h)
 	struct be__span *out = NULL, *s, *next;
 	unsigned c;
 
-	heap_drain_pending(h, &out);
+	heap_drain_pending(h, &out, false);
 	for (c = 0; c < ALLOC_NUM_SM; c++) {
 		struct be__heap_class *hc = &h->cls[c];
 
