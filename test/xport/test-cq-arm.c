@@ -1,8 +1,7 @@
 /*
  * Check the wakeup fds: after cq_arm, the cq fd becomes readable when a
  * message arrives from the peer, and when completions are made locally
- * (a disconnect flushing WRs); an armed cq with completions already
- * queued wakes at once; the evch fd becomes readable when a connection
+ * (a disconnect flushing WRs); the evch fd becomes readable when a connection
  * request arrives and when an event is queued. A sleeper on these fds
  * never misses work.
  */
@@ -17,11 +16,12 @@ static int readable(int fd, int ms)
 	return poll(&p, 1, ms) > 0;
 }
 
-/* Sleep on @fd (up to 10 s); fails if it never wakes. */
-static void wait_fd(int fd)
-{
-	ASSERT(readable(fd, 10000));
-}
+/* Sleep on @fd (up to 10 s); fails (saying where) if it never wakes. */
+#define wait_fd(fd)                                                           \
+	do {                                                                  \
+		if (!readable((fd), 10000))                                   \
+			TEST_FAIL("%s never became readable", #fd);           \
+	} while (0)
 
 int main(int argc, char **argv)
 {
@@ -74,16 +74,30 @@ int main(int argc, char **argv)
 
 		ASSERT_OK(t.ops->accept(s, &sa, NULL, 0));
 	}
-	/* A queued event keeps the evch fd readable. */
-	ASSERT(readable(t.ops->evch_fd(srv.ch), 0));
-	ASSERT_EQ(t.ops->evch_get(srv.ch, &ev), 1);
-	ASSERT_EQ(ev.type, BE_XEV_ESTABLISHED);
-	wait_fd(t.ops->evch_fd(cli.ch));
-	do
-		n = t.ops->evch_get(cli.ch, &ev);
-	while (n == 0 && readable(t.ops->evch_fd(cli.ch), 1000));
-	ASSERT_EQ(n, 1);
-	ASSERT_EQ(ev.type, BE_XEV_ESTABLISHED);
+	/* Both ESTABLISHED events wake their evch fds; each side progresses
+	 * only when its fd says so (the handshake may need both). */
+	{
+		int est_s = 0, est_c = 0;
+
+		for (i = 0; i < 1000 && !(est_s && est_c); i++) {
+			struct pollfd p[2] = { { t.ops->evch_fd(srv.ch), POLLIN, 0 },
+					       { t.ops->evch_fd(cli.ch), POLLIN, 0 } };
+
+			if (poll(p, 2, 10000) <= 0)
+				TEST_FAIL("no evch fd woke for ESTABLISHED");
+			if (p[0].revents && t.ops->evch_get(srv.ch, &ev) == 1) {
+				ASSERT_EQ(ev.type, BE_XEV_ESTABLISHED);
+				ASSERT_PTR_EQ(ev.conn, s);
+				est_s++;
+			}
+			if (p[1].revents && t.ops->evch_get(cli.ch, &ev) == 1) {
+				ASSERT_EQ(ev.type, BE_XEV_ESTABLISHED);
+				ASSERT_PTR_EQ(ev.conn, c);
+				est_c++;
+			}
+		}
+		ASSERT(est_s == 1 && est_c == 1);
+	}
 
 	/* cq fd: quiet, armed, then a message arrives. */
 	xt_spin(&t, 10);
@@ -125,21 +139,43 @@ int main(int argc, char **argv)
 	ASSERT_OK(t.ops->cq_ack(srv.cq));
 	ASSERT_OK(t.ops->cq_arm(srv.cq));
 	ASSERT(!readable(t.ops->cq_fd(srv.cq), 0));
-	xt_post(&t, s, BE_XWR_SEND, 2, src, 10, 0, 0, 0, 0);
+	xt_post(&t, s, BE_XWR_SEND, 2, src, 10, BE_XWR_F_SIGNALED, 0, 0, 0);
 	ASSERT_OK(t.ops->disconnect(s));
 	wait_fd(t.ops->cq_fd(srv.cq));
 	ASSERT_OK(t.ops->cq_ack(srv.cq));
-	/* Arming with completions queued wakes at once. */
+	/* Arm, then poll (the race-free order): the completion is there. */
 	ASSERT_OK(t.ops->cq_arm(srv.cq));
-	ASSERT(readable(t.ops->cq_fd(srv.cq), 0));
-	ASSERT_OK(t.ops->cq_ack(srv.cq));
 	n = t.ops->cq_poll(srv.cq, wc, 4);
 	ASSERT_GE(n, 1);
 	ASSERT_UEQ(wc[0].wr_id, 2);
-	/* The disconnect event wakes the evch. */
-	wait_fd(t.ops->evch_fd(srv.ch));
-	ASSERT_EQ(t.ops->evch_get(srv.ch, &ev), 1);
-	ASSERT_EQ(ev.type, BE_XEV_DISCONNECTED);
+	ASSERT_OK(t.ops->cq_ack(srv.cq));
+	/* The disconnect events wake the evch fds (both sides progressing
+	 * on wakeups only, as the teardown may need the peer). */
+	{
+		int dis_s = 0, dis_c = 0;
+
+		for (i = 0; i < 1000 && !(dis_s && dis_c); i++) {
+			struct pollfd p[3] = { { t.ops->evch_fd(srv.ch), POLLIN, 0 },
+					       { t.ops->evch_fd(cli.ch), POLLIN, 0 },
+					       { t.ops->cq_fd(cli.cq), POLLIN, 0 } };
+
+			if (poll(p, 3, 10000) <= 0)
+				TEST_FAIL("no fd woke for DISCONNECTED");
+			/* A peer's hang-up may need its cq polled (tcp). */
+			t.ops->cq_poll(cli.cq, wc, 4);
+			if (p[0].revents && t.ops->evch_get(srv.ch, &ev) == 1) {
+				ASSERT_EQ(ev.type, BE_XEV_DISCONNECTED);
+				ASSERT_PTR_EQ(ev.conn, s);
+				dis_s++;
+			}
+			if (p[1].revents && t.ops->evch_get(cli.ch, &ev) == 1) {
+				ASSERT_EQ(ev.type, BE_XEV_DISCONNECTED);
+				ASSERT_PTR_EQ(ev.conn, c);
+				dis_c++;
+			}
+		}
+		ASSERT(dis_s == 1 && dis_c == 1);
+	}
 
 	t.ops->conn_destroy(c);
 	t.ops->conn_destroy(s);

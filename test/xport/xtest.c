@@ -344,6 +344,32 @@ void xt_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t w
 	ASSERT_OK(t->ops->post_send(c, &wr, &bad));
 }
 
+void xt_post_on_error(struct xt *t, struct xt_side *s, struct be_xconn *c, uint64_t wr_id,
+		      void *buf)
+{
+	struct be_xsend_wr wr, *bad = NULL;
+	struct be_xsge sge;
+	struct be_xwc wc;
+	int r;
+
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uint64_t)(uintptr_t)buf;
+	sge.length = 8;
+	sge.lkey = xt_lkey(t, buf);
+	wr.wr_id = wr_id;
+	wr.opcode = BE_XWR_SEND;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	r = t->ops->post_send(c, &wr, &bad);
+	if (r < 0) {
+		ASSERT_PTR_EQ(bad, &wr);
+		return;
+	}
+	xt_wait_wc(t, s, &wc, 1);
+	ASSERT_UEQ(wc.wr_id, wr_id);
+	ASSERT_EQ(wc.status, BE_XWC_WR_FLUSH_ERR);
+}
+
 static uint8_t xt_byte(size_t i, uint32_t seed)
 {
 	uint32_t x = (uint32_t)i * 2654435761u + seed * 40503u;

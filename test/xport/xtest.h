@@ -107,6 +107,12 @@ void xt_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t w
 	     void *buf, uint32_t len, unsigned flags, uint64_t raddr, uint32_t rkey,
 	     uint32_t imm);
 
+/* On a conn in error, a post either fails at once (negative errno, *bad at
+ * the WR) or is accepted and completes with WR_FLUSH_ERR, as on an RC QP
+ * in error; both are allowed. Checks whichever happens on side @s. */
+void xt_post_on_error(struct xt *t, struct xt_side *s, struct be_xconn *c, uint64_t wr_id,
+		      void *buf);
+
 /* Deterministic pattern for verification. */
 void xt_fill(void *p, size_t len, uint32_t seed);
 int xt_check(const void *p, size_t len, uint32_t seed); /* 1 if it matches */
