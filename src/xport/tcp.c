@@ -692,6 +692,14 @@ static void tcp_srq_destroy(struct be_xsrq *xsrq)
 	free(srq);
 }
 
+/*
+ * tcp_srq_post_recv() - post receives on @xsrq.
+ *
+ * Ownership: borrows @wr (copied); lends each receive buffer until its
+ * completion (RECV, RECV_IMM or a flush) was polled: a SEND from any conn
+ * on this srq is read straight into it. Buffers of WRs from *bad on were
+ * not posted. Returns 0, -EINVAL (bad lkey or range) or -ENOMEM (full).
+ */
 static int tcp_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr,
 			     struct be_xrecv_wr **bad)
 {

@@ -754,6 +754,20 @@ static int conn_post_one(struct tcp_conn *c, const struct be_xsend_wr *wr)
 	return 0;
 }
 
+/*
+ * be__tcp_post_send() - post a chain of WRs on @xc and write what the
+ * socket takes now.
+ *
+ * Ownership: borrows @wr (copied into send queue slots; the chain may be
+ * reused on return). Lends the memory of each scatter list until that
+ * WR's completion (or a later signaled one on the conn) was polled: the
+ * kernel copies from it as the socket drains, possibly long after this
+ * call. BE_XWR_F_INLINE WRs are copied here, so their buffers are free on
+ * return. On error the WRs from *bad on were not posted and are not lent.
+ * Threads: the conn's worker. Returns 0, -EINVAL (malformed WR),
+ * -ENOMEM (send queue full) or -ENOTCONN (not established); a conn in
+ * error takes the WRs and flushes them.
+ */
 int be__tcp_post_send(struct be_xconn *xc, struct be_xsend_wr *wr, struct be_xsend_wr **bad)
 {
 	struct tcp_conn *c = container_of(xc, struct tcp_conn, x);
