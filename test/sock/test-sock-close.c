@@ -158,8 +158,39 @@ int main(int argc, char **argv)
 	ASSERT_EQ(be_sock_send(c, NULL, 0, one_cb, &ones[2][0]), -ENOTCONN);
 	be_sock_close(c);
 
+	/* 4: both sides close at once: the closes cross, both complete, and
+	 * neither side reports on_close (each closed its own handle). */
+	{
+		struct be_sock *d, *sd;
+		struct be_engine_stats es;
+		int before = srv.nsocks, closed_before = srv.closed;
+
+		ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &d));
+		ASSERT_OK(be_sock_send(d, st_msg(10, 1), 10, one_cb, &ones[0][0]));
+		ones[0][0].calls = 0;
+		ndone--;
+		st_pump(ws, 2, all_done, (void *)(intptr_t)(3 * NMSG));
+		while (srv.nsocks == before)
+			st_pump_ms(ws, 2, 1);
+		sd = srv.socks[srv.nsocks - 1];
+		be_sock_close(d);
+		be_sock_close(sd);
+		srv.socks[srv.nsocks - 1] = NULL;
+		st_pump_ms(ws, 2, 200);
+		ASSERT_EQ(srv.closed, closed_before);
+		ASSERT_EQ(cli_closed, 1);
+		ASSERT_EQ(be_worker_engine_count(ws[1]), 2); /* addr and addr2 */
+		/* No socket is left on the client's engine. */
+		ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &d));
+		st_pump_ms(ws, 2, 50);
+		ASSERT_OK(be_sock_engine_stats(d, &es));
+		ASSERT_EQ(es.sockets, 1);
+		be_sock_close(d);
+	}
+
 	for (i = 0; i < srv.nsocks; i++)
-		be_sock_close(srv.socks[i]);
+		if (srv.socks[i])
+			be_sock_close(srv.socks[i]);
 	free(srv.socks);
 	be_listener_close(l2);
 	be_listener_close(l);
