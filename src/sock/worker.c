@@ -531,10 +531,11 @@ int be_worker_wait(struct be_worker *w, int timeout_ms)
 	for (i = 0; i < BE_CTX_MAX_XPORTS; i++) {
 		struct be__wdev *wd = w->wd[i];
 
-		if (wd && !wd->cq_armed) {
-			if (wd->cd->ops->cq_arm(wd->cq) == 0)
-				wd->cq_armed = true;
-		}
+		/* Arm every time, even if a previous arm has not fired: arming
+		 * is where a transport flushes what it owes the peer before we
+		 * sleep (tcp's deferred acks), besides asking for a wakeup. */
+		if (wd && wd->cd->ops->cq_arm(wd->cq) == 0)
+			wd->cq_armed = true;
 	}
 	n = be_worker_progress(w);
 	if (n)

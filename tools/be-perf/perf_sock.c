@@ -20,7 +20,13 @@
  *
  * Output: a table, or with --json one object per line with the fields
  * test, transport, size, iters, p50_us, p99_us, avg_us, mb_s,
- * cpu_s_per_gb, sockets, bytes_per_socket, scheduling.
+ * cpu_s_per_gb, sockets, bytes_per_socket, scheduling, polling.
+ *
+ * Polling: lat, hol and mux busy-poll both ends by default (like the raw
+ * tests and perftest: the library's latency, not the scheduler's wakeup);
+ * bw uses adaptive polling (be_worker_wait) by default, because two
+ * processes spinning on a loaded host starve each other. --busy and
+ * --adaptive override.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -44,6 +50,7 @@ struct sk_opts {
 	const char *transport;
 	const char *addr;
 	int server, json, sched, timeout_s, stats;
+	int adaptive;          /* be_worker_wait() instead of busy progress */
 	uint64_t size, big, iters, warmup;
 	uint32_t sockets, window;
 };
@@ -82,6 +89,14 @@ static void sk_srv_close(struct be_sock *s, int reason, void *user)
 {
 	((struct sk_srv *)user)->closed++;
 	be_sock_close(s);
+}
+
+/* Busy polling measures the library, not the scheduler's wakeup latency
+ * (as the raw tests and perftest do); adaptive polling (spin, then sleep
+ * on the completion fds) is what an application saving CPU would use. */
+static int sk_poll(const struct sk_opts *o, struct be_worker *w)
+{
+	return o->adaptive ? be_worker_wait(w, 100) : be_worker_progress(w);
 }
 
 static void sk_config(const struct sk_opts *o, struct be_config *cfg)
@@ -135,7 +150,7 @@ static int sk_server_run(const struct sk_opts *o, int ready_fd)
 	/* Serve until every socket the client opened is closed (one client
 	 * when spawned; forever with --server). */
 	while (ready_fd < 0 || sv.accepted == 0 || sv.closed < sv.accepted) {
-		if (be_worker_progress(w) > 0)
+		if (sk_poll(o, w) > 0)
 			idle_since = perf_now_ns();
 		else if (perf_now_ns() - idle_since > (uint64_t)o->timeout_s * 1000000000ull &&
 			 ready_fd >= 0)
@@ -241,7 +256,7 @@ static int sk_wait(struct be_worker *w, struct sk_cli *c, struct sk_sock *k, uin
 	while (k->answered < n) {
 		uint64_t before = k->answered;
 
-		be_worker_progress(w);
+		sk_poll(c->o, w);
 		if (k->answered != before) {
 			uint64_t now = perf_now_ns();
 			uint64_t i;
@@ -275,14 +290,16 @@ static void sk_report(const struct sk_opts *o, struct sk_cli *c, double secs, ui
 		printf("{\"test\":\"%s\",\"transport\":\"%s\",\"size\":%" PRIu64
 		       ",\"iters\":%" PRIu64 ",\"p50_us\":%.3f,\"p99_us\":%.3f,\"avg_us\":%.3f"
 		       ",\"mb_s\":%.2f,\"cpu_s_per_gb\":%.4f,\"sockets\":%u"
-		       ",\"bytes_per_socket\":%" PRIu64 ",\"scheduling\":\"%s\"}\n",
+		       ",\"bytes_per_socket\":%" PRIu64 ",\"scheduling\":\"%s\""
+		       ",\"polling\":\"%s\"}\n",
 		       names[o->mode], o->transport, o->size, o->iters, s.p50, s.p99, s.avg, mb_s,
 		       cpu_gb, o->sockets, bytes / (o->sockets ? o->sockets : 1),
-		       o->sched ? "round-robin" : "fifo");
+		       o->sched ? "round-robin" : "fifo", o->adaptive ? "adaptive" : "busy");
 		return;
 	}
-	printf("be-perf %s: %s, %" PRIu64 " B, %u socket(s), scheduling %s\n", names[o->mode],
-	       o->transport, o->size, o->sockets, o->sched ? "round-robin" : "fifo");
+	printf("be-perf %s: %s, %" PRIu64 " B, %u socket(s), scheduling %s, %s polling\n",
+	       names[o->mode], o->transport, o->size, o->sockets,
+	       o->sched ? "round-robin" : "fifo", o->adaptive ? "adaptive" : "busy");
 	printf("  latency us (%s): p50 %.3f  p99 %.3f  avg %.3f  (n=%zu)\n",
 	       o->mode == SK_BW ? "send->ack" : "one-way", s.p50, s.p99, s.avg, s.n);
 	printf("  throughput %.2f MB/s, CPU %.4f s/GB (both processes)\n", mb_s, cpu_gb);
@@ -410,8 +427,10 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 
 		while (perf_now_ns() - t1 < (uint64_t)o->timeout_s * 1000000000ull) {
 			be_worker_progress(w);
-			if (be_worker_stats_json(w, json, sizeof(json)) > 0 &&
-			    strstr(json, "\"sockets\":0,"))
+			/* Done when the server answered, or dropped the Engine. */
+			if (be_worker_engine_count(w) == 0 ||
+			    (be_worker_stats_json(w, json, sizeof(json)) > 0 &&
+			     strstr(json, "\"sockets\":0,")))
 				break;
 		}
 	}
@@ -448,6 +467,8 @@ static void sk_usage(const char *cmd)
 	       "  --window N      bw: messages in flight per socket (default 16)\n"
 	       "  --no-sched      FIFO per Engine instead of round-robin fragments\n"
 	       "  --timeout S     give up after S seconds without progress (default 30)\n"
+	       "  --busy          poll without sleeping (default except bw)\n"
+	       "  --adaptive      spin, then sleep on events: be_worker_wait() (default for bw)\n"
 	       "  --stats         print the client worker's counters (JSON) to stderr\n"
 	       "  --json          one JSON object per line\n",
 	       cmd);
@@ -459,7 +480,7 @@ static int sk_main(int argc, char **argv, enum sk_mode mode)
 		.mode = mode, .cmd = argv[0], .transport = "tcp", .sched = 1, .timeout_s = 30,
 		.size = mode == SK_BW ? 1u << 20 : 64, .big = 16u << 20,
 		.iters = mode == SK_BW ? 2000 : mode == SK_MUX ? 100 : 10000, .warmup = 100,
-		.sockets = mode == SK_MUX ? 1000 : 1, .window = 16,
+		.sockets = mode == SK_MUX ? 1000 : 1, .window = 16, .adaptive = mode == SK_BW,
 	};
 	struct perf_peer peer;
 	char addr[160];
@@ -475,6 +496,10 @@ static int sk_main(int argc, char **argv, enum sk_mode mode)
 			o.json = 1;
 		} else if (!strcmp(a, "--server")) {
 			o.server = 1;
+		} else if (!strcmp(a, "--adaptive")) {
+			o.adaptive = 1;
+		} else if (!strcmp(a, "--busy")) {
+			o.adaptive = 0;
 		} else if (!strcmp(a, "--stats")) {
 			o.stats = 1;
 		} else if (!strcmp(a, "--no-sched")) {
