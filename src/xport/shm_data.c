@@ -501,8 +501,17 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 	} else {
 		sq_gather(dst, op);
 	}
-	shm_store_rel(&rec->tag, shm_tag_make(pos, rop, e->signaled));
 	c->tx_recs++;
+	if (rop == SHM_REC_WRITE_IMM) {
+		/* The data is in place and the receiver is known to have
+		 * receives: complete now, without waiting for its CPU (as an
+		 * RDMA NIC acks a WRITE_IMM). A refusal that races with
+		 * another conn of its SRQ still fails the conn afterwards. */
+		shm_store_rel(&rec->tag, shm_tag_make(pos, rop, 0));
+		sq_done(e, BE_XWC_SUCCESS);
+		return SQ_EXEC_DONE;
+	}
+	shm_store_rel(&rec->tag, shm_tag_make(pos, rop, e->signaled));
 	e->state = SHM_WQE_WAIT;
 	e->pos = pos;
 	e->end = pos + len;
@@ -738,8 +747,9 @@ static int cq_poll_tx(struct shm_conn *c, struct be_xwc *wc, int n)
 				st = c->err_first;
 				c->err_first = BE_XWC_WR_FLUSH_ERR;
 			} else if (es) {
-				/* The peer failed on a record we did not post: lies. */
-				be__shm_conn_error(c, BE_XWC_GENERAL_ERR, -EPROTO);
+				/* The peer refused a record of a WR that completed
+				 * already (a WRITE_IMM, see sq_exec()). */
+				be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, -EREMOTEIO);
 				continue;
 			} else {
 				break;

@@ -4,8 +4,12 @@
  * larger than the receive buffer completes with BE_XWC_LOC_LEN_ERR on the
  * receiver and BE_XWC_REM_OP_ERR on the sender. Both put the conn in error
  * on both sides (DISCONNECTED), the SENDs before the failing one succeed
- * and the ones after it flush. Also checks the SRQ low-water event and
- * that destroying an SRQ flushes its receives.
+ * and the ones after it flush. Also checks the SRQ low-water event, that
+ * destroying an SRQ flushes its receives, and the documented race of the
+ * WRITE_IMM fast path: a sender told that receives were left completes its
+ * WRITE_IMM at once; if another conn of the SRQ took the last receive
+ * first, the refusal still fails the conn (both sides DISCONNECTED, later
+ * WRs flush).
  */
 #include "test-shm-util.h"
 
@@ -102,10 +106,79 @@ static void run_srq(void)
 	side_close(&b);
 }
 
+static void run_race(void)
+{
+	struct side a, b1, b2;
+	struct mem ma, mb1, mb2;
+	struct be_xconn_attr aa;
+	struct be_xconn *a2;
+	struct be_xevent ev;
+	struct be_xwc wc[4];
+	char name[64];
+
+	side_open(&a, 8);
+	side_open(&b1, 8);
+	side_open(&b2, 8);
+	mem_reg(&a, &ma, 65536);
+	mem_reg(&b1, &mb1, 65536);
+	mem_reg(&b2, &mb2, 65536);
+	snprintf(name, sizeof(name), "rrace-%d", (int)getpid());
+	pair_connect(&a, &b1, name, 16);
+	/* A second conn into the same srq of a. */
+	aa = side_attr(&b2, 16);
+	ASSERT_OK(ops->connect(b2.ch, name, &aa, NULL, 0, &b2.conn));
+	side_expect(&a, BE_XEV_CONNECT_REQUEST, &ev, NULL);
+	a2 = ev.conn;
+	aa = side_attr(&a, 16);
+	ASSERT_OK(ops->accept(a2, &aa, NULL, 0));
+	side_expect(&a, BE_XEV_ESTABLISHED, &ev, NULL);
+	side_expect(&b2, BE_XEV_ESTABLISHED, &ev, NULL);
+
+	post_recv(&a, &ma, 0, 0, 1);
+	post_recv(&a, &ma, 0, 0, 2);
+	/* b1's first WRITE_IMM: a then has one receive left, and says so. */
+	ASSERT_OK(post_one(&b1, BE_XWR_WRITE_IMM, &mb1, 0, 64, mem_addr(&ma, 4096), ma.mr.rkey,
+			   1, BE_XWR_F_SIGNALED, 10));
+	side_wc(&a, wc, 1);
+	side_wc(&b1, wc, 1);
+	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
+	/* b2 takes the last receive. */
+	ASSERT_OK(post_one(&b2, BE_XWR_WRITE_IMM, &mb2, 0, 64, mem_addr(&ma, 8192), ma.mr.rkey,
+			   2, 0, 20));
+	side_wc(&a, wc, 1);
+	ASSERT_UEQ(wc[0].imm, 2);
+	/* b1 still believes in a receive: completes at once... */
+	memset(mb1.p, 0x77, 64);
+	ASSERT_OK(post_one(&b1, BE_XWR_WRITE_IMM, &mb1, 0, 64, mem_addr(&ma, 4096), ma.mr.rkey,
+			   3, BE_XWR_F_SIGNALED, 11));
+	side_wc(&b1, wc, 1);
+	ASSERT_UEQ(wc[0].wr_id, 11);
+	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
+	ASSERT_EQ(ma.p[4096], 0x77); /* written, as documented */
+	/* ...and the refusal fails the conn on both sides. */
+	ASSERT_EQ(ops->cq_poll(a.cq, wc, 4), 0);
+	side_expect(&a, BE_XEV_DISCONNECTED, &ev, NULL);
+	ASSERT((const void *)ev.conn == (const void *)a.conn);
+	side_expect(&b1, BE_XEV_DISCONNECTED, &ev, NULL);
+	ASSERT_OK(post_one(&b1, BE_XWR_WRITE, &mb1, 0, 64, mem_addr(&ma, 0), ma.mr.rkey, 0,
+			   BE_XWR_F_SIGNALED, 12));
+	side_wc(&b1, wc, 1);
+	ASSERT_EQ(wc[0].status, BE_XWC_WR_FLUSH_ERR);
+
+	ops->conn_destroy(a2);
+	mem_unreg(&ma);
+	mem_unreg(&mb1);
+	mem_unreg(&mb2);
+	side_close(&a);
+	side_close(&b1);
+	side_close(&b2);
+}
+
 int main(void)
 {
 	run(0);
 	run(1);
 	run_srq();
+	run_race();
 	return 0;
 }
