@@ -95,6 +95,8 @@ struct be_worker {
 	pthread_t thr;
 	atomic_bool running, stop;
 	int in_progress;                 /* > 0 while progress runs (callbacks) */
+	uint64_t npolls;                 /* progress calls, for periodic work */
+	bool ev_ready;                   /* epoll saw an event channel readable */
 	uint64_t next_tick_ns;
 	unsigned int nengines;
 };

@@ -40,6 +40,8 @@
 #define WORKER_POLL_BATCH 32
 #define WORKER_EV_WAKE 0xffu
 #define WORKER_EV_CQ 0x100u
+#define WORKER_EV_EVERY 32
+#define WORKER_CLOCK_EVERY 16
 
 static uint64_t worker_tick_ns(const struct be_worker *w)
 {
@@ -354,9 +356,14 @@ int be_worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *ar
 
 static int worker_run_calls(struct be_worker *w)
 {
-	struct be__call *c = atomic_exchange_explicit(&w->calls, NULL, memory_order_acquire);
-	struct be__call *rev = NULL;
+	struct be__call *c, *rev = NULL;
 	int n = 0;
+
+	/* A plain load first: the exchange is a locked instruction, and this
+	 * runs on every progress call. */
+	if (!atomic_load_explicit(&w->calls, memory_order_relaxed))
+		return 0;
+	c = atomic_exchange_explicit(&w->calls, NULL, memory_order_acquire);
 
 	/* The stack holds the newest first; run them in submission order. */
 	while (c) {
@@ -443,9 +450,14 @@ static int worker_run_kicks(struct be_worker *w)
 
 static void worker_timers(struct be_worker *w)
 {
-	uint64_t now = be__now_ns();
 	struct be__list *p, *t;
+	uint64_t now;
 
+	/* Reading the clock on every call would be the busiest thing a
+	 * busy-polling worker does; timers have tick granularity anyway. */
+	if (w->npolls % WORKER_CLOCK_EVERY)
+		return;
+	now = be__now_ns();
 	if (now < w->next_tick_ns)
 		return;
 	w->next_tick_ns = now + worker_tick_ns(w);
@@ -467,15 +479,21 @@ static void worker_reap(struct be_worker *w)
 int be_worker_progress(struct be_worker *w)
 {
 	int n = 0, i, rc, round;
+	/* Connection events are rare and polling an event channel may cost a
+	 * syscall (shm, tcp): poll them every WORKER_EV_EVERY progress calls,
+	 * and at once after epoll reported one. */
+	bool events = (++w->npolls % WORKER_EV_EVERY) == 0 || w->ev_ready;
 
 	w->in_progress++;
+	w->ev_ready = false;
 	n += worker_run_calls(w);
 	for (i = 0; i < BE_CTX_MAX_XPORTS; i++) {
 		struct be__wdev *wd = w->wd[i];
 
 		if (!wd)
 			continue;
-		n += worker_poll_events(wd);
+		if (events)
+			n += worker_poll_events(wd);
 		rc = worker_poll_cq(wd);
 		if (rc < 0) {
 			w->in_progress--;
@@ -560,7 +578,9 @@ int be_worker_wait(struct be_worker *w, int timeout_ms)
 
 			if (read(w->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 				be_log_warn("worker: eventfd read failed");
-		} else if (tag & WORKER_EV_CQ) {
+		} else if (!(tag & WORKER_EV_CQ)) {
+			w->ev_ready = true; /* an event channel */
+		} else {
 			struct be__wdev *wd = w->wd[tag & 0xff];
 
 			if (wd && wd->cq_armed) {
