@@ -81,10 +81,16 @@ static void check_once(struct one *o, int *ok, int *canceled, int *other)
 static int closer_seen;
 static void closer_recv(struct be_sock *s, void *buf, size_t len, void *user)
 {
+	int i;
+
 	be_free(buf);
 	closer_seen++;
 	be_sock_close(s);
-	be_sock_close(s); /* a second close is a no-op */
+	be_sock_close(s); /* a second close, inside the callback, is a no-op */
+	/* The handle is released: forget it. */
+	for (i = 0; i < srv.nsocks; i++)
+		if (srv.socks[i] == s)
+			srv.socks[i] = NULL;
 }
 
 static int cli_closed, cli_reason = 1;
