@@ -16,7 +16,7 @@
 #include "test.h"
 #include "hook.h"
 
-enum { THREADS = 3, ROUNDS = 60, WARMUP = 10, PER = 1500 };
+enum { THREADS = 3, ROUNDS = 40, WARMUP = 10, PER = 1200 };
 
 struct job {
 	unsigned seed;

@@ -15,7 +15,7 @@
 #include "test.h"
 #include "hook.h"
 
-enum { PAIRS = 2, ITEMS = 50000, RING = 256 };
+enum { PAIRS = 2, ITEMS = 20000, RING = 256 };
 
 struct msg {
 	void *p;
