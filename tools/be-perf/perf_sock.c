@@ -123,10 +123,21 @@ static int sk_server_run(const struct sk_opts *o, int ready_fd)
 
 	sk_config(o, &cfg);
 	if (!la) {
-		if (!strcmp(o->transport, "shm"))
+		const char *ip = getenv("BE_RXE_IP0");
+
+		if (!strcmp(o->transport, "shm")) {
 			snprintf(def, sizeof(def), "shm://be-perf-%d", (int)getpid());
-		else
+		} else if (!strcmp(o->transport, "verbs")) {
+			/* rdma_cm needs the address of an RDMA device. */
+			if (!ip) {
+				fprintf(stderr, "be-perf %s: verbs needs --addr or BE_RXE_IP0 (the "
+					"IP of an RDMA device)\n", o->cmd);
+				return 1;
+			}
+			snprintf(def, sizeof(def), "verbs://%s:0", ip);
+		} else {
 			snprintf(def, sizeof(def), "%s://127.0.0.1:0", o->transport);
+		}
 		la = def;
 	}
 	if ((rc = be_ctx_create(&cfg, &ctx)) || (rc = be_worker_create(ctx, &w))) {
