@@ -74,11 +74,11 @@ struct be__region {
 #define SPAN_LARGE 0x01    /* a large run: one object */
 #define SPAN_ACTIVE 0x02   /* the heap's active span of its class */
 #define SPAN_PARTIAL 0x04  /* on the heap's partial list of its class */
-#define SPAN_DETACHED 0x08 /* state was set FULL or QUEUED by the owner */
+#define SPAN_DETACHED 0x08 /* the owner let go of it (DEFER_FULL set) */
 
-/* Span state, shared: the handshake that lets a remote free hand a full
- * span back to its owner (see heap.c). */
-enum { SPAN_OWNED = 0, SPAN_FULL = 1, SPAN_QUEUED = 2 };
+/* The deferred word: first index (ALLOC_NIL: empty), count, FULL. */
+#define DEFER_FULL 0x80000000u
+#define DEFER_COUNT(w) (((w) >> 16) & 0x7fffu)
 
 struct be__block;
 struct be__heap;
@@ -103,11 +103,9 @@ struct be__span {
 
 	/* Shared with remote threads, on their own cache line. */
 	_Alignas(64) _Atomic(struct be__heap *) heap;
-	/* Remote-freed objects: count << 16 | index of the first (ALLOC_NIL
-	 * ends the list); the count rides along so a remote free knows when a
-	 * FULL span has enough free to go back to its owner. */
+	/* Remote-freed objects: DEFER_FULL | count << 16 | index of the first
+	 * (ALLOC_NIL ends the list). See heap.c for the handshake. */
 	_Atomic uint32_t deferred;
-	atomic_int state;             /* SPAN_OWNED / FULL / QUEUED */
 	struct be__span *pending_next; /* on heap->pending (written by pusher) */
 };
 

@@ -14,16 +14,18 @@
  * A free from any other thread pushes the index onto the span's atomic
  * deferred list (a lock-free stack: pushers CAS, only the owner takes the
  * whole list with one exchange, so there is no ABA). The owner collects it
- * when the local list runs dry. The list head carries a count. A span
- * with nothing left to hand out is detached from its heap (state FULL); the
- * remote free that brings its deferred count to a quarter of the span
- * (defer_min) and finds it FULL moves it to QUEUED (one CAS, one winner)
- * and pushes it onto the owner heap's pending stack, where the owner picks
- * it up on its next slow path. The owner's "set FULL, then look at the
- * deferred count" and the remote's "push, then look at the state" are both
- * sequentially consistent, so at least one of them sees the other; a span
- * whose objects are all freed always reaches defer_min, so none is
- * stranded.
+ * when the local list runs dry. The list head is one 32-bit word: the
+ * first index, the number of objects on the list, and a FULL bit. A span
+ * with nothing left to hand out is detached from its heap by setting FULL
+ * (a CAS, refused if a quarter of the span is already waiting: then the
+ * owner keeps it and collects). The remote free whose push brings the
+ * count to a quarter (defer_min) of a FULL span clears FULL in that same
+ * CAS, which makes it the one thread that pushes the span onto the owner
+ * heap's pending stack; the owner picks it up on its next slow path.
+ * Because push, count and claim are one atomic step, no span is stranded
+ * (one whose objects are all freed always reaches defer_min), and a remote
+ * free that does not claim never touches the span after its CAS, so trim
+ * may unmap a block the moment its last object is collected.
  *
  * Large allocations (above 32 KiB, up to a block) are runs of whole 64 KiB
  * units holding one object. Freed runs go to the heap's span cache (free
@@ -109,6 +111,7 @@ static bool span_collect(struct be__span *s)
 
 	if (atomic_load_explicit(&s->deferred, memory_order_relaxed) == ALLOC_NIL)
 		return span_has_free(s);
+	/* Only attached spans are collected: DEFER_FULL is clear. */
 	head = atomic_exchange_explicit(&s->deferred, ALLOC_NIL, memory_order_acquire);
 	head &= ALLOC_NIL; /* drop the count */
 	if (head == ALLOC_NIL)
@@ -122,21 +125,22 @@ static bool span_collect(struct be__span *s)
 }
 
 /*
- * Detach @s (nothing to hand out) from its heap. Returns true if a remote
- * free raced with us and we kept the span instead (collect it then).
+ * Detach @s (nothing to hand out) from its heap: set DEFER_FULL in its
+ * deferred word. Returns true, leaving @s attached, if enough remote frees
+ * are already waiting (collect them then).
  */
 static bool span_mark_full(struct be__span *s)
 {
-	int exp = SPAN_FULL;
+	uint32_t old = atomic_load_explicit(&s->deferred, memory_order_relaxed);
 
+	do {
+		if (DEFER_COUNT(old) >= s->defer_min)
+			return true;
+	} while (!atomic_compare_exchange_weak_explicit(&s->deferred, &old, old | DEFER_FULL,
+							memory_order_acq_rel,
+							memory_order_relaxed));
 	s->flags |= SPAN_DETACHED;
-	atomic_store(&s->state, SPAN_FULL);
-	if ((atomic_load(&s->deferred) >> 16) < s->defer_min)
-		return false;
-	if (!atomic_compare_exchange_strong(&s->state, &exp, SPAN_OWNED))
-		return false; /* a remote free queued it: it comes back via pending */
-	s->flags &= ~SPAN_DETACHED;
-	return true;
+	return false;
 }
 
 static void partial_add(struct be__heap_class *hc, struct be__span *s)
@@ -324,7 +328,6 @@ static void heap_drain_pending(struct be__heap *h, struct be__span **out, bool k
 			}
 			continue;
 		}
-		atomic_store_explicit(&s->state, SPAN_OWNED, memory_order_relaxed);
 		s->flags &= ~SPAN_DETACHED;
 		span_collect(s);
 		span_owned(h, s, out);
@@ -346,7 +349,6 @@ static void span_init(struct be__heap *h, struct be__span *s, unsigned c)
 	s->flags = 0;
 	s->links = s->block->links + (size_t)s->first * ALLOC_UNIT_OBJS;
 	atomic_store_explicit(&s->deferred, ALLOC_NIL, memory_order_relaxed);
-	atomic_store_explicit(&s->state, SPAN_OWNED, memory_order_relaxed);
 	atomic_store_explicit(&s->heap, h, memory_order_relaxed);
 }
 
@@ -405,7 +407,6 @@ static void *heap_alloc_large(struct be__heap *h, size_t size)
 	s->flags = SPAN_LARGE;
 	s->size = units << ALLOC_UNIT_SHIFT;
 	s->used = 1;
-	atomic_store_explicit(&s->state, SPAN_OWNED, memory_order_relaxed);
 	atomic_store_explicit(&s->heap, h, memory_order_relaxed);
 	count_alloc(h, be__alloc_large_class(units), s->size);
 	return (void *)s->start;
@@ -514,8 +515,8 @@ static __attribute__((noinline)) void remote_free(struct be__heap *h, struct be_
 						  uintptr_t a)
 {
 	uintptr_t off = a - s->start;
-	uint32_t idx, old, next;
-	int exp = SPAN_FULL;
+	uint32_t idx, old, next, cnt;
+	bool claim;
 
 	if (s->cls == ALLOC_CLASS_LARGE) {
 		struct be__heap *o = atomic_load_explicit(&s->heap, memory_order_relaxed);
@@ -534,27 +535,42 @@ static __attribute__((noinline)) void remote_free(struct be__heap *h, struct be_
 		return;
 	}
 	free_count(h, s->cls, 0);
+	/*
+	 * One CAS pushes the index and, if the owner let go of @s (FULL) and
+	 * enough is now free, also claims the span (clears FULL) for the trip
+	 * back to its owner. Without a claim, this CAS is our last touch of
+	 * the span: the owner may collect, release and even unmap it (trim)
+	 * right after.
+	 */
 	old = atomic_load_explicit(&s->deferred, memory_order_relaxed);
 	do {
 		s->links[idx] = (uint16_t)old;
-		next = ((old >> 16) + 1) << 16 | idx;
-	} while (!atomic_compare_exchange_weak(&s->deferred, &old, next));
-	/* Pairs with span_mark_full(): the owner may have let go of @s; hand
-	 * it back once enough is free to be worth the trip. */
-	if ((next >> 16) >= s->defer_min && atomic_load(&s->state) == SPAN_FULL &&
-	    atomic_compare_exchange_strong(&s->state, &exp, SPAN_QUEUED))
-		heap_pending_push(atomic_load_explicit(&s->heap, memory_order_acquire), s);
+		cnt = DEFER_COUNT(old) + 1;
+		claim = (old & DEFER_FULL) && cnt >= s->defer_min;
+		next = (claim ? 0 : old & DEFER_FULL) | cnt << 16 | idx;
+	} while (!atomic_compare_exchange_weak_explicit(&s->deferred, &old, next,
+							memory_order_acq_rel,
+							memory_order_relaxed));
+	/* Claimed: nobody else can release @s until its owner drains it. */
+	if (claim)
+		heap_pending_push(atomic_load_explicit(&s->heap, memory_order_relaxed), s);
 }
 
 /* Owner free that needs more than the fast path. */
 static __attribute__((noinline)) void span_free_slow(struct be__heap *h, struct be__span *s)
 {
 	if (s->flags & SPAN_DETACHED) {
-		int exp = SPAN_FULL;
+		uint32_t old = atomic_load_explicit(&s->deferred, memory_order_relaxed);
 
-		/* QUEUED: a remote free has it on our pending stack already. */
-		if (!atomic_compare_exchange_strong(&s->state, &exp, SPAN_OWNED))
-			return;
+		/* FULL gone: a remote free claimed it, it is on its way back
+		 * through our pending stack. Else take it back ourselves. */
+		do {
+			if (!(old & DEFER_FULL))
+				return;
+		} while (!atomic_compare_exchange_weak_explicit(&s->deferred, &old,
+								old & ~DEFER_FULL,
+								memory_order_acq_rel,
+								memory_order_relaxed));
 		s->flags &= ~SPAN_DETACHED;
 		span_owned(h, s, NULL);
 		return;
