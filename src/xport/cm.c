@@ -183,6 +183,49 @@ static void cm_set_ack_timeout(struct rdma_cm_id *id)
 			   strerror(errno));
 }
 
+static void cm_conn_link(struct verbs_evch *ch, struct verbs_conn *vc)
+{
+	vc->ch_prev = NULL;
+	vc->ch_next = ch->conns;
+	if (ch->conns)
+		ch->conns->ch_prev = vc;
+	ch->conns = vc;
+}
+
+static void cm_conn_unlink(struct verbs_conn *vc)
+{
+	struct verbs_evch *ch;
+
+	if (!vc->base.evch)
+		return;
+	ch = to_vevch(vc->base.evch);
+	if (vc->ch_prev)
+		vc->ch_prev->ch_next = vc->ch_next;
+	else
+		ch->conns = vc->ch_next;
+	if (vc->ch_next)
+		vc->ch_next->ch_prev = vc->ch_prev;
+	vc->ch_next = vc->ch_prev = NULL;
+}
+
+void be__verbs_conn_detach(struct verbs_conn *vc)
+{
+	struct verbs_evch *ch = vc->base.evch ? to_vevch(vc->base.evch) : NULL;
+
+	be__verbs_qp_destroy(vc);
+	if (vc->id && rdma_destroy_id(vc->id))
+		be_log_err("verbs: rdma_destroy_id: %s", strerror(errno));
+	vc->id = NULL;
+	vc->state = VC_DOWN;
+	if (ch) {
+		cm_conn_unlink(vc);
+		pthread_mutex_lock(&be__verbs_lock);
+		be__verbs_purge_locked(ch, &vc->base, NULL);
+		pthread_mutex_unlock(&be__verbs_lock);
+		vc->base.evch = NULL;
+	}
+}
+
 /* ------------------------------------------------------ event channels */
 
 int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
@@ -254,6 +297,23 @@ void be__verbs_evch_destroy(struct be_xevch *c)
 	struct verbs_dev *dev = to_vdev(c->dev);
 	struct verbs_qev *q;
 
+	/* Children first (a caller bug, but no crash): they become husks
+	 * that conn_destroy()/listener_close() only free. */
+	if (ch->conns || ch->listeners)
+		be_log_err("verbs: event channel of %s destroyed before its connections",
+			   dev->name);
+	while (ch->conns)
+		be__verbs_conn_detach(ch->conns);
+	while (ch->listeners) {
+		struct verbs_listener *vl = ch->listeners;
+
+		ch->listeners = vl->next;
+		if (rdma_destroy_id(vl->id))
+			be_log_err("verbs: rdma_destroy_id(listener): %s", strerror(errno));
+		vl->id = NULL;
+		vl->base.evch = NULL;
+		vl->next = vl->prev = NULL;
+	}
 	pthread_mutex_lock(&be__verbs_lock);
 	for (pp = &dev->evchs; *pp; pp = &(*pp)->next) {
 		if (*pp == ch) {
@@ -358,6 +418,7 @@ static int cm_conn_request(struct verbs_evch *ch, struct rdma_cm_event *e, struc
 	vc->id = id;
 	vc->state = VC_REQUEST;
 	id->context = vc;
+	cm_conn_link(ch, vc);
 	ev->type = BE_XEV_CONNECT_REQUEST;
 	ev->conn = &vc->base;
 	ev->listener = &vl->base;
@@ -424,6 +485,7 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 			break;
 		}
 		vc->state = VC_ESTABLISHED;
+		vc->was_established = 1;
 		ev->type = BE_XEV_ESTABLISHED;
 		ev->conn = &vc->base;
 		ret = 1;
@@ -450,8 +512,7 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 		r = status < 0 ? status : -EHOSTUNREACH;
 		be_log_info("verbs: %s: %s", rdma_event_str(type), strerror(-r));
 		ret = cm_conn_down(vc,
-				   vc->state == VC_ACCEPTING ? BE_XEV_DISCONNECTED :
-							       BE_XEV_UNREACHABLE,
+				   vc->was_established ? BE_XEV_DISCONNECTED : BE_XEV_UNREACHABLE,
 				   r, ev);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
@@ -466,10 +527,7 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		be_log_err("verbs: device %s removed under a connection", dev->name);
 		ret = cm_conn_down(vc,
-				   vc->state == VC_ESTABLISHED || vc->state == VC_ACCEPTING ||
-						   vc->state == VC_DOWN ?
-					   BE_XEV_DISCONNECTED :
-					   BE_XEV_UNREACHABLE,
+				   vc->was_established ? BE_XEV_DISCONNECTED : BE_XEV_UNREACHABLE,
 				   -ENODEV, ev);
 		break;
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
@@ -571,6 +629,10 @@ int be__verbs_listen(struct be_xevch *c, const char *addr, int backlog,
 		be_log_err("verbs: rdma_listen(%s): %s", addr, strerror(-ret));
 		goto err_id;
 	}
+	vl->next = ch->listeners;
+	if (ch->listeners)
+		ch->listeners->prev = vl;
+	ch->listeners = vl;
 	*out = &vl->base;
 	return 0;
 
@@ -590,8 +652,18 @@ void be__verbs_listener_close(struct be_xlistener *l)
 {
 	struct verbs_listener *vl = to_vlistener(l);
 
+	if (vl->base.evch) {
+		struct verbs_evch *ch = to_vevch(vl->base.evch);
+
+		if (vl->prev)
+			vl->prev->next = vl->next;
+		else
+			ch->listeners = vl->next;
+		if (vl->next)
+			vl->next->prev = vl->prev;
+	}
 	/* Pending requests die with the listening id (rdma_cm rejects them). */
-	if (rdma_destroy_id(vl->id))
+	if (vl->id && rdma_destroy_id(vl->id))
 		be_log_err("verbs: rdma_destroy_id(listener): %s", strerror(errno));
 	free(vl);
 }
@@ -638,6 +710,7 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 		be_log_err("verbs: rdma_resolve_addr(%s): %s", addr, strerror(-ret));
 		goto err_id;
 	}
+	cm_conn_link(ch, vc);
 	*out = &vc->base;
 	return 0;
 
@@ -675,20 +748,29 @@ int be__verbs_accept(struct be_xconn *conn, const struct be_xconn_attr *attr,
 		return ret;
 	}
 	vc->base.user = attr->user;
-	vc->state = VC_ACCEPTING;
+	/*
+	 * The QP is in RTS now (rdma_accept() moved it). ESTABLISHED is
+	 * reported at once rather than at the RTU, which comes only when the
+	 * connector's process reads its own channel: data sent before the
+	 * connector's QP is ready is retransmitted (retry_count, ACK timeout),
+	 * and a connector that fails instead reports REJECTED/DISCONNECTED.
+	 */
+	vc->state = VC_ESTABLISHED;
+	vc->was_established = 1;
+	{
+		struct be_xevent ev;
+
+		memset(&ev, 0, sizeof(ev));
+		ev.type = BE_XEV_ESTABLISHED;
+		ev.conn = conn;
+		be__verbs_conn_push(vc, &ev);
+	}
 	return 0;
 }
 
 static void cm_conn_free(struct verbs_conn *vc)
 {
-	struct verbs_evch *ch = to_vevch(vc->base.evch);
-
-	be__verbs_qp_destroy(vc);
-	if (vc->id && rdma_destroy_id(vc->id))
-		be_log_err("verbs: rdma_destroy_id: %s", strerror(errno));
-	pthread_mutex_lock(&be__verbs_lock);
-	be__verbs_purge_locked(ch, &vc->base, NULL);
-	pthread_mutex_unlock(&be__verbs_lock);
+	be__verbs_conn_detach(vc);
 	free(vc);
 }
 
@@ -715,33 +797,27 @@ int be__verbs_reject(struct be_xconn *conn, const void *priv, size_t priv_len)
 int be__verbs_disconnect(struct be_xconn *conn)
 {
 	struct verbs_conn *vc = to_vconn(conn);
+	struct be_xevent ev;
 
+	if (!vc->was_established)
+		return -ENOTCONN;
 	if (vc->disconnect_sent)
 		return 0;
-	if (vc->state == VC_REQUEST)
-		return -ENOTCONN;
 	vc->disconnect_sent = 1;
-	if (rdma_disconnect(vc->id)) {
-		/* Not connected yet (or any more): still flush the QP. */
+	/* Moves the QP to error (outstanding WRs flush) and sends a DREQ. */
+	if (vc->id && rdma_disconnect(vc->id)) {
+		be_log_dbg("verbs: rdma_disconnect: %s", strerror(errno));
 		if (vc->qp) {
 			struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
 
 			ibv_modify_qp(vc->qp, &a, IBV_QP_STATE);
 		}
-		be_log_dbg("verbs: rdma_disconnect: %s", strerror(errno));
-		if (vc->state != VC_ESTABLISHED && vc->state != VC_ACCEPTING) {
-			struct be_xevent ev;
-
-			memset(&ev, 0, sizeof(ev));
-			if (cm_conn_down(vc, vc->state == VC_DOWN ? BE_XEV_DISCONNECTED :
-								    BE_XEV_UNREACHABLE,
-					 -ECONNABORTED, &ev)) {
-				pthread_mutex_lock(&be__verbs_lock);
-				be__verbs_evch_push_locked(to_vevch(vc->base.evch), &ev);
-				pthread_mutex_unlock(&be__verbs_lock);
-			}
-		}
 	}
+	/* Reported here: rdma_cm's own DISCONNECTED waits for the peer's
+	 * DREP, i.e. for the peer's process to read its channel. */
+	memset(&ev, 0, sizeof(ev));
+	if (cm_conn_down(vc, BE_XEV_DISCONNECTED, 0, &ev))
+		be__verbs_conn_push(vc, &ev);
 	return 0;
 }
 

@@ -251,6 +251,7 @@ static int verbs_dev_open(const char *name, struct be_xdev **out)
 	dev->base.ops = &be__xport_verbs_ops;
 	dev->base.alloc_dev = -1;
 	dev->ctx = ctx;
+	pthread_rwlock_init(&dev->mr_lock, NULL);
 	snprintf(dev->name, sizeof(dev->name), "%s", want);
 	if (ibv_query_device(ctx, &dev->attr)) {
 		ret = -errno;
@@ -258,6 +259,7 @@ static int verbs_dev_open(const char *name, struct be_xdev **out)
 		goto err_free;
 	}
 	dev->num_ports = BE_MIN((int)dev->attr.phys_port_cnt, BE_XPORT_MAX_PORTS);
+	dev->quirk_rxe = dev->attr.vendor_id == 0xffffff; /* Soft-RoCE */
 	dev->pd = ibv_alloc_pd(ctx);
 	if (!dev->pd) {
 		ret = errno ? -errno : -ENOMEM;
@@ -285,6 +287,7 @@ static int verbs_dev_open(const char *name, struct be_xdev **out)
 err_pd:
 	ibv_dealloc_pd(dev->pd);
 err_free:
+	pthread_rwlock_destroy(&dev->mr_lock);
 	free(dev);
 	return ret;
 }
@@ -308,6 +311,11 @@ static void verbs_dev_close(struct be_xdev *d)
 	if (ret)
 		be_log_err("verbs: ibv_dealloc_pd(%s): %s (memory regions or QPs still exist)",
 			   dev->name, strerror(ret));
+	if (dev->mrs.count)
+		be_log_err("verbs: closing %s with %zu memory region(s) registered",
+			   dev->name, dev->mrs.count);
+	be__verbs_map_free(&dev->mrs);
+	pthread_rwlock_destroy(&dev->mr_lock);
 	/* The context belongs to rdma_cm and stays open. */
 	free(dev);
 }
@@ -364,6 +372,15 @@ static int verbs_reg(void *d, void *addr, size_t len, int fd, uint64_t fd_offset
 					 "");
 		return -e;
 	}
+	pthread_rwlock_wrlock(&dev->mr_lock);
+	e = be__verbs_map_put(&dev->mrs, mr->lkey, (uintptr_t)mr);
+	pthread_rwlock_unlock(&dev->mr_lock);
+	if (e) {
+		ibv_dereg_mr(mr);
+		if (err && err_len)
+			snprintf(err, err_len, "verbs %s: out of memory", dev->name);
+		return e;
+	}
 	out->lkey = mr->lkey;
 	out->rkey = mr->rkey;
 	out->handle = mr;
@@ -377,6 +394,9 @@ static void verbs_dereg(void *d, struct be_alloc_mr *mr)
 
 	if (!mr->handle)
 		return;
+	pthread_rwlock_wrlock(&dev->mr_lock);
+	be__verbs_map_del(&dev->mrs, ((struct ibv_mr *)mr->handle)->lkey);
+	pthread_rwlock_unlock(&dev->mr_lock);
 	ret = ibv_dereg_mr(mr->handle);
 	if (ret)
 		be_log_err("verbs: ibv_dereg_mr on %s: %s", dev->name, strerror(ret));
@@ -425,6 +445,23 @@ static void verbs_fanout_locked(struct ibv_context *ctx, const struct be_xevent 
 				be__verbs_evch_push_locked(ch, ev);
 }
 
+/* SRQ_LIMIT goes to the worker owning the SRQ: the evch of the first
+ * conn that used it, if that channel still exists; else to every evch. */
+static void verbs_srq_event_locked(struct verbs_dev *dev, struct verbs_srq *srq,
+				   const struct be_xevent *ev)
+{
+	struct verbs_dev *d;
+	struct verbs_evch *ch;
+
+	for (d = verbs_devs; d && srq->evch; d = d->next)
+		for (ch = d->evchs; ch; ch = ch->next)
+			if (ch == srq->evch) {
+				be__verbs_evch_push_locked(ch, ev);
+				return;
+			}
+	verbs_fanout_locked(dev->ctx, ev);
+}
+
 void be__verbs_async_pump(struct verbs_dev *dev)
 {
 	struct ibv_async_event ae;
@@ -439,6 +476,7 @@ void be__verbs_async_pump(struct verbs_dev *dev)
 		case IBV_EVENT_SRQ_LIMIT_REACHED:
 			ev.type = BE_XEV_SRQ_LIMIT;
 			ev.srq = &((struct verbs_srq *)ae.element.srq->srq_context)->base;
+			fan = 2;
 			break;
 		case IBV_EVENT_PORT_ACTIVE:
 		case IBV_EVENT_PORT_ERR:
@@ -487,8 +525,10 @@ void be__verbs_async_pump(struct verbs_dev *dev)
 		pthread_mutex_lock(&be__verbs_lock);
 		if (fan == 1)
 			verbs_fanout_locked(dev->ctx, &ev);
-		else if (fan == 0)
+		else if (fan == 0 && vc->base.evch)
 			be__verbs_evch_push_locked(to_vevch(vc->base.evch), &ev);
+		else if (fan == 2)
+			verbs_srq_event_locked(dev, to_vsrq(ev.srq), &ev);
 		pthread_mutex_unlock(&be__verbs_lock);
 		ibv_ack_async_event(&ae);
 	}
@@ -593,8 +633,15 @@ void be__verbs_conn_failed(struct verbs_conn *vc, int status, const char *why)
 	ev.type = BE_XEV_DISCONNECTED;
 	ev.status = status;
 	ev.conn = &vc->base;
+	be__verbs_conn_push(vc, &ev);
+}
+
+void be__verbs_conn_push(struct verbs_conn *vc, const struct be_xevent *ev)
+{
+	if (!vc->base.evch)
+		return;
 	pthread_mutex_lock(&be__verbs_lock);
-	be__verbs_evch_push_locked(to_vevch(vc->base.evch), &ev);
+	be__verbs_evch_push_locked(to_vevch(vc->base.evch), ev);
 	pthread_mutex_unlock(&be__verbs_lock);
 }
 
@@ -602,11 +649,13 @@ static void verbs_srq_unrecord(struct verbs_srq *srq, uint64_t wr_id)
 {
 	uint64_t cnt = 0;
 
-	be__verbs_map_get(&srq->posted, wr_id, &cnt);
+	if (!be__verbs_map_get(&srq->posted, wr_id, &cnt))
+		return;
 	if (cnt > 1)
 		be__verbs_map_put(&srq->posted, wr_id, cnt - 1);
 	else
 		be__verbs_map_del(&srq->posted, wr_id);
+	srq->nposted--;
 }
 
 /* Find the send WR of @wr_id among @vc's outstanding ones; 1 if found. */
@@ -668,6 +717,11 @@ static int verbs_wc_map(struct verbs_cq *cq, const struct ibv_wc *iwc, struct be
 	memset(wc, 0, sizeof(*wc));
 	wc->wr_id = iwc->wr_id;
 	wc->status = verbs_wc_status(iwc->status);
+	/* rxe reports local buffer faults as LOC_QP_OP_ERR: a receive that
+	 * cannot hold the message (NICs: LOC_LEN_ERR), a send whose lkey or
+	 * range is bad (NICs: LOC_PROT_ERR). */
+	if (iwc->status == IBV_WC_LOC_QP_OP_ERR && to_vdev(cq->base.dev)->quirk_rxe)
+		wc->status = is_recv ? BE_XWC_LOC_LEN_ERR : BE_XWC_LOC_PROT_ERR;
 	wc->vendor_err = iwc->vendor_err;
 	wc->conn = &vc->base;
 	if (is_recv) {
@@ -812,15 +866,46 @@ err_free:
 	return ret;
 }
 
+/* Destroy the QP of every conn on @cq (only those using @srq, if set): a
+ * caller destroys a parent before its children. */
+static void verbs_cq_detach_conns(struct verbs_cq *cq, struct verbs_srq *srq)
+{
+	struct verbs_conn **list;
+	uint64_t k, v;
+	size_t pos = 0, n = 0, i;
+
+	list = calloc(cq->qps.count ? cq->qps.count : 1, sizeof(*list));
+	if (!list)
+		return;
+	while (be__verbs_map_next(&cq->qps, &pos, &k, &v)) {
+		struct verbs_conn *vc = (struct verbs_conn *)(uintptr_t)v;
+
+		if (!srq || vc->srq == srq)
+			list[n++] = vc;
+	}
+	for (i = 0; i < n; i++)
+		be__verbs_conn_detach(list[i]);
+	free(list);
+}
+
 static void verbs_cq_destroy(struct be_xcq *c)
 {
 	struct verbs_cq *cq = to_vcq(c);
 	struct verbs_dev *dev = to_vdev(c->dev);
 	int ret;
 
-	if (cq->qps.count)
-		be_log_err("verbs: destroying a CQ of %s with %zu connection(s) still on it",
-			   dev->name, cq->qps.count);
+	if (cq->qps.count) {
+		be_log_err("verbs: destroying a CQ of %s with %zu connection(s) still on it; "
+			   "their QPs go first", dev->name, cq->qps.count);
+		verbs_cq_detach_conns(cq, NULL);
+	}
+	while (cq->srqs) {
+		struct verbs_srq *srq = cq->srqs;
+
+		be_log_err("verbs: destroying a CQ of %s before its SRQ", dev->name);
+		cq->srqs = srq->next;
+		srq->base.cq = NULL;
+	}
 	if (cq->unacked)
 		ibv_ack_cq_events(cq->cq, cq->unacked);
 	ret = ibv_destroy_cq(cq->cq);
@@ -874,9 +959,20 @@ static int verbs_cq_fd(struct be_xcq *c)
 	return to_vcq(c)->epfd;
 }
 
+/*
+ * A CQ event fires only for completions added after arming, but the
+ * contract wakes an armed cq at once when completions are already there:
+ * take them into the backlog, whose eventfd is readable while non-empty.
+ */
 static int verbs_cq_arm(struct be_xcq *c)
 {
-	return -ibv_req_notify_cq(to_vcq(c)->cq, 0);
+	struct verbs_cq *cq = to_vcq(c);
+	int ret = ibv_req_notify_cq(cq->cq, 0);
+
+	if (ret)
+		return -ret;
+	verbs_cq_drain(cq);
+	return 0;
 }
 
 static int verbs_cq_ack(struct be_xcq *c)
@@ -927,37 +1023,49 @@ static int verbs_srq_create(struct be_xcq *c, uint32_t depth, struct be_xsrq **o
 	}
 	srq->base.dev = c->dev;
 	srq->base.cq = c;
+	srq->depth = depth;
+	srq->next = cq->srqs;
+	cq->srqs = srq;
 	*out = &srq->base;
 	return 0;
 }
 
 static void verbs_srq_destroy(struct be_xsrq *s)
 {
-	struct verbs_srq *srq = to_vsrq(s);
-	struct verbs_cq *cq = to_vcq(s->cq);
+	struct verbs_srq *srq = to_vsrq(s), **pp;
+	struct verbs_cq *cq = s->cq ? to_vcq(s->cq) : NULL;
 	struct verbs_dev *dev = to_vdev(s->dev), *d;
 	struct verbs_evch *ch;
 	uint64_t wr_id, cnt;
 	size_t pos = 0;
 	int ret;
 
+	if (cq && cq->qps.count)
+		verbs_cq_detach_conns(cq, srq);
 	ret = ibv_destroy_srq(srq->srq);
 	if (ret) {
-		be_log_err("verbs: ibv_destroy_srq(%s): %s (connections still use it); leaked",
-			   dev->name, strerror(ret));
+		be_log_err("verbs: ibv_destroy_srq(%s): %s; leaked", dev->name, strerror(ret));
 		return;
 	}
-	/* Hand every posted receive back as a flush, as the contract says. */
-	while (be__verbs_map_next(&srq->posted, &pos, &wr_id, &cnt)) {
+	/* Hand every posted receive back as a flush, as the contract says
+	 * (verbs drops them silently). */
+	while (cq && be__verbs_map_next(&srq->posted, &pos, &wr_id, &cnt)) {
 		struct be_xwc wc = {
 			.wr_id = wr_id,
 			.status = BE_XWC_WR_FLUSH_ERR,
 			.opcode = BE_XWC_RECV,
-			.srq = s,
 		};
 
 		while (cnt--)
 			verbs_bl_push(cq, &wc);
+	}
+	if (cq) {
+		for (pp = &cq->srqs; *pp; pp = &(*pp)->next) {
+			if (*pp == srq) {
+				*pp = srq->next;
+				break;
+			}
+		}
 	}
 	be__verbs_map_free(&srq->posted);
 	pthread_mutex_lock(&be__verbs_lock);
@@ -969,9 +1077,28 @@ static void verbs_srq_destroy(struct be_xsrq *s)
 	free(srq);
 }
 
+/* Does @sge lie inside a region registered on @dev with its lkey? */
+static int verbs_lkey_ok(struct verbs_dev *dev, const struct be_xsge *sge)
+{
+	uint64_t v;
+	int ok = 0;
+
+	pthread_rwlock_rdlock(&dev->mr_lock);
+	if (be__verbs_map_get(&dev->mrs, sge->lkey, &v)) {
+		const struct ibv_mr *mr = (const struct ibv_mr *)(uintptr_t)v;
+		uint64_t start = (uintptr_t)mr->addr;
+
+		ok = sge->addr >= start && sge->addr - start <= mr->length &&
+		     sge->length <= mr->length - (sge->addr - start);
+	}
+	pthread_rwlock_unlock(&dev->mr_lock);
+	return ok;
+}
+
 static int verbs_srq_post_recv(struct be_xsrq *s, struct be_xrecv_wr *wr, struct be_xrecv_wr **bad)
 {
 	struct verbs_srq *srq = to_vsrq(s);
+	struct verbs_dev *dev = to_vdev(s->dev);
 	struct ibv_recv_wr iw[VERBS_POST_BATCH], *ibad;
 	struct be_xrecv_wr *w = wr, *batch[VERBS_POST_BATCH];
 	uint64_t cnt;
@@ -980,12 +1107,21 @@ static int verbs_srq_post_recv(struct be_xsrq *s, struct be_xrecv_wr *wr, struct
 	while (w) {
 		err = 0;
 		for (n = 0; w && n < VERBS_POST_BATCH; n++, w = w->next) {
+			if (srq->nposted >= srq->depth) {
+				err = -ENOMEM;
+				break;
+			}
+			if (!verbs_lkey_ok(dev, &w->sge)) {
+				err = -EINVAL;
+				break;
+			}
 			/* Record first: the receive may complete right after. */
 			cnt = 0;
 			be__verbs_map_get(&srq->posted, w->wr_id, &cnt);
 			err = be__verbs_map_put(&srq->posted, w->wr_id, cnt + 1);
 			if (err)
 				break;
+			srq->nposted++;
 			batch[n] = w;
 			iw[n].wr_id = w->wr_id;
 			iw[n].sg_list = (struct ibv_sge *)(uintptr_t)&w->sge;
@@ -1065,7 +1201,7 @@ int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr)
 	vc->qp = vc->id->qp;
 	vc->qp_num = vc->qp->qp_num;
 	vc->max_inline = ia.cap.max_inline_data;
-	vc->max_sge = ia.cap.max_send_sge;
+	vc->max_sge = BE_MIN(ia.cap.max_send_sge, dev->max_sge);
 	for (slots = 1; slots < ia.cap.max_send_wr; slots <<= 1)
 		;
 	vc->sq = calloc(slots, sizeof(*vc->sq));
@@ -1086,6 +1222,11 @@ int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr)
 	vc->send_cq = scq;
 	vc->recv_cq = rcq;
 	vc->srq = srq;
+	if (srq && !srq->evch && vc->base.evch) {
+		pthread_mutex_lock(&be__verbs_lock);
+		srq->evch = to_vevch(vc->base.evch);
+		pthread_mutex_unlock(&be__verbs_lock);
+	}
 	return 0;
 
 err_map:
@@ -1117,6 +1258,8 @@ void be__verbs_qp_destroy(struct verbs_conn *vc)
 	}
 	free(vc->sq);
 	vc->sq = NULL;
+	vc->send_cq = vc->recv_cq = NULL;
+	vc->srq = NULL;
 }
 
 /* ------------------------------------------------------- data path */
@@ -1140,10 +1283,12 @@ static int verbs_post_send(struct be_xconn *c, struct be_xsend_wr *wr, struct be
 	int n, i, ret, err, posted;
 	uint32_t free_slots;
 
-	if (!vc->qp || vc->state != VC_ESTABLISHED) {
+	/* A conn in error still takes WRs: the QP (in the error state)
+	 * flushes them in order, as the contract asks. */
+	if (!vc->qp || !vc->was_established) {
 		if (bad)
 			*bad = wr;
-		return vc->state == VC_DOWN ? -ECONNRESET : -ENOTCONN;
+		return -ENOTCONN;
 	}
 	while (w) {
 		err = 0;

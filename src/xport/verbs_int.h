@@ -65,6 +65,11 @@ struct verbs_dev {
 	uint32_t max_inline;     /* probed: largest max_inline_data an RC QP accepts */
 	uint32_t max_sge;        /* send SGEs per WR we create QPs with */
 	int has_td;
+	int quirk_rxe;           /* Soft-RoCE: remap its LOC_QP_OP_ERR statuses */
+	/* lkey -> struct ibv_mr *, to refuse receives with a bad lkey at post
+	 * (verbs would fail them only when a message arrives). */
+	pthread_rwlock_t mr_lock;
+	struct verbs_map mrs;
 	struct verbs_dev *next;  /* verbs_devs list (verbs_lock) */
 	struct verbs_evch *evchs; /* this device's event channels (verbs_lock) */
 };
@@ -82,6 +87,8 @@ struct verbs_evch {
 	int efd;                 /* eventfd: readable while the queue is non-empty */
 	struct verbs_qev *qhead, *qtail; /* verbs_lock */
 	struct verbs_evch *next; /* dev->evchs (verbs_lock) */
+	struct verbs_conn *conns; /* conns on this channel (owner thread) */
+	struct verbs_listener *listeners;
 };
 
 struct verbs_cq {
@@ -99,12 +106,17 @@ struct verbs_cq {
 	 * flushes); cq_poll returns them first. */
 	struct be_xwc *backlog;
 	size_t bl_head, bl_len, bl_cap;
+	struct verbs_srq *srqs;  /* SRQs completing here */
 };
 
 struct verbs_srq {
 	struct be_xsrq base;
 	struct ibv_srq *srq;
 	struct verbs_map posted; /* wr_id -> count of receives on the SRQ */
+	uint32_t depth;          /* as asked: posting beyond it is -ENOMEM */
+	uint32_t nposted;        /* receives posted and not yet completed */
+	struct verbs_evch *evch; /* gets SRQ_LIMIT: its first conn's (verbs_lock) */
+	struct verbs_srq *next;  /* cq->srqs */
 };
 
 enum verbs_conn_state {
@@ -147,12 +159,15 @@ struct verbs_conn {
 	int timeout_ms;
 	int reported_down;       /* a DISCONNECTED/UNREACHABLE was delivered */
 	int disconnect_sent;     /* rdma_disconnect() was called */
+	int was_established;
+	struct verbs_conn *ch_next, *ch_prev; /* evch->conns */
 };
 
 struct verbs_listener {
 	uint32_t magic;          /* VERBS_OBJ_LISTENER */
 	struct be_xlistener base;
 	struct rdma_cm_id *id;
+	struct verbs_listener *next, *prev; /* evch->listeners */
 };
 
 #define to_vdev(d) container_of(d, struct verbs_dev, base)
@@ -167,6 +182,8 @@ extern pthread_mutex_t be__verbs_lock;
 /* verbs.c */
 int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr);
 void be__verbs_qp_destroy(struct verbs_conn *vc);
+/* Queue @ev on @vc's evch (if it still has one). Takes verbs_lock. */
+void be__verbs_conn_push(struct verbs_conn *vc, const struct be_xevent *ev);
 /* Queue a made-up event on @ch and wake its fd. Caller holds verbs_lock. */
 void be__verbs_evch_push_locked(struct verbs_evch *ch, const struct be_xevent *ev);
 /* Drop queued events naming @conn or @srq from @ch. Caller holds verbs_lock. */
@@ -178,6 +195,9 @@ void be__verbs_async_pump(struct verbs_dev *dev);
 void be__verbs_conn_failed(struct verbs_conn *vc, int status, const char *why);
 
 /* cm.c */
+/* A caller destroyed @vc's evch (or cq) first: free its QP and cm_id now,
+ * leave a husk for conn_destroy(). */
+void be__verbs_conn_detach(struct verbs_conn *vc);
 int be__verbs_evch_create(struct be_xdev *dev, struct be_xevch **out);
 void be__verbs_evch_destroy(struct be_xevch *ch);
 int be__verbs_evch_fd(struct be_xevch *ch);
