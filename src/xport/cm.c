@@ -183,6 +183,72 @@ static void cm_set_ack_timeout(struct rdma_cm_id *id)
 			   strerror(errno));
 }
 
+/* Is @ctx (a cm_id's, rdma_cm's own context) the device @dev opened? */
+static int cm_same_dev(const struct verbs_dev *dev, const struct ibv_context *ctx)
+{
+	return ctx && ibv_get_device_guid(ctx->device) == dev->guid &&
+	       strcmp(ibv_get_device_name(ctx->device), dev->name) == 0;
+}
+
+static const char *cm_dev_name(const struct ibv_context *ctx)
+{
+	return ctx ? ibv_get_device_name(ctx->device) : "?";
+}
+
+/*
+ * The QP is ours, not rdma_cm's (verbs.c), so its transitions are done
+ * here as librdmacm would: attributes from rdma_init_qp_attr() (port,
+ * GID index, path, PSNs, timeouts, retry counts from the handshake).
+ */
+int be__verbs_qp_to(struct verbs_conn *vc, enum ibv_qp_state state)
+{
+	struct ibv_qp_attr a;
+	int mask = 0, ret;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = state;
+	if (rdma_init_qp_attr(vc->id, &a, &mask))
+		return errno ? -errno : -EINVAL;
+	ret = ibv_modify_qp(vc->qp, &a, mask);
+	return -ret;
+}
+
+/* INIT again (the access flags are known only once the CM handshake is
+ * under way), then RTR and RTS: what rdma_accept()/rdma_connect() do for
+ * QPs made by rdma_create_qp(). */
+static int cm_qp_ready(struct verbs_conn *vc)
+{
+	int ret;
+
+	ret = be__verbs_qp_to(vc, IBV_QPS_INIT);
+	if (!ret)
+		ret = be__verbs_qp_to(vc, IBV_QPS_RTR);
+	if (!ret)
+		ret = be__verbs_qp_to(vc, IBV_QPS_RTS);
+	if (ret)
+		be_log_err("verbs: QP %u to RTS: %s", vc->qp_num, strerror(-ret));
+	return ret;
+}
+
+void be__verbs_conn_teardown(struct verbs_conn *vc)
+{
+	if (vc->qp) {
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+		ibv_modify_qp(vc->qp, &a, IBV_QP_STATE);
+	}
+	if (vc->disconnect_sent || !vc->id)
+		return;
+	vc->disconnect_sent = 1;
+	/* Before the acceptor has the RTU a DREQ cannot be sent: later. */
+	if (!vc->cm_established) {
+		vc->dreq_pending = 1;
+		return;
+	}
+	if (rdma_disconnect(vc->id))
+		be_log_dbg("verbs: rdma_disconnect: %s", strerror(errno));
+}
+
 static void cm_conn_link(struct verbs_evch *ch, struct verbs_conn *vc)
 {
 	vc->ch_prev = NULL;
@@ -379,6 +445,8 @@ static int cm_route_resolved(struct verbs_conn *vc)
 	if (ret)
 		return ret;
 	cm_conn_params(&cp, vc->priv, vc->priv_len);
+	cp.qp_num = vc->qp_num;
+	cp.srq = vc->srq != NULL;
 	if (rdma_connect(vc->id, &cp)) {
 		ret = errno ? -errno : -EIO;
 		be_log_err("verbs: rdma_connect: %s", strerror(-ret));
@@ -396,11 +464,10 @@ static int cm_conn_request(struct verbs_evch *ch, struct rdma_cm_event *e, struc
 	struct rdma_cm_id *id = e->id;
 	struct verbs_conn *vc = NULL;
 
-	if (id->verbs != dev->ctx) {
+	if (!cm_same_dev(dev, id->verbs)) {
 		be_log_err("verbs: connection request arrived on device %s, but this listener "
 			   "uses %s; refused (listen on an address of %s)",
-			   id->verbs ? ibv_get_device_name(id->verbs->device) : "?", dev->name,
-			   dev->name);
+			   cm_dev_name(id->verbs), dev->name, dev->name);
 	} else {
 		vc = calloc(1, sizeof(*vc));
 		if (!vc)
@@ -456,15 +523,13 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 
 	switch (type) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
-		if (vc->id->verbs != dev->ctx) {
+		if (!cm_same_dev(dev, vc->id->verbs)) {
 			char peer[BE_XPORT_ADDR_MAX] = "?";
 
 			be__verbs_conn_peer_addr(&vc->base, peer, sizeof(peer));
 			be_log_err("verbs: %s is reached through device %s, not %s (the device "
 				   "this connection was opened on)",
-				   peer,
-				   vc->id->verbs ? ibv_get_device_name(vc->id->verbs->device) : "?",
-				   dev->name);
+				   peer, cm_dev_name(vc->id->verbs), dev->name);
 			ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, -ENODEV, ev);
 		} else if (rdma_resolve_route(vc->id, vc->timeout_ms)) {
 			r = errno ? -errno : -EIO;
@@ -477,18 +542,34 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 		if (r)
 			ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, r, ev);
 		break;
-	case RDMA_CM_EVENT_ESTABLISHED:
-		if (vc->state == VC_CONNECTING) {
-			cm_priv_decode(ev, e->param.conn.private_data,
-				       e->param.conn.private_data_len);
-		} else if (vc->state != VC_ACCEPTING) {
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		/* The acceptor's REP: ready our QP, send the RTU. */
+		if (vc->state != VC_CONNECTING)
+			break;
+		r = cm_qp_ready(vc);
+		if (!r && rdma_establish(vc->id))
+			r = errno ? -errno : -EIO;
+		if (r) {
+			rdma_reject(vc->id, NULL, 0);
+			ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, r, ev);
 			break;
 		}
+		cm_priv_decode(ev, e->param.conn.private_data, e->param.conn.private_data_len);
 		vc->state = VC_ESTABLISHED;
 		vc->was_established = 1;
+		vc->cm_established = 1;
 		ev->type = BE_XEV_ESTABLISHED;
 		ev->conn = &vc->base;
 		ret = 1;
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		/* The acceptor got the RTU; the user had ESTABLISHED at accept. */
+		vc->cm_established = 1;
+		if (vc->dreq_pending) {
+			vc->dreq_pending = 0;
+			if (rdma_disconnect(vc->id))
+				be_log_dbg("verbs: rdma_disconnect: %s", strerror(errno));
+		}
 		break;
 	case RDMA_CM_EVENT_REJECTED:
 		be_log_info("verbs: connection rejected: %s (%d)",
@@ -502,6 +583,7 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 		} else if (vc->state == VC_CONNECTING || vc->state == VC_RESOLVING) {
 			ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, -ECONNREFUSED, ev);
 		} else {
+			be__verbs_conn_teardown(vc);
 			ret = cm_conn_down(vc, BE_XEV_DISCONNECTED, -ECONNREFUSED, ev);
 		}
 		break;
@@ -511,21 +593,21 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 		r = status < 0 ? status : -EHOSTUNREACH;
 		be_log_info("verbs: %s: %s", rdma_event_str(type), strerror(-r));
+		if (vc->was_established)
+			be__verbs_conn_teardown(vc);
 		ret = cm_conn_down(vc,
 				   vc->was_established ? BE_XEV_DISCONNECTED : BE_XEV_UNREACHABLE,
 				   r, ev);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
-		if (!vc->disconnect_sent) {
-			/* Flush our QP and answer the peer's DREQ. */
-			vc->disconnect_sent = 1;
-			if (rdma_disconnect(vc->id))
-				be_log_dbg("verbs: rdma_disconnect: %s", strerror(errno));
-		}
+		/* Flush our QP and answer the peer's DREQ. */
+		vc->cm_established = 1;
+		be__verbs_conn_teardown(vc);
 		ret = cm_conn_down(vc, BE_XEV_DISCONNECTED, status < 0 ? status : 0, ev);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		be_log_err("verbs: device %s removed under a connection", dev->name);
+		be__verbs_conn_teardown(vc);
 		ret = cm_conn_down(vc,
 				   vc->was_established ? BE_XEV_DISCONNECTED : BE_XEV_UNREACHABLE,
 				   -ENODEV, ev);
@@ -618,9 +700,9 @@ int be__verbs_listen(struct be_xevch *c, const char *addr, int backlog,
 		be_log_err("verbs: cannot listen on %s: %s", addr, strerror(-ret));
 		goto err_id;
 	}
-	if (vl->id->verbs && vl->id->verbs != dev->ctx) {
+	if (vl->id->verbs && !cm_same_dev(dev, vl->id->verbs)) {
 		be_log_err("verbs: %s belongs to device %s, not %s", addr,
-			   ibv_get_device_name(vl->id->verbs->device), dev->name);
+			   cm_dev_name(vl->id->verbs), dev->name);
 		ret = -ENODEV;
 		goto err_id;
 	}
@@ -735,12 +817,19 @@ int be__verbs_accept(struct be_xconn *conn, const struct be_xconn_attr *attr,
 		return -EINVAL;
 	if (vc->state != VC_REQUEST)
 		return -EINVAL;
+	cm_set_ack_timeout(vc->id);
 	ret = be__verbs_qp_create(vc, attr);
 	if (ret)
 		return ret;
-	cm_set_ack_timeout(vc->id);
+	ret = cm_qp_ready(vc);
+	if (ret) {
+		be__verbs_qp_destroy(vc);
+		return ret;
+	}
 	len = cm_priv_encode(buf, priv, priv_len);
 	cm_conn_params(&cp, buf, len);
+	cp.qp_num = vc->qp_num;
+	cp.srq = vc->srq != NULL;
 	if (rdma_accept(vc->id, &cp)) {
 		ret = errno ? -errno : -EIO;
 		be_log_err("verbs: rdma_accept: %s", strerror(-ret));
@@ -801,18 +890,8 @@ int be__verbs_disconnect(struct be_xconn *conn)
 
 	if (!vc->was_established)
 		return -ENOTCONN;
-	if (vc->disconnect_sent)
-		return 0;
-	vc->disconnect_sent = 1;
-	/* Moves the QP to error (outstanding WRs flush) and sends a DREQ. */
-	if (vc->id && rdma_disconnect(vc->id)) {
-		be_log_dbg("verbs: rdma_disconnect: %s", strerror(errno));
-		if (vc->qp) {
-			struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
-
-			ibv_modify_qp(vc->qp, &a, IBV_QP_STATE);
-		}
-	}
+	/* The QP goes to error (outstanding WRs flush); a DREQ goes out. */
+	be__verbs_conn_teardown(vc);
 	/* Reported here: rdma_cm's own DISCONNECTED waits for the peer's
 	 * DREP, i.e. for the peer's process to read its channel. */
 	memset(&ev, 0, sizeof(ev));

@@ -4,9 +4,12 @@
  * in cm.c; the objects are described in verbs_int.h.
  *
  * Device. dev_open() finds the device by name with ibv_get_device_list()
- * but takes its ibv_context from rdma_get_devices(): rdma_cm binds every
- * cm_id to its own context of the device, and a QP can only be created by
- * rdma_create_qp() on a PD of that same context. The PD is ours.
+ * and opens its own context and PD. rdma_cm binds its cm_ids to contexts
+ * of its own (shared by the whole process and inherited across fork()), so
+ * QPs are made here with ibv_create_qp() and moved through INIT, RTR and
+ * RTS with the attributes rdma_init_qp_attr() gives (cm.c): rdma_cm still
+ * resolves the address, picks the port and the RoCE v2 GID, and carries
+ * the handshake. A cm_id bound to another device is refused.
  *
  * Thread domains. Each CQ (one per worker) tries ibv_alloc_td() and a
  * parent domain over the device's PD; the worker's SRQs and QPs are created
@@ -197,9 +200,11 @@ static int verbs_probe_td(struct ibv_context *ctx)
 static int verbs_dev_open(const char *name, struct be_xdev **out)
 {
 	struct ibv_device **list;
-	struct ibv_context **ctxs, *ctx = NULL;
+	struct ibv_device *found = NULL;
+	struct ibv_context *ctx;
 	struct verbs_dev *dev;
 	char want[64], have[256] = "";
+	__be64 guid = 0;
 	int n, i, ret;
 
 	if (!name || !out)
@@ -215,42 +220,41 @@ static int verbs_dev_open(const char *name, struct be_xdev **out)
 	for (i = 0; i < n; i++) {
 		const char *dn = ibv_get_device_name(list[i]);
 
-		if (!want[0] && (!name[0] || strcmp(dn, name) == 0))
+		if (!found && (!name[0] || strcmp(dn, name) == 0)) {
+			found = list[i];
 			snprintf(want, sizeof(want), "%s", dn);
+			guid = ibv_get_device_guid(found);
+		}
 		if (strlen(have) + strlen(dn) + 2 < sizeof(have)) {
 			strcat(have, have[0] ? " " : "");
 			strcat(have, dn);
 		}
 	}
-	ibv_free_device_list(list);
-	if (!want[0]) {
+	if (!found) {
+		ibv_free_device_list(list);
 		be_log_err("verbs: no RDMA device %s%s%s (available: %s)", name[0] ? "\"" : "",
 			   name[0] ? name : "at all", name[0] ? "\"" : "", have[0] ? have : "none");
 		return -ENODEV;
 	}
-
-	/* rdma_cm's own contexts: cm_ids bind to these. */
-	ctxs = rdma_get_devices(&n);
-	if (!ctxs) {
-		ret = errno ? -errno : -ENODEV;
-		be_log_err("verbs: rdma_get_devices: %s", strerror(-ret));
-		return ret;
-	}
-	for (i = 0; i < n; i++)
-		if (strcmp(ibv_get_device_name(ctxs[i]->device), want) == 0)
-			ctx = ctxs[i];
-	rdma_free_devices(ctxs);
+	/* Our own context, not rdma_cm's: what a process creates on it dies
+	 * with the process (rdma_cm's contexts are inherited across fork()). */
+	ctx = ibv_open_device(found);
+	ret = ctx ? 0 : (errno ? -errno : -ENODEV);
+	ibv_free_device_list(list);
 	if (!ctx) {
-		be_log_err("verbs: rdma_cm does not know device %s", want);
-		return -ENODEV;
+		be_log_err("verbs: ibv_open_device(%s): %s", want, strerror(-ret));
+		return ret;
 	}
 
 	dev = calloc(1, sizeof(*dev));
-	if (!dev)
+	if (!dev) {
+		ibv_close_device(ctx);
 		return -ENOMEM;
+	}
 	dev->base.ops = &be__xport_verbs_ops;
 	dev->base.alloc_dev = -1;
 	dev->ctx = ctx;
+	dev->guid = guid;
 	pthread_rwlock_init(&dev->mr_lock, NULL);
 	snprintf(dev->name, sizeof(dev->name), "%s", want);
 	if (ibv_query_device(ctx, &dev->attr)) {
@@ -288,6 +292,7 @@ err_pd:
 	ibv_dealloc_pd(dev->pd);
 err_free:
 	pthread_rwlock_destroy(&dev->mr_lock);
+	ibv_close_device(ctx);
 	free(dev);
 	return ret;
 }
@@ -316,7 +321,8 @@ static void verbs_dev_close(struct be_xdev *d)
 			   dev->name, dev->mrs.count);
 	be__verbs_map_free(&dev->mrs);
 	pthread_rwlock_destroy(&dev->mr_lock);
-	/* The context belongs to rdma_cm and stays open. */
+	if (!ret && ibv_close_device(dev->ctx))
+		be_log_err("verbs: ibv_close_device(%s): %s", dev->name, strerror(errno));
 	free(dev);
 }
 
@@ -623,12 +629,8 @@ void be__verbs_conn_failed(struct verbs_conn *vc, int status, const char *why)
 	if (be__verbs_conn_peer_addr(&vc->base, peer, sizeof(peer)) < 0)
 		snprintf(peer, sizeof(peer), "?");
 	be_log_err("verbs: connection to %s (QP %u) failed: %s", peer, vc->qp_num, why);
-	if (!vc->disconnect_sent && vc->id) {
-		/* Moves the QP to error (the rest flushes) and tells the peer. */
-		vc->disconnect_sent = 1;
-		if (rdma_disconnect(vc->id))
-			be_log_dbg("verbs: rdma_disconnect: %s", strerror(errno));
-	}
+	/* The QP goes to error (the rest flushes) and the peer is told. */
+	be__verbs_conn_teardown(vc);
 	memset(&ev, 0, sizeof(ev));
 	ev.type = BE_XEV_DISCONNECTED;
 	ev.status = status;
@@ -1192,13 +1194,18 @@ int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr)
 	ia.cap.max_inline_data = BE_MIN(attr->max_inline, dev->max_inline);
 	/* The worker's thread domain, if it has one (its SRQ's, which is the
 	 * recv CQ's, so QP and SRQ share a domain). */
-	if (rdma_create_qp(vc->id, rcq->qp_pd, &ia)) {
+	vc->qp = ibv_create_qp(rcq->qp_pd, &ia);
+	if (!vc->qp) {
 		ret = errno ? -errno : -ENOMEM;
-		be_log_err("verbs: rdma_create_qp on %s (depth %u, inline %u): %s", dev->name,
+		be_log_err("verbs: ibv_create_qp on %s (depth %u, inline %u): %s", dev->name,
 			   depth, ia.cap.max_inline_data, strerror(-ret));
 		return ret;
 	}
-	vc->qp = vc->id->qp;
+	ret = be__verbs_qp_to(vc, IBV_QPS_INIT);
+	if (ret) {
+		be_log_err("verbs: QP to INIT on %s: %s", dev->name, strerror(-ret));
+		goto err_qp;
+	}
 	vc->qp_num = vc->qp->qp_num;
 	vc->max_inline = ia.cap.max_inline_data;
 	vc->max_sge = BE_MIN(ia.cap.max_send_sge, dev->max_sge);
@@ -1235,7 +1242,7 @@ err_sq:
 	free(vc->sq);
 	vc->sq = NULL;
 err_qp:
-	rdma_destroy_qp(vc->id);
+	ibv_destroy_qp(vc->qp);
 	vc->qp = NULL;
 	return ret;
 }
@@ -1247,7 +1254,8 @@ void be__verbs_qp_destroy(struct verbs_conn *vc)
 
 	if (!vc->qp)
 		return;
-	rdma_destroy_qp(vc->id);
+	if (ibv_destroy_qp(vc->qp))
+		be_log_err("verbs: ibv_destroy_qp(%u): %s", vc->qp_num, strerror(errno));
 	vc->qp = NULL;
 	/* The QP is gone: whatever it completed is on the CQs now. Take it
 	 * off (other conns' completions wait in the backlog) and forget it. */

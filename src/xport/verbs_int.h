@@ -1,11 +1,9 @@
 /*
  * verbs_int.h - objects of the verbs transport (internal to verbs*.c, cm.c).
  *
- * Model. A verbs_dev is one RDMA device as rdma_cm sees it: its
- * ibv_context comes from rdma_get_devices(), so that every rdma_cm_id bound
- * to that device has id->verbs == dev->ctx and QPs can be created on our PD.
- * The context (and its async event fd) is shared by every verbs_dev opened
- * on the same device and by rdma_cm itself; it is never closed.
+ * Model. A verbs_dev is one opened RDMA device: its own ibv_context, PD
+ * and async event fd. rdma_cm ids bound to it (same device GUID) carry the
+ * connection handshake; the QPs live on our context.
  *
  * Per worker: a verbs_evch (rdma_event_channel + a queue of events the
  * transport makes itself), a verbs_cq (completion channel + CQ + optional
@@ -57,7 +55,8 @@ struct verbs_evch;
 
 struct verbs_dev {
 	struct be_xdev base;
-	struct ibv_context *ctx; /* rdma_cm's context: shared, never closed */
+	struct ibv_context *ctx; /* ours (not rdma_cm's) */
+	__be64 guid;             /* to check that a cm_id is on this device */
 	struct ibv_pd *pd;
 	struct ibv_device_attr attr;
 	char name[64];
@@ -160,6 +159,8 @@ struct verbs_conn {
 	int reported_down;       /* a DISCONNECTED/UNREACHABLE was delivered */
 	int disconnect_sent;     /* rdma_disconnect() was called */
 	int was_established;
+	int cm_established;      /* rdma_cm level: DREQ possible */
+	int dreq_pending;        /* disconnect asked before cm_established */
 	struct verbs_conn *ch_next, *ch_prev; /* evch->conns */
 };
 
@@ -195,6 +196,10 @@ void be__verbs_async_pump(struct verbs_dev *dev);
 void be__verbs_conn_failed(struct verbs_conn *vc, int status, const char *why);
 
 /* cm.c */
+/* Move @vc's QP to @state with rdma_cm's attributes. 0 or -errno. */
+int be__verbs_qp_to(struct verbs_conn *vc, enum ibv_qp_state state);
+/* QP to error (WRs flush) and DREQ to the peer, once. */
+void be__verbs_conn_teardown(struct verbs_conn *vc);
 /* A caller destroyed @vc's evch (or cq) first: free its QP and cm_id now,
  * leave a husk for conn_destroy(). */
 void be__verbs_conn_detach(struct verbs_conn *vc);
