@@ -3,7 +3,7 @@
  * server (a child process) is SIGKILLed while the client keeps streaming
  * WRITE_WITH_IMMs into its memory; the client sees DISCONNECTED on its
  * evch, its in-flight WRs complete (with errors once the conn is down),
- * and posting afterwards fails at once. Nothing hangs.
+ * and posts afterwards flush. Nothing hangs.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -151,7 +151,12 @@ int main(void)
 		if (tv_now() > end)
 			TEST_FAIL("%d WRs never completed", inflight);
 	}
-	ASSERT_LT(e.ops->post_send(cc, &w, &bad), 0);
+	/* Later posts flush. */
+	w.wr_id = 999;
+	ASSERT_OK(e.ops->post_send(cc, &w, &bad));
+	tv_wait_wc(&e, &cli, wc, 1);
+	ASSERT_UEQ(wc[0].wr_id, 999);
+	ASSERT_EQ(wc[0].status, BE_XWC_WR_FLUSH_ERR);
 	ASSERT_EQ(waitpid(pid, &status, 0), pid);
 	ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
