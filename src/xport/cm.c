@@ -11,8 +11,14 @@
  * Active side. connect() resolves the address (rdma_resolve_addr() from
  * the IP: rdma_cm picks the device, the port and the RoCE v2 GID for us),
  * evch_get() continues on ADDR_RESOLVED with rdma_resolve_route() and on
- * ROUTE_RESOLVED creates the QP and sends the request. The user sees only
- * ESTABLISHED, REJECTED or UNREACHABLE.
+ * ROUTE_RESOLVED creates the QP (on our own context, verbs.c) and sends
+ * the request; on the REP it moves the QP to RTR/RTS and sends the RTU
+ * (rdma_establish()). The user sees only ESTABLISHED, REJECTED or
+ * UNREACHABLE.
+ *
+ * Passive side. accept() readies the QP and answers; ESTABLISHED is
+ * reported at once, since the RTU arrives only when the connector's
+ * process reads its channel.
  *
  * Parameters of every QP: rnr_retry_count 0, so a SEND that finds no
  * receive fails at once (the core's credits make that impossible, so it is
@@ -30,9 +36,11 @@
  * request died with its listener) is BE_XEV_UNREACHABLE, -ECONNREFUSED,
  * as a TCP connect to a closed port would be.
  *
- * Disconnection. A DISCONNECTED event (the peer left or failed) is answered
- * with rdma_disconnect(), which flushes our QP and completes the peer's
- * DREQ. Each conn reports at most one DISCONNECTED/UNREACHABLE/REJECTED.
+ * Disconnection. disconnect(), a failed conn and a DISCONNECTED event (the
+ * peer left or failed) all move our QP to error (its WRs flush) and send
+ * the DREQ/DREP with rdma_disconnect(). disconnect() reports DISCONNECTED
+ * locally at once. Each conn reports at most one of DISCONNECTED,
+ * UNREACHABLE and REJECTED.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -43,12 +51,13 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "util/log.h"
 #include "xport/verbs_int.h"
 
-#define CM_DEFAULT_TIMEOUT_MS 5000
+#define CM_DEFAULT_TIMEOUT_MS 10000
 #define CM_RETRY_COUNT 7
 #define CM_REJ_CONSUMER_DEFINED 28 /* IB CM reject reason: rdma_reject() */
 
@@ -322,15 +331,20 @@ int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 		ret = -errno;
 		goto err_ch;
 	}
-	ch->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ch->epfd < 0) {
+	ch->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (ch->tfd < 0) {
 		ret = -errno;
 		goto err_efd;
 	}
+	ch->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ch->epfd < 0) {
+		ret = -errno;
+		goto err_tfd;
+	}
 	{
-		int fds[3] = { ch->ch->fd, ch->efd, dev->ctx->async_fd }, i;
+		int fds[4] = { ch->ch->fd, ch->efd, dev->ctx->async_fd, ch->tfd }, i;
 
-		for (i = 0; i < 3; i++) {
+		for (i = 0; i < 4; i++) {
 			struct epoll_event e = { .events = EPOLLIN, .data.fd = fds[i] };
 
 			if (epoll_ctl(ch->epfd, EPOLL_CTL_ADD, fds[i], &e) < 0) {
@@ -348,6 +362,8 @@ int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 
 err_ep:
 	close(ch->epfd);
+err_tfd:
+	close(ch->tfd);
 err_efd:
 	close(ch->efd);
 err_ch:
@@ -394,6 +410,7 @@ void be__verbs_evch_destroy(struct be_xevch *c)
 	pthread_mutex_unlock(&be__verbs_lock);
 	rdma_destroy_event_channel(ch->ch);
 	close(ch->epfd);
+	close(ch->tfd);
 	close(ch->efd);
 	free(ch);
 }
@@ -622,6 +639,58 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 	return ret;
 }
 
+/* Arm the evch's timer for the earliest connect deadline (0: none). */
+static void cm_timer_set(struct verbs_evch *ch, uint64_t deadline_ns)
+{
+	struct itimerspec its;
+
+	memset(&its, 0, sizeof(its));
+	if (deadline_ns) {
+		its.it_value.tv_sec = (time_t)(deadline_ns / 1000000000u);
+		its.it_value.tv_nsec = (long)(deadline_ns % 1000000000u);
+	}
+	if (timerfd_settime(ch->tfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
+		be_log_err("verbs: timerfd_settime: %s", strerror(errno));
+	ch->next_deadline = deadline_ns;
+}
+
+/*
+ * attr.timeout_ms bounds the whole connect, but rdma_cm times only the
+ * address and route resolution; the IB CM retries a request for a minute.
+ * A connect past its deadline is abandoned here: its cm_id is destroyed
+ * (the IB CM sends a REJ) and UNREACHABLE (-ETIMEDOUT) reported. Returns
+ * 1 with *ev filled, 0 if none expired; re-arms the timer.
+ */
+static int cm_check_deadlines(struct verbs_evch *ch, struct be_xevent *ev)
+{
+	uint64_t now = be__now_ns(), next = 0, exp;
+	struct verbs_conn *vc, *late = NULL;
+
+	if (read(ch->tfd, &exp, sizeof(exp)) < 0 && errno != EAGAIN)
+		be_log_warn("verbs: timerfd read: %s", strerror(errno));
+	if (!ch->next_deadline || ch->next_deadline > now)
+		return 0;
+	for (vc = ch->conns; vc; vc = vc->ch_next) {
+		if (!vc->deadline_ns || vc->reported_down ||
+		    (vc->state != VC_RESOLVING && vc->state != VC_CONNECTING))
+			continue;
+		if (!late && vc->deadline_ns <= now)
+			late = vc;
+		else if (!next || vc->deadline_ns < next)
+			next = vc->deadline_ns;
+	}
+	cm_timer_set(ch, next);
+	if (!late)
+		return 0;
+	be_log_info("verbs: connect timed out after %d ms", late->timeout_ms);
+	be__verbs_qp_destroy(late);
+	if (late->id && rdma_destroy_id(late->id))
+		be_log_err("verbs: rdma_destroy_id: %s", strerror(errno));
+	late->id = NULL;
+	memset(ev, 0, sizeof(*ev));
+	return cm_conn_down(late, BE_XEV_UNREACHABLE, -ETIMEDOUT, ev);
+}
+
 int be__verbs_evch_get(struct be_xevch *c, struct be_xevent *ev)
 {
 	struct verbs_evch *ch = to_vevch(c);
@@ -659,7 +728,7 @@ int be__verbs_evch_get(struct be_xevch *c, struct be_xevent *ev)
 			continue;
 		if (rdma_get_cm_event(ch->ch, &e)) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 0;
+				return cm_check_deadlines(ch, ev);
 			return errno ? -errno : -EIO;
 		}
 		ret = cm_translate(ch, e, ev);
@@ -793,6 +862,9 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 		goto err_id;
 	}
 	cm_conn_link(ch, vc);
+	vc->deadline_ns = be__now_ns() + (uint64_t)vc->timeout_ms * 1000000u;
+	if (!ch->next_deadline || vc->deadline_ns < ch->next_deadline)
+		cm_timer_set(ch, vc->deadline_ns);
 	*out = &vc->base;
 	return 0;
 

@@ -84,6 +84,8 @@ struct verbs_evch {
 	struct rdma_event_channel *ch;
 	int epfd;                /* the fd handed out: cm fd + async fd + efd */
 	int efd;                 /* eventfd: readable while the queue is non-empty */
+	int tfd;                 /* timerfd: the earliest connect deadline */
+	uint64_t next_deadline;  /* armed in tfd (be__now_ns() clock), 0 = none */
 	struct verbs_qev *qhead, *qtail; /* verbs_lock */
 	struct verbs_evch *next; /* dev->evchs (verbs_lock) */
 	struct verbs_conn *conns; /* conns on this channel (owner thread) */
@@ -122,7 +124,6 @@ enum verbs_conn_state {
 	VC_RESOLVING = 1, /* active: address/route resolution */
 	VC_CONNECTING,    /* active: QP created, REQ sent */
 	VC_REQUEST,       /* passive: CONNECT_REQUEST delivered, no answer yet */
-	VC_ACCEPTING,     /* passive: accepted, waiting for ESTABLISHED */
 	VC_ESTABLISHED,
 	VC_DOWN,          /* failed, disconnected or rejected */
 };
@@ -156,6 +157,7 @@ struct verbs_conn {
 	uint8_t priv[BE_XPORT_PRIV_MAX + 1];
 	uint8_t priv_len;        /* encoded length (with our length byte) */
 	int timeout_ms;
+	uint64_t deadline_ns;    /* active: ESTABLISHED by then or UNREACHABLE */
 	int reported_down;       /* a DISCONNECTED/UNREACHABLE was delivered */
 	int disconnect_sent;     /* rdma_disconnect() was called */
 	int was_established;
