@@ -124,6 +124,12 @@ struct be_config {
 	uint32_t max_sockets;
 	/* Largest message accepted from a peer. BE_MAX_MSG, default 1 GiB. */
 	uint64_t max_msg_size;
+	/* Bytes an Engine lends at once to its peer's RDMA WRITEs (buffers
+	 * granted to large messages not yet complete). Beyond it a WRITE_REQ
+	 * is answered "no memory" and the sender backs off, so a peer cannot
+	 * make us allocate without bound; one grant always fits.
+	 * BE_MAX_GRANT_BYTES, default 256 MiB. */
+	uint64_t max_grant_bytes;
 	/* Large messages of one Socket that may wait for their WriteResponse
 	 * at once. BE_MAX_REQS, default 4. */
 	uint32_t max_reqs;

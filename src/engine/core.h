@@ -282,6 +282,7 @@ struct be__engine {
 
 	struct be__grant *grants;
 	uint32_t ngrants, cap_grants, grant_free, grants_live;
+	uint64_t grant_bytes;      /* bytes lent to the peer's WRITEs now */
 
 	uint64_t last_rx_ns, last_tx_ns, deadline_ns;
 	struct be_engine_stats st;

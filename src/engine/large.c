@@ -14,6 +14,10 @@
  * from nomem_backoff_us to nomem_backoff_max_us. A message is never
  * dropped: it fails only when its socket closes or its Engine dies.
  *
+ * Bound: at most max_grant_bytes are lent to one peer at once; a request
+ * beyond it is answered WRITE_NOMEM like a failed allocation, so a peer
+ * (hostile or just eager) cannot make us allocate without bound.
+ *
  * Lifetime of a granted buffer: the peer may write it until it sends the
  * WRITE_WITH_IMM, or until it sends SOCK_CLOSE for the socket (RC order:
  * its earlier WRITEs landed before that SEND), or until the connection is
@@ -76,6 +80,7 @@ static void large_slot_put(struct be__engine *e, uint32_t slot)
 {
 	struct be__grant *g = &e->grants[slot];
 
+	e->grant_bytes -= g->rx->len;
 	g->rx = NULL;
 	g->sock = NULL;
 	g->next_free = e->grant_free;
@@ -96,6 +101,12 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 	uint32_t slot;
 	void *buf;
 
+	/* Bound what a peer can make us allocate (one grant always fits). */
+	if (e->grants_live && e->grant_bytes + r->len > e->w->ctx->cfg.max_grant_bytes) {
+		a.type = BE_FR_WRITE_NOMEM;
+		e->st.nomem_sent++;
+		return be__engine_ctrl(e, &a);
+	}
 	buf = be_alloc(r->len);
 	if (!buf && be_alloc_trim())
 		buf = be_alloc(r->len); /* free blocks went back; the limit has room */
@@ -116,6 +127,7 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 	e->grants[slot].sock = s;
 	e->grants[slot].gen = (e->grants[slot].gen + 1) & ((1u << (32 - BE_TOKEN_SLOT_BITS)) - 1);
 	e->grants_live++;
+	e->grant_bytes += r->len;
 	r->buf = buf;
 	r->granted = true;
 	r->slot = slot;

@@ -5,7 +5,9 @@
  * handshake (rejected with a reason), frames for unknown sockets, unknown
  * types, truncated frames, returned credits it never received, more
  * SENDs than it was granted, a message id out of sequence, a WriteResponse
- * for nothing, and a WRITE_WITH_IMM with a forged token. Each must fail
+ * for nothing, and a WRITE_WITH_IMM with a forged token. Requests for
+ * more memory than max_grant_bytes are answered "no memory" (bounded, not
+ * an error). Each violation must fail
  * only that Engine (protocol error logged and counted, connection
  * dropped), never the process, and the server keeps serving.
  */
@@ -28,7 +30,7 @@ struct raw {
 	int established, dead, rejected;
 	uint32_t reject_reason;
 	struct be__frame resp;   /* last WRITE_RESP received */
-	int nresp;
+	int nresp, nnomem;
 	void *bufs[64];
 };
 
@@ -130,6 +132,8 @@ static void raw_poll(void)
 				if (f.type == BE_FR_WRITE_RESP) {
 					raw.resp = f;
 					raw.nresp++;
+				} else if (f.type == BE_FR_WRITE_NOMEM) {
+					raw.nnomem++;
 				}
 			raw_post_recv(b);
 		} else if (wc[i].status != BE_XWC_SUCCESS) {
@@ -148,6 +152,18 @@ static bool cond_dead(void *arg)
 {
 	raw_poll();
 	return raw.dead && be_worker_engine_count(w) == 0;
+}
+
+static bool cond_answers(void *arg)
+{
+	raw_poll();
+	return raw.nresp + raw.nnomem >= (int)(intptr_t)arg || raw.dead;
+}
+
+static bool cond_no_engine(void *arg)
+{
+	raw_poll();
+	return be_worker_engine_count(w) == 0;
 }
 
 static bool cond_resp(void *arg)
@@ -171,7 +187,7 @@ static void raw_connect(const char *addr, uint32_t magic, uint32_t credits)
 
 	(void)credits;
 	raw.established = raw.dead = raw.rejected = 0;
-	raw.nresp = 0;
+	raw.nresp = raw.nnomem = 0;
 	be__hello_encode(&h, priv);
 	ASSERT_OK(raw.ops->connect(raw.ch, strstr(addr, "://") + 3, &attr, priv, sizeof(priv),
 				   &raw.conn));
@@ -233,6 +249,7 @@ int main(int argc, char **argv)
 
 	st_init(&t, argc, argv);
 	t.cfg.credits = 8;
+	t.cfg.max_grant_bytes = 8u << 20;
 	be_log_set_fn(log_fn);
 	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
 	ASSERT_OK(be_worker_create(ctx, &w));
@@ -319,6 +336,30 @@ int main(int argc, char **argv)
 		raw_send_frames(f, 2, NULL);
 	}
 	expect_protocol_error("WRITE_RESP without a request");
+
+	/* Requests for more memory than max_grant_bytes: the excess is
+	 * answered "no memory" (not a protocol error: the peer may retry). */
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	{
+		struct be__frame f[13] = {
+			{ .type = BE_FR_SOCK_OPEN, .flags = BE_FRF_OPENER, .sock = 0 },
+		};
+
+		for (i = 1; i < 13; i++)
+			f[i] = (struct be__frame){ .type = BE_FR_WRITE_REQ, .flags = BE_FRF_OPENER,
+						   .sock = 0, .msg = (uint32_t)(i - 1),
+						   .length = 1u << 20 };
+		raw_send_frames(f, 13, NULL);
+		st_pump(&w, 1, cond_answers, (void *)(intptr_t)12);
+		ASSERT(!raw.dead);
+		ASSERT_EQ(raw.nresp, 8);
+		ASSERT_EQ(raw.nnomem, 4);
+		ASSERT_EQ(be_worker_engine_count(w), 1);
+		raw.ops->conn_destroy(raw.conn);
+		raw.conn = NULL;
+		st_pump(&w, 1, cond_no_engine, NULL);
+		fprintf(stderr, "bounded: 8 MiB granted, 4 requests answered no-memory\n");
+	}
 
 	/* A WRITE_WITH_IMM whose token names no grant (a real grant exists,
 	 * the generation is forged). */
