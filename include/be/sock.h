@@ -170,9 +170,9 @@ BE_EXPORT int be_worker_create(struct be_ctx *ctx, struct be_worker **out);
 /*
  * be_worker_destroy() - fail and free everything on @w: pending sends
  * complete with -ECANCELED (their callbacks run inside this call, the only
- * exception to the rule above), engines disconnect, sockets and listeners
- * are freed (handles become invalid). The worker thread must be stopped.
- * Threads: worker.
+ * exception to the rule above; on_close does not run), engines disconnect,
+ * sockets and listeners are freed (handles become invalid). A running
+ * library thread is stopped first. Threads: worker.
  */
 BE_EXPORT void be_worker_destroy(struct be_worker *w);
 
@@ -232,7 +232,8 @@ BE_EXPORT unsigned int be_worker_engine_count(struct be_worker *w);
  *   once and never after be_sock_close(); the handle stays valid until
  *   the application calls be_sock_close(), which it must do.
  * on_accept: listeners only: the peer opened @s on an Engine accepted by
- *   listener @l. @s starts with the listener's callbacks and user
+ *   listener @l (NULL if that listener was closed since; the Engine keeps
+ *   its callbacks). @s starts with the listener's callbacks and user
  *   pointer. Return 0 to accept, or a negative errno to refuse (the peer
  *   gets on_close(-ECONNREFUSED) and @s is freed on return).
  */
@@ -244,9 +245,10 @@ struct be_sock_cbs {
 
 /*
  * be_listen() - listen on @addr: "tcp://host:port" (port 0 picks one),
- * "shm://name", "verbs://ip:port". Borrows @cbs (copied). Returns 0,
- * -EINVAL (bad address), -EPROTONOSUPPORT (transport not built in), or
- * the transport's -errno. Threads: worker.
+ * "shm://name", "verbs://ip:port". Borrows @cbs (copied; on_accept is
+ * required). Returns 0, -EINVAL (bad address, no on_accept),
+ * -EPROTONOSUPPORT (transport not built in), or the transport's -errno.
+ * Threads: worker.
  */
 BE_EXPORT int be_listen(struct be_worker *w, const char *addr, const struct be_sock_cbs *cbs,
 			void *user, struct be_listener **out);
