@@ -252,13 +252,13 @@ enum shm_msg_type {
 	SHM_MSG_ACC,       /* fds: rx efd, tx efd */
 	SHM_MSG_REJ,
 	SHM_MSG_BYE,
-	SHM_MSG_REG_ADD,   /* fds: one per region */
+	SHM_MSG_REG_ADD,   /* fds: one per distinct memfd of its regions */
 	SHM_MSG_REG_DEL,
 };
 
 struct shm_msg_reg {
 	uint32_t key;
-	uint32_t pad;
+	uint32_t fdi;     /* index of its fd among the message's fds */
 	uint64_t addr;
 	uint64_t len;
 	uint64_t off;

@@ -539,12 +539,15 @@ static int cm_handle(struct shm_conn *c, const struct shm_msg *m, size_t len, in
 		goto proto;
 	switch (m->type) {
 	case SHM_MSG_REG_ADD:
-		if (nfds != m->count)
+		if (nfds < 1 || nfds > m->count)
 			goto proto;
+		for (i = 0; i < m->count; i++)
+			if (m->u.reg[i].fdi >= (uint32_t)nfds)
+				goto proto;
 		c->regs_seen += m->count;
-		for (i = 0; i < nfds; i++)
+		for (i = 0; i < m->count; i++)
 			if (c->state != SHM_CS_ERROR && c->state != SHM_CS_CLOSED)
-				cm_reg_add(c, &m->u.reg[i], fds[i]);
+				cm_reg_add(c, &m->u.reg[i], fds[m->u.reg[i].fdi]);
 		cm_close_fds(fds, nfds);
 		return 0;
 	case SHM_MSG_REG_DEL:

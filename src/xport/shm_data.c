@@ -410,8 +410,12 @@ static int sq_remote(struct shm_conn *c, uint32_t rkey, uint64_t addr, uint64_t 
 		be__shm_conn_read_sock(c);
 		if (c->state != SHM_CS_CONNECTED)
 			return SQ_REMOTE_GONE;
-		if (shm_load_acq(&c->tx_ctl->regs_queued) != c->regs_seen)
+		if (shm_load_acq(&c->tx_ctl->regs_queued) != c->regs_seen) {
+			/* The owner's socket was full: we just made room;
+			 * wake its cq so its next poll flushes the rest. */
+			efd_kick(c->peer_rx_efd);
 			return SQ_REMOTE_WAIT;
+		}
 	}
 	if (!rkey || slot >= SHM_MAX_REGIONS || !c->rtab || c->rtab[slot].key != rkey)
 		return SQ_REMOTE_BAD;

@@ -244,7 +244,7 @@ static void dev_pq_flush_locked(struct shm_dev *d, struct shm_conn *c)
 		struct shm_msg m;
 		int fds[SHM_REG_BATCH];
 		bool add = !c->pq[done].del && dev_key_live(d, c->pq[done].key);
-		uint32_t n = 0;
+		uint32_t n = 0, nfds = 0, k;
 		int ret;
 
 		memset(&m, 0, offsetof(struct shm_msg, u));
@@ -266,7 +266,13 @@ static void dev_pq_flush_locked(struct shm_dev *d, struct shm_conn *c)
 				m.u.reg[n].addr = r->addr;
 				m.u.reg[n].len = r->len;
 				m.u.reg[n].off = r->off;
-				fds[n] = r->fd;
+				/* bemalloc's blocks share one memfd: pass it once
+				 * (fds in flight count against RLIMIT_NOFILE). */
+				for (k = 0; k < nfds && fds[k] != r->fd; k++)
+					;
+				if (k == nfds)
+					fds[nfds++] = r->fd;
+				m.u.reg[n].fdi = k;
 			} else {
 				m.u.key[n] = e->key;
 			}
@@ -274,8 +280,9 @@ static void dev_pq_flush_locked(struct shm_dev *d, struct shm_conn *c)
 		}
 		m.count = (uint16_t)n;
 		ret = be__shm_sendmsg(c->fd, &m, be__shm_msg_len(m.type, m.count), fds,
-				      add ? (int)n : 0, 0);
-		if (ret == -EAGAIN)
+				      add ? (int)nfds : 0, 0);
+		/* Full socket, or too many fds in flight: the peer drains. */
+		if (ret == -EAGAIN || ret == -ETOOMANYREFS)
 			break;
 		if (ret) {
 			/* The peer is gone (or we are out of fds); the conn

@@ -6,3 +6,4 @@ be_add_test(shm-twoproc SOURCES ${CMAKE_CURRENT_LIST_DIR}/test-shm-twoproc.c LAB
 be_add_test(shm-kill SOURCES ${CMAKE_CURRENT_LIST_DIR}/test-shm-kill.c LABELS xport shm TIMEOUT 60)
 be_add_test(shm-wakeup SOURCES ${CMAKE_CURRENT_LIST_DIR}/test-shm-wakeup.c LABELS xport shm TIMEOUT 60)
 be_add_test(shm-threads SOURCES ${CMAKE_CURRENT_LIST_DIR}/test-shm-threads.c LABELS xport shm threads TIMEOUT 120)
+be_add_test(shm-many-regions SOURCES ${CMAKE_CURRENT_LIST_DIR}/test-shm-many-regions.c LABELS xport shm TIMEOUT 60)

@@ -1,0 +1,94 @@
+/*
+ * Check region announcements under pressure: 3000 regions (slices of one
+ * memfd, as bemalloc's blocks are) registered while the peer reads nothing
+ * overflow the socket; the rest is queued, a WRITE to the last region
+ * waits until it is announced and then lands, and a deregistration is
+ * seen by the very next WRITE (REM_ACCESS_ERR, target untouched).
+ */
+#include "test-shm-util.h"
+
+#define NREG 3000
+#define SLICE 4096
+
+/* Poll both sides until @b has one completion. */
+static void wc_both(struct side *a, struct side *b, struct be_xwc *wc)
+{
+	uint64_t end = t_now_ms() + 20000;
+	struct be_xwc junk[8];
+
+	for (;;) {
+		int r = ops->cq_poll(b->cq, wc, 1);
+
+		ASSERT_OK(r);
+		if (r)
+			return;
+		ASSERT_OK(ops->cq_poll(a->cq, junk, 8));
+		ASSERT(t_now_ms() < end);
+	}
+}
+
+int main(void)
+{
+	static struct be_alloc_mr mr[NREG];
+	struct side a, b;
+	struct mem src;
+	struct be_xwc wc;
+	struct be_xevent ev;
+	uint8_t *base;
+	char name[64], err[64];
+	int fd, i;
+
+	side_open(&a, 64);
+	side_open(&b, 64);
+	mem_reg(&b, &src, 65536);
+	memset(src.p, 0x5c, 65536);
+	snprintf(name, sizeof(name), "manyreg-%d", (int)getpid());
+	pair_connect(&a, &b, name, 64);
+
+	fd = memfd_create("be-test-arena", MFD_CLOEXEC);
+	ASSERT(fd >= 0);
+	ASSERT_OK(ftruncate(fd, (off_t)NREG * SLICE));
+	base = mmap(NULL, (size_t)NREG * SLICE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ASSERT(base != MAP_FAILED);
+	for (i = 0; i < NREG; i++)
+		ASSERT_OK(a.hook.reg(a.hook.dev, base + (size_t)i * SLICE, SLICE, fd,
+				     (uint64_t)i * SLICE, &mr[i], err, sizeof(err)));
+
+	/* The last region: announced after all the others. */
+	ASSERT_OK(post_one(&b, BE_XWR_WRITE, &src, 0, 100,
+			   (uint64_t)(uintptr_t)(base + (size_t)(NREG - 1) * SLICE + 8),
+			   mr[NREG - 1].rkey, 0, BE_XWR_F_SIGNALED, 1));
+	wc_both(&a, &b, &wc);
+	ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
+	ASSERT_EQ(base[(size_t)(NREG - 1) * SLICE + 8], 0x5c);
+	ASSERT_EQ(base[(size_t)(NREG - 1) * SLICE + 107], 0x5c);
+	ASSERT_EQ(base[(size_t)(NREG - 1) * SLICE + 108], 0);
+	/* A middle one. */
+	ASSERT_OK(post_one(&b, BE_XWR_WRITE, &src, 0, SLICE,
+			   (uint64_t)(uintptr_t)(base + (size_t)1500 * SLICE), mr[1500].rkey, 0,
+			   BE_XWR_F_SIGNALED, 2));
+	wc_both(&a, &b, &wc);
+	ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
+	ASSERT_EQ(base[(size_t)1500 * SLICE + SLICE - 1], 0x5c);
+
+	/* Deregistered: the next WRITE fails and touches nothing. */
+	a.hook.dereg(a.hook.dev, &mr[1600]);
+	ASSERT_OK(post_one(&b, BE_XWR_WRITE, &src, 0, 64,
+			   (uint64_t)(uintptr_t)(base + (size_t)1600 * SLICE), mr[1600].rkey, 0,
+			   BE_XWR_F_SIGNALED, 3));
+	wc_both(&a, &b, &wc);
+	ASSERT_UEQ(wc.wr_id, 3);
+	ASSERT_EQ(wc.status, BE_XWC_REM_ACCESS_ERR);
+	ASSERT_EQ(base[(size_t)1600 * SLICE], 0);
+	side_expect(&b, BE_XEV_DISCONNECTED, &ev, NULL);
+
+	for (i = 0; i < NREG; i++)
+		if (i != 1600)
+			a.hook.dereg(a.hook.dev, &mr[i]);
+	munmap(base, (size_t)NREG * SLICE);
+	close(fd);
+	mem_unreg(&src);
+	side_close(&a);
+	side_close(&b);
+	return 0;
+}
