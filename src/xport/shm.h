@@ -122,6 +122,7 @@ struct shm_srq {
 	uint32_t depth;
 	uint32_t head, tail;      /* monotonic */
 	uint32_t limit;           /* armed low-water mark, 0 = off */
+	struct shm_conn *last;    /* conn consumed from last (rq_avail hint) */
 };
 
 struct shm_listener {
@@ -222,6 +223,7 @@ struct shm_conn {
 	uint64_t rx_head;          /* consumer position */
 	uint32_t tx_recs;          /* receive-taking records produced */
 	uint32_t rx_recs;          /* receive-taking records consumed */
+	uint32_t rq_pub;           /* rq_avail last published */
 	uint32_t regs_seen;        /* region announcements handled (regs_queued) */
 	int peer_rx_efd;           /* wake the peer's recv cq */
 	int peer_tx_efd;           /* wake the peer's send cq */

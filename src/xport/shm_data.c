@@ -202,6 +202,8 @@ void be__shm_conn_unwatch(struct shm_conn *c)
 
 void be__shm_conn_detach_cqs(struct shm_conn *c)
 {
+	if (c->srq && c->srq->last == c)
+		c->srq->last = NULL;
 	if (!c->on_cq)
 		return;
 	be__shm_conn_unwatch(c);
@@ -301,6 +303,14 @@ int be__shm_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr, struct b
 		s->wr[s->tail & (s->cap - 1)] = *wr;
 		s->wr[s->tail & (s->cap - 1)].next = NULL;
 		s->tail++;
+	}
+	/* Refresh the receive hint of the conn served last (a ping-pong's
+	 * only conn): its sender then keeps the WRITE_IMM fast path. */
+	if (s->last && !s->last->rq_pub) {
+		/* Only when it said "none left": the line is the consumer's
+		 * head line, which its sender reads, so writes cost. */
+		s->last->rq_pub = s->tail - s->head;
+		shm_store_rlx(&s->last->rx_ctl->rq_avail, s->last->rq_pub);
 	}
 	return 0;
 }
@@ -506,11 +516,15 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 		sq_gather(dst, op);
 	}
 	c->tx_recs++;
-	if (rop == SHM_REC_WRITE_IMM) {
-		/* The data is in place and the receiver is known to have
-		 * receives: complete now, without waiting for its CPU (as an
-		 * RDMA NIC acks a WRITE_IMM). A refusal that races with
-		 * another conn of its SRQ still fails the conn afterwards. */
+	if (rop == SHM_REC_WRITE_IMM && op->total > SHM_IMM_INLINE) {
+		/* A large WRITE_IMM (the end of a bulk transfer): its data is
+		 * in place, complete now without waiting for the receiver's
+		 * CPU, as an RDMA NIC acks it, so a stream is not paced by the
+		 * receiver's polls. A refusal (RNR: a bug, see shm_ring.h)
+		 * still fails the conn afterwards. Small ones wait for the
+		 * acknowledgement: the producer keeps reading the consumer's
+		 * head line while it polls, which keeps the line it needs at
+		 * post time (the receive hint) warm. */
 		shm_store_rel(&rec->tag, shm_tag_make(pos, rop, 0));
 		sq_done(e, BE_XWC_SUCCESS);
 		return SQ_EXEC_DONE;
@@ -903,8 +917,11 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 	}
 	if (head != c->rx_head) {
 		c->rx_head = head;
+		if (s)
+			s->last = c;
 		shm_store_rlx(&c->rx_ctl->recs_done, c->rx_recs);
-		shm_store_rlx(&c->rx_ctl->rq_avail, s ? s->tail - s->head : 0);
+		c->rq_pub = s ? s->tail - s->head : 0;
+		shm_store_rlx(&c->rx_ctl->rq_avail, c->rq_pub);
 		shm_store_rel(&c->rx_ctl->head, head);
 		if (wake || shm_load_rlx(&c->rx_ctl->tx_want_space))
 			rx_wake_sender(c);

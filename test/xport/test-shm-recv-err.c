@@ -6,10 +6,10 @@
  * on both sides (DISCONNECTED), the SENDs before the failing one succeed
  * and the ones after it flush. Also checks the SRQ low-water event, that
  * destroying an SRQ flushes its receives, and the documented race of the
- * WRITE_IMM fast path: a sender told that receives were left completes its
- * WRITE_IMM at once; if another conn of the SRQ took the last receive
- * first, the refusal still fails the conn (both sides DISCONNECTED, later
- * WRs flush).
+ * WRITE_IMM fast path: a sender told that receives were left writes the
+ * data itself; if another conn of the SRQ took the last receive first, the
+ * WR fails with RNR (small) or has completed already (large), and the conn
+ * fails on both sides (DISCONNECTED, later WRs flush).
  */
 #include "test-shm-util.h"
 
@@ -106,7 +106,7 @@ static void run_srq(void)
 	side_close(&b);
 }
 
-static void run_race(void)
+static void run_race(uint32_t len)
 {
 	struct side a, b1, b2;
 	struct mem ma, mb1, mb2;
@@ -122,7 +122,7 @@ static void run_race(void)
 	mem_reg(&a, &ma, 65536);
 	mem_reg(&b1, &mb1, 65536);
 	mem_reg(&b2, &mb2, 65536);
-	snprintf(name, sizeof(name), "rrace-%d", (int)getpid());
+	snprintf(name, sizeof(name), "rrace-%d-%u", (int)getpid(), len);
 	pair_connect(&a, &b1, name, 16);
 	/* A second conn into the same srq of a. */
 	aa = side_attr(&b2, 16);
@@ -147,16 +147,25 @@ static void run_race(void)
 			   2, 0, 20));
 	side_wc(&a, wc, 1);
 	ASSERT_UEQ(wc[0].imm, 2);
-	/* b1 still believes in a receive: completes at once... */
-	memset(mb1.p, 0x77, 64);
-	ASSERT_OK(post_one(&b1, BE_XWR_WRITE_IMM, &mb1, 0, 64, mem_addr(&ma, 4096), ma.mr.rkey,
-			   3, BE_XWR_F_SIGNALED, 11));
-	side_wc(&b1, wc, 1);
-	ASSERT_UEQ(wc[0].wr_id, 11);
-	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
-	ASSERT_EQ(ma.p[4096], 0x77); /* written, as documented */
-	/* ...and the refusal fails the conn on both sides. */
-	ASSERT_EQ(ops->cq_poll(a.cq, wc, 4), 0);
+	/* b1 still believes in a receive: the fast path writes the data. */
+	memset(mb1.p, 0x77, len);
+	ASSERT_OK(post_one(&b1, BE_XWR_WRITE_IMM, &mb1, 0, len, mem_addr(&ma, 16384),
+			   ma.mr.rkey, 3, BE_XWR_F_SIGNALED, 11));
+	if (len > 4096) {
+		/* Large: complete at once, the refusal fails the conn after. */
+		side_wc(&b1, wc, 1);
+		ASSERT_UEQ(wc[0].wr_id, 11);
+		ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
+		ASSERT_EQ(ops->cq_poll(a.cq, wc, 4), 0);
+	} else {
+		/* Small: the refusal is this WR's status. */
+		ASSERT_EQ(ops->cq_poll(a.cq, wc, 4), 0);
+		side_wc(&b1, wc, 1);
+		ASSERT_UEQ(wc[0].wr_id, 11);
+		ASSERT_EQ(wc[0].status, BE_XWC_RNR_RETRY_EXC);
+	}
+	ASSERT_EQ(ma.p[16384], 0x77); /* written, as documented */
+	ASSERT_EQ(ma.p[16384 + len - 1], 0x77);
 	side_expect(&a, BE_XEV_DISCONNECTED, &ev, NULL);
 	ASSERT((const void *)ev.conn == (const void *)a.conn);
 	side_expect(&b1, BE_XEV_DISCONNECTED, &ev, NULL);
@@ -179,6 +188,7 @@ int main(void)
 	run(0);
 	run(1);
 	run_srq();
-	run_race();
+	run_race(64);
+	run_race(8192);
 	return 0;
 }
