@@ -23,7 +23,7 @@ set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 reps=5
-iters=20000
+iters=5000
 build=""
 json=0
 inside=0
@@ -60,7 +60,10 @@ if [ $inside -eq 0 ]; then
 	fi
 	args=(--inside --reps "$reps" --iters "$iters" --build "$build")
 	[ $json -eq 1 ] && args+=(--json)
-	exec "$runner" --timeout 900 --cwd "$root" -- bash "$root/bench/verbs-in-guest.sh" "${args[@]}"
+	# Emulated (TCG) guests are slow on a busy host: allow 3 minutes per
+	# repetition of the five measurements.
+	exec "$runner" --timeout $((300 + reps * 180)) --cwd "$root" -- \
+		bash "$root/bench/verbs-in-guest.sh" "${args[@]}"
 fi
 
 # ---- inside the guest --------------------------------------------------------
@@ -74,7 +77,7 @@ declare -A VALS ERRS
 # perftest NAME TOOL [-R]: one ib_write_lat / ib_send_lat run; records
 # t_typical (perftest's median of the one-way latency).
 perftest() {
-	local name=$1 tool=$2 p=$((port++)) spid i rc=1 v
+	local name=$1 tool=$2 p=$((port++)) spid i rc=1 v t0=$SECONDS
 	shift 2
 	timeout 120 "$tool" -d "$dev" -s 64 -n "$iters" -p "$p" "$@" >"$work/srv" 2>&1 &
 	spid=$!
@@ -100,11 +103,12 @@ perftest() {
 		return 1
 	fi
 	VALS[$name]+="$v "
+	echo "verbs-in-guest: $name $v us ($((SECONDS - t0)) s)" >&2
 }
 
 # beraw NAME [be-perf options]
 beraw() {
-	local name=$1 o v rc
+	local name=$1 o v rc t0=$SECONDS
 	shift
 	o=$(timeout 120 "$beperf" raw-lat --transport verbs --size 64 --iters "$iters" --json \
 		"$@" 2>"$work/err")
@@ -115,6 +119,7 @@ beraw() {
 		return 1
 	fi
 	VALS[$name]+="$v "
+	echo "verbs-in-guest: $name $v us ($((SECONDS - t0)) s)" >&2
 }
 
 for r in $(seq "$reps"); do
