@@ -203,6 +203,7 @@ def fab_tcp_lat lat_avg "libfabric tcp fi_pingpong 64 B"
 def be_shm_lat lat "be shm raw-lat WRITE_IMM 64 B" 1
 def be_shm_poll lat "be shm raw-lat --write-poll 64 B" 1
 def be_shm_bw bw "be shm raw-bw 1 MiB" 1
+def be_shm_bw64 bw "be shm raw-bw 1 MiB window 64" 1
 def be_tcp_lat lat "be tcp raw-lat WRITE_IMM 64 B" 1
 def be_tcp_bw bw "be tcp raw-bw 1 MiB" 1
 
@@ -227,6 +228,8 @@ for r in $(seq "$reps"); do
 		--iters $lat_n --write-poll "${cpu_opt[@]}" --json
 	run be_shm_bw be_bw timeout 120 "$beperf" raw-bw --transport shm --size 1M \
 		--iters $bw_n "${cpu_opt[@]}" --json
+	run be_shm_bw64 be_bw timeout 120 "$beperf" raw-bw --transport shm --size 1M \
+		--iters $bw_n --window 64 "${cpu_opt[@]}" --json
 	run be_tcp_lat be_lat timeout 120 "$beperf" raw-lat --transport tcp --size 64 \
 		--iters $tcp_lat_n "${cpu_opt[@]}" --json
 	run be_tcp_bw be_bw timeout 120 "$beperf" raw-bw --transport tcp --size 1M \
@@ -290,6 +293,8 @@ ratio shm_poll_vs_ucx_put be_shm_poll ucx_shm_put_lat info - \
 	"be shm --write-poll p50 / UCX shm ucp_put_lat p50"
 ratio shm_bw_vs_ucx_put be_shm_bw ucx_shm_put_bw ">=" 0.9 \
 	"be shm 1 MiB MB/s / UCX shm ucp_put_bw"
+ratio shm_bw64_vs_ucx_put be_shm_bw64 ucx_shm_put_bw info - \
+	"be shm 1 MiB window 64 MB/s / UCX shm ucp_put_bw"
 ratio tcp_lat_vs_ucx_tag be_tcp_lat ucx_tcp_tag_lat "<=" 1.0 \
 	"be tcp 64 B one-way p50 / UCX tcp tag_lat p50"
 ratio tcp_lat_vs_ucx_am be_tcp_lat ucx_tcp_am_lat "<=" 1.0 \
