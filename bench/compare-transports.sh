@@ -206,6 +206,8 @@ def be_shm_bw bw "be shm raw-bw 1 MiB" 1
 def be_shm_bw64 bw "be shm raw-bw 1 MiB window 64" 1
 def be_tcp_lat lat "be tcp raw-lat WRITE_IMM 64 B" 1
 def be_tcp_bw bw "be tcp raw-bw 1 MiB" 1
+def be_shm_bw_sl bw "be shm raw-bw 1 MiB --sleep" 1
+def be_tcp_bw_sl bw "be tcp raw-bw 1 MiB --sleep" 1
 
 ucx_shm_tls=${UCX_SHM_TLS:-sm,self}
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -234,6 +236,10 @@ for r in $(seq "$reps"); do
 		--iters $tcp_lat_n "${cpu_opt[@]}" --json
 	run be_tcp_bw be_bw timeout 120 "$beperf" raw-bw --transport tcp --size 1M \
 		--iters $tcp_bw_n "${cpu_opt[@]}" --json
+	run be_shm_bw_sl be_bw timeout 120 "$beperf" raw-bw --transport shm --size 1M \
+		--iters $bw_n --sleep "${cpu_opt[@]}" --json
+	run be_tcp_bw_sl be_bw timeout 120 "$beperf" raw-bw --transport tcp --size 1M \
+		--iters $tcp_bw_n --sleep "${cpu_opt[@]}" --json
 done
 
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -295,6 +301,8 @@ ratio shm_bw_vs_ucx_put be_shm_bw ucx_shm_put_bw ">=" 0.9 \
 	"be shm 1 MiB MB/s / UCX shm ucp_put_bw"
 ratio shm_bw64_vs_ucx_put be_shm_bw64 ucx_shm_put_bw info - \
 	"be shm 1 MiB window 64 MB/s / UCX shm ucp_put_bw"
+ratio shm_bw_sl_vs_ucx_put be_shm_bw_sl ucx_shm_put_bw info - \
+	"be shm 1 MiB --sleep MB/s / UCX shm ucp_put_bw"
 ratio tcp_lat_vs_ucx_tag be_tcp_lat ucx_tcp_tag_lat "<=" 1.0 \
 	"be tcp 64 B one-way p50 / UCX tcp tag_lat p50"
 ratio tcp_lat_vs_ucx_am be_tcp_lat ucx_tcp_am_lat "<=" 1.0 \
@@ -303,6 +311,8 @@ ratio tcp_lat_vs_kernel be_tcp_lat k_lat info - \
 	"be tcp 64 B one-way p50 / kernel TCP ping-pong p50"
 ratio tcp_bw_vs_kernel be_tcp_bw k_bw ">=" 1.0 \
 	"be tcp 1 MiB MB/s / kernel TCP stream"
+ratio tcp_bw_sl_vs_kernel be_tcp_bw_sl k_bw info - \
+	"be tcp 1 MiB --sleep MB/s / kernel TCP stream"
 ratio tcp_bw_vs_ucx_am be_tcp_bw ucx_tcp_am_bw info - \
 	"be tcp 1 MiB MB/s / UCX tcp ucp_am_bw"
 

@@ -57,6 +57,7 @@
 
 enum raw_mode { RAW_LAT = 0, RAW_BW = 1 };
 #define RAW_F_WRITE_POLL 0x1u
+#define RAW_F_SLEEP 0x2u
 
 struct raw_opts {
 	enum raw_mode mode;
@@ -68,6 +69,7 @@ struct raw_opts {
 	uint32_t window, imm_every;
 	int server, json, no_inline;
 	int write_poll;        /* raw-lat: plain WRITEs, receiver spins on memory */
+	int sleep;             /* spin briefly, then arm the CQ and sleep */
 	int cpu[2];            /* client, peer; -1 = not pinned */
 	int timeout_ms;        /* give up after this long without progress */
 };
@@ -124,6 +126,8 @@ struct raw_ctx {
 	uint32_t nrepost;
 
 	/* raw-bw: post times of the outstanding writes, write latencies. */
+	int sleep;          /* this side's waits end in cq_arm + poll() */
+	uint64_t sleeps;
 	uint64_t *post_ns;
 	double *wr_lat;
 	size_t wr_lat_n;
@@ -146,6 +150,8 @@ static void raw_usage(FILE *f, const char *cmd)
 		"  --cpu A[,B]     pin this process to core A and the peer to core B\n"
 		"  --dev NAME      transport device (default: the first)\n"
 		"  --no-inline     never post small writes inline\n"
+		"  --sleep         both ends spin briefly, then arm the CQ and sleep in\n"
+		"                  poll() (default: busy-poll, as perftest and UCX do)\n"
 		"%s"
 		"  --timeout S     fail after S seconds without progress (default 10)\n"
 		"  --json          one JSON object per line\n",
@@ -204,6 +210,9 @@ static int raw_parse(int argc, char **argv, struct raw_opts *o)
 			takes = 0;
 		} else if (!strcmp(a, "--no-inline")) {
 			o->no_inline = 1;
+			takes = 0;
+		} else if (!strcmp(a, "--sleep")) {
+			o->sleep = 1;
 			takes = 0;
 		} else if (!strcmp(a, "--write-poll") && o->mode == RAW_LAT) {
 			o->write_poll = 1;
@@ -591,6 +600,34 @@ static int raw_poll(struct raw_ctx *c)
 }
 
 /*
+ * raw_sleep() - arm the CQ, look once more (a completion may have come
+ * before the arm), then sleep in poll() on its fd for at most 100 ms.
+ * Returns the completions the extra look found, 0 after a sleep, -errno.
+ */
+static int raw_sleep(struct raw_ctx *c)
+{
+	struct pollfd pfd = { .fd = c->ops->cq_fd(c->cq), .events = POLLIN };
+	int rc = c->ops->cq_arm(c->cq);
+
+	if (rc) {
+		fprintf(stderr, "be-perf %s: cq_arm: %s\n", c->o->cmd, strerror(-rc));
+		return rc;
+	}
+	rc = raw_poll(c);
+	if (rc)
+		return rc;
+	if (pfd.fd >= 0 && poll(&pfd, 1, 100) > 0) {
+		rc = c->ops->cq_ack(c->cq);
+		if (rc) {
+			fprintf(stderr, "be-perf %s: cq_ack: %s\n", c->o->cmd, strerror(-rc));
+			return rc;
+		}
+	}
+	c->sleeps++;
+	return 0;
+}
+
+/*
  * raw_progress() - poll until @done(c) or an error; --timeout without any
  * completion fails.
  */
@@ -615,9 +652,15 @@ static int raw_progress(struct raw_ctx *c, int (*done)(struct raw_ctx *c, void *
 		}
 		/* Idle: look at the clock and the event channel only now and
 		 * then, so the busy-poll loop stays a tight cq_poll loop. */
-		if (++empty < 4096)
+		if (++empty < (c->sleep ? 64u : 4096u))
 			continue;
 		empty = 0;
+		if (c->sleep && (n = raw_sleep(c)) != 0) {
+			if (n < 0)
+				return n;
+			idle_since = 0;
+			continue;
+		}
 		if (!idle_since)
 			idle_since = perf_now_ns();
 		if (raw_check_events(c))
@@ -909,7 +952,7 @@ static void raw_hello_fill(struct raw_ctx *c, const struct raw_opts *o, struct r
 	h->magic = RAW_MAGIC;
 	h->version = RAW_VERSION;
 	h->mode = (uint8_t)o->mode;
-	h->flags = o->write_poll ? RAW_F_WRITE_POLL : 0;
+	h->flags = (o->write_poll ? RAW_F_WRITE_POLL : 0) | (o->sleep ? RAW_F_SLEEP : 0);
 	h->addr = (uint64_t)(uintptr_t)c->rbuf;
 	h->rkey = c->rkey;
 	h->size = (uint32_t)o->size;
@@ -930,7 +973,7 @@ static int raw_hello_check(const struct raw_opts *o, const uint8_t *priv, size_t
 	}
 	memcpy(h, priv, sizeof(*h));
 	if (h->magic != RAW_MAGIC || h->version != RAW_VERSION || h->mode > RAW_BW ||
-	    (h->flags & ~RAW_F_WRITE_POLL) ||
+	    (h->flags & ~(RAW_F_WRITE_POLL | RAW_F_SLEEP)) ||
 	    !h->size || !h->window || !h->imm_every || h->warmup > h->total) {
 		fprintf(stderr, "be-perf %s: peer is not a be-perf raw client of this version\n",
 			o->cmd);
@@ -993,6 +1036,7 @@ static int raw_server(const struct raw_opts *o, int ready_fd)
 	c.peer_addr = h.addr;
 	c.peer_rkey = h.rkey;
 	c.peer_nrecv = h.nrecv;
+	c.sleep = !!(h.flags & RAW_F_SLEEP);
 	{
 		struct raw_opts so = *o;
 
@@ -1118,11 +1162,12 @@ static void raw_report_lat(const struct raw_opts *o, const struct perf_summary *
 
 	raw_cpu_str(o, cpu, sizeof(cpu));
 	if (o->json) {
-		printf("{\"test\":\"raw-lat\",\"transport\":\"%s\",\"op\":\"%s\",\"size\":%" PRIu64
+		printf("{\"test\":\"raw-lat\",\"transport\":\"%s\",\"op\":\"%s\",\"poll\":\"%s\",\"size\":%" PRIu64
 		       ",\"iters\":%zu,\"warmup\":%" PRIu64 ",\"cpu\":\"%s\""
 		       ",\"p50_us\":%.4f,\"p99_us\":%.4f,\"avg_us\":%.4f,\"min_us\":%.4f"
 		       ",\"p25_us\":%.4f,\"p75_us\":%.4f,\"max_us\":%.4f,\"mb_s\":%.2f}\n",
-		       o->transport, o->write_poll ? "write_poll" : "write_imm", o->size, s->n,
+		       o->transport, o->write_poll ? "write_poll" : "write_imm",
+		       o->sleep ? "sleep" : "busy", o->size, s->n,
 		       o->warmup, cpu, s->p50, s->p99, s->avg,
 		       s->min, s->p25, s->p75, s->max, mb_s);
 		return;
@@ -1147,12 +1192,13 @@ static void raw_report_bw(const struct raw_opts *o, const struct raw_bw_result *
 
 	raw_cpu_str(o, cpu, sizeof(cpu));
 	if (o->json) {
-		printf("{\"test\":\"raw-bw\",\"transport\":\"%s\",\"op\":\"write\",\"size\":%" PRIu64
+		printf("{\"test\":\"raw-bw\",\"transport\":\"%s\",\"op\":\"write\",\"poll\":\"%s\",\"size\":%" PRIu64
 		       ",\"iters\":%" PRIu64 ",\"warmup\":%" PRIu64 ",\"window\":%u,\"imm_every\":%u"
 		       ",\"cpu\":\"%s\""
 		       ",\"mb_s\":%.2f,\"seconds\":%.6f,\"cpu_s_per_gb\":%.4f"
 		       ",\"p50_us\":%.3f,\"p99_us\":%.3f,\"avg_us\":%.3f}\n",
-		       o->transport, o->size, o->iters, o->warmup, o->window, o->imm_every, cpu, mb_s,
+		       o->transport, o->sleep ? "sleep" : "busy", o->size, o->iters, o->warmup,
+		       o->window, o->imm_every, cpu, mb_s,
 		       r->seconds, cpu_gb, s->p50, s->p99, s->avg);
 		return;
 	}
@@ -1188,6 +1234,7 @@ static int raw_client(const struct raw_opts *o, const char *addr)
 	}
 	if (o->mode == RAW_BW)
 		c.wr_lat = samples; /* write post-to-completion latencies */
+	c.sleep = o->sleep;
 	rc = raw_connect(&c, o, addr, &h);
 	if (rc)
 		goto out;
