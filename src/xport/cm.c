@@ -379,22 +379,21 @@ void be__verbs_evch_destroy(struct be_xevch *c)
 	struct verbs_dev *dev = to_vdev(c->dev);
 	struct verbs_qev *q;
 
-	/* Children first (a caller bug, but no crash): they become husks
-	 * that conn_destroy()/listener_close() only free. */
+	/* Children first (a caller bug, but no crash): conns become husks
+	 * that conn_destroy() only frees. */
 	if (ch->conns || ch->listeners)
 		be_log_err("verbs: event channel of %s destroyed before its connections",
 			   dev->name);
 	while (ch->conns)
 		be__verbs_conn_detach(ch->conns);
+	/* Listeners are closed with it, as on tcp: their handles die here. */
 	while (ch->listeners) {
 		struct verbs_listener *vl = ch->listeners;
 
 		ch->listeners = vl->next;
 		if (rdma_destroy_id(vl->id))
 			be_log_err("verbs: rdma_destroy_id(listener): %s", strerror(errno));
-		vl->id = NULL;
-		vl->base.evch = NULL;
-		vl->next = vl->prev = NULL;
+		free(vl);
 	}
 	pthread_mutex_lock(&be__verbs_lock);
 	for (pp = &dev->evchs; *pp; pp = &(*pp)->next) {

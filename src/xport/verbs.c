@@ -255,6 +255,7 @@ static int verbs_dev_open(const char *name, struct be_xdev **out)
 	dev->base.alloc_dev = -1;
 	dev->ctx = ctx;
 	dev->guid = guid;
+	dev->pid = getpid();
 	pthread_rwlock_init(&dev->mr_lock, NULL);
 	snprintf(dev->name, sizeof(dev->name), "%s", want);
 	if (ibv_query_device(ctx, &dev->attr)) {
@@ -312,6 +313,12 @@ static void verbs_dev_close(struct be_xdev *d)
 	if (dev->evchs)
 		be_log_err("verbs: closing %s with event channels still open", dev->name);
 	pthread_mutex_unlock(&be__verbs_lock);
+	if (getpid() != dev->pid) {
+		/* Inherited across fork(): the objects are the parent's. */
+		be__verbs_map_free(&dev->mrs);
+		free(dev);
+		return;
+	}
 	ret = ibv_dealloc_pd(dev->pd);
 	if (ret)
 		be_log_err("verbs: ibv_dealloc_pd(%s): %s (memory regions or QPs still exist)",
@@ -366,6 +373,17 @@ static int verbs_reg(void *d, void *addr, size_t len, int fd, uint64_t fd_offset
 	struct ibv_mr *mr;
 	int e;
 
+	/*
+	 * A forked child inherits the parent's devices (in bemalloc's list
+	 * too) and shares their uverbs file: what it registered there would
+	 * outlive it and pin the parent's PD. Such a device is inert in the
+	 * child: it opens its own.
+	 */
+	if (getpid() != dev->pid) {
+		out->lkey = out->rkey = 0;
+		out->handle = NULL;
+		return 0;
+	}
 	mr = ibv_reg_mr(dev->pd, addr, len,
 			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 	if (!mr) {

@@ -22,6 +22,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -57,6 +58,7 @@ struct verbs_dev {
 	struct be_xdev base;
 	struct ibv_context *ctx; /* ours (not rdma_cm's) */
 	__be64 guid;             /* to check that a cm_id is on this device */
+	pid_t pid;               /* the opener: inert in a forked child */
 	struct ibv_pd *pd;
 	struct ibv_device_attr attr;
 	char name[64];
