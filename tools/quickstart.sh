@@ -17,7 +17,7 @@ mode=${1:-}
 
 # Debian packages: the build, verbs (rdma-core), and the comparison tools.
 build_pkgs=(gcc make cmake pkg-config libibverbs-dev librdmacm-dev ibverbs-providers)
-bench_pkgs=(ucx-utils libfabric-bin)
+bench_pkgs=(ucx-utils libfabric-bin perftest)
 
 install_pkgs() {
 	local missing=()
@@ -49,11 +49,20 @@ case "$mode" in
 demo)
 	install_pkgs "${build_pkgs[@]}"
 	build build -DCMAKE_BUILD_TYPE=Release
-	if [ -x build/tools/be-demo ]; then
-		build/tools/be-demo
-	else
-		build/tools/be-perf alloc --iters 200000
-	fi
+	# The demo walks up the layers: bemalloc against glibc malloc, the shm
+	# and tcp transports raw, then Sockets over an Engine (each test forks
+	# its own peer process). It becomes the parameter-server demo later.
+	perf=build/tools/be-perf
+	echo "== bemalloc: registered buffers vs glibc malloc"
+	$perf alloc --iters 200000 --runs 3
+	for t in shm tcp; do
+		echo "== $t transport: WRITE_WITH_IMM ping-pong, 1 MiB writes"
+		$perf raw-lat --transport $t --iters 20000
+		$perf raw-bw --transport $t --iters 500
+		echo "== BE core over $t: 64 B Socket ping-pong, 1 MiB Socket stream"
+		$perf lat --transport $t --iters 20000
+		$perf bw --transport $t --iters 500
+	done
 	;;
 test)
 	install_pkgs "${build_pkgs[@]}" "${bench_pkgs[@]}"
