@@ -20,7 +20,8 @@
  *
  * Output: a table, or with --json one object per line with the fields
  * test, transport, size, iters, p50_us, p99_us, avg_us, mb_s,
- * cpu_s_per_gb, sockets, bytes_per_socket, scheduling, polling.
+ * cpu_s_per_gb, sockets, bytes_per_socket (library memory one more Socket
+ * costs on the client: glibc heap + bemalloc in use), scheduling, polling.
  *
  * Polling: lat, hol and mux busy-poll both ends by default (like the raw
  * tests and perftest: the library's latency, not the scheduler's wakeup);
@@ -31,6 +32,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +200,7 @@ struct sk_cli {
 	uint64_t answered;        /* all sockets */
 	int errors;
 	int closed;
+	uint64_t mem_per_sock;    /* bytes one more Socket costs (client side) */
 };
 
 static void sk_cli_sent(struct be_sock *s, void *buf, int status, void *arg)
@@ -304,7 +307,7 @@ static void sk_report(const struct sk_opts *o, struct sk_cli *c, double secs, ui
 		       ",\"bytes_per_socket\":%" PRIu64 ",\"scheduling\":\"%s\""
 		       ",\"polling\":\"%s\"}\n",
 		       names[o->mode], o->transport, o->size, o->iters, s.p50, s.p99, s.avg, mb_s,
-		       cpu_gb, o->sockets, bytes / (o->sockets ? o->sockets : 1),
+		       cpu_gb, o->sockets, c->mem_per_sock,
 		       o->sched ? "round-robin" : "fifo", o->adaptive ? "adaptive" : "busy");
 		return;
 	}
@@ -314,6 +317,22 @@ static void sk_report(const struct sk_opts *o, struct sk_cli *c, double secs, ui
 	printf("  latency us (%s): p50 %.3f  p99 %.3f  avg %.3f  (n=%zu)\n",
 	       o->mode == SK_BW ? "send->ack" : "one-way", s.p50, s.p99, s.avg, s.n);
 	printf("  throughput %.2f MB/s, CPU %.4f s/GB (both processes)\n", mb_s, cpu_gb);
+	if (o->sockets > 1)
+		printf("  memory per further Socket (client): %" PRIu64 " B\n", c->mem_per_sock);
+}
+
+/*
+ * Library memory in use in this process: glibc heap (sbrk'd and mmap'd
+ * chunks) plus bemalloc buffers handed out. Used to derive the memory one
+ * more Socket costs, without counting the Engine the first one created.
+ */
+static uint64_t sk_mem_in_use(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+	struct be_alloc_stats st;
+
+	be_alloc_stats(&st);
+	return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd + st.bytes_in_use;
 }
 
 static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer *peer)
@@ -326,6 +345,7 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 	double cpu0 = perf_cpu_seconds(), secs = 0;
 	uint64_t bytes = 0, t0, i, total = o->iters + o->warmup;
 	uint32_t nsock = o->mode == SK_HOL ? 2 : o->sockets, j;
+	uint64_t mem0 = 0;
 	int rc;
 
 	sk_config(o, &cfg);
@@ -337,6 +357,10 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 	if (!c.socks)
 		return 1;
 	for (j = 0; j < nsock; j++) {
+		/* Socket 0 creates the Engine; the memory of sockets 1..n-1
+		 * is what each further Socket costs. */
+		if (j == 1)
+			mem0 = sk_mem_in_use();
 		rc = be_sock_connect(w, addr, &cbs, &c.socks[j], &c.socks[j].s);
 		if (rc) {
 			fprintf(stderr, "be-perf %s: connect %s: %s\n", o->cmd, addr,
@@ -344,6 +368,8 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 			return 1;
 		}
 	}
+	if (nsock > 1)
+		c.mem_per_sock = (sk_mem_in_use() - mem0) / (nsock - 1);
 	t0 = perf_now_ns();
 	switch (o->mode) {
 	case SK_LAT:
