@@ -35,17 +35,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <be/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#ifndef BE_EXPORT
-#if defined(BE_BUILDING_LIBRARY)
-#define BE_EXPORT __attribute__((visibility("default")))
-#else
-#define BE_EXPORT
-#endif
-#endif
 
 /* At most this many devices can be attached at once. */
 #define BE_ALLOC_MAX_DEVICES 8

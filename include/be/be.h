@@ -18,14 +18,10 @@
 
 #include <errno.h>
 
+#include <be/export.h>
+
 #ifdef __cplusplus
 extern "C" {
-#endif
-
-#if defined(BE_BUILDING_LIBRARY)
-#define BE_EXPORT __attribute__((visibility("default")))
-#else
-#define BE_EXPORT
 #endif
 
 #define BE_VERSION_MAJOR 0

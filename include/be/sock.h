@@ -51,17 +51,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <be/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#ifndef BE_EXPORT
-#if defined(BE_BUILDING_LIBRARY)
-#define BE_EXPORT __attribute__((visibility("default")))
-#else
-#define BE_EXPORT
-#endif
-#endif
 
 struct be_ctx;
 struct be_worker;
