@@ -17,7 +17,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <math.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -28,6 +27,8 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
+
+#include "perf.h" /* perf_summarize(), tools/be-perf/perf_stats.c */
 #include <unistd.h>
 
 struct line {
@@ -70,27 +71,14 @@ static void line_wait(struct line *l, uint8_t *payload, uint64_t seq)
 	memcpy(payload, l->payload, sizeof(l->payload));
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double pct(const double *v, size_t n, double q)
-{
-	size_t i = (size_t)ceil(q * (double)n);
-
-	return v[i ? (i > n ? n : i) - 1 : 0];
-}
-
 int main(int argc, char **argv)
 {
 	uint64_t iters = 200000, warmup = 10000, i, prev = 0;
 	int cpu[2] = { 0, 1 }, json = 0, status;
 	struct shared *sh;
 	uint8_t buf[56];
-	double *v, sum = 0;
+	struct perf_summary sm;
+	double *v;
 	pid_t pid;
 
 	for (int a = 1; a < argc; a++) {
@@ -160,21 +148,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cacheline_bounce: peer failed\n");
 		return 1;
 	}
-	qsort(v, iters, sizeof(*v), cmp_double);
-	for (i = 0; i < iters; i++)
-		sum += v[i];
+	perf_summarize(v, iters, &sm);
 	if (json)
 		printf("{\"test\":\"cacheline-bounce\",\"size\":64,\"iters\":%llu,\"cpu\":\"%d,%d\""
 		       ",\"p50_us\":%.4f,\"p99_us\":%.4f,\"avg_us\":%.4f,\"min_us\":%.4f"
 		       ",\"p25_us\":%.4f,\"p75_us\":%.4f,\"max_us\":%.4f}\n",
-		       (unsigned long long)iters, cpu[0], cpu[1], pct(v, iters, 0.5),
-		       pct(v, iters, 0.99), sum / (double)iters, v[0], pct(v, iters, 0.25),
-		       pct(v, iters, 0.75), v[iters - 1]);
+		       (unsigned long long)iters, cpu[0], cpu[1], sm.p50, sm.p99, sm.avg, sm.min,
+		       sm.p25, sm.p75, sm.max);
 	else
 		printf("cacheline bounce 64 B, cpus %d,%d, %llu iterations, one-way us:\n"
 		       "  min %.3f  p25 %.3f  p50 %.3f  p75 %.3f  p99 %.3f  avg %.3f\n",
-		       cpu[0], cpu[1], (unsigned long long)iters, v[0], pct(v, iters, 0.25),
-		       pct(v, iters, 0.5), pct(v, iters, 0.75), pct(v, iters, 0.99),
-		       sum / (double)iters);
+		       cpu[0], cpu[1], (unsigned long long)iters, sm.min, sm.p25, sm.p50, sm.p75,
+		       sm.p99, sm.avg);
 	return 0;
 }

@@ -84,7 +84,8 @@ if [ ! -x "$beperf" ]; then
 	exit 2
 fi
 for p in cacheline_bounce tcp_pingpong; do
-	if ! cc -O2 -Wall -o "$work/$p" "$root/bench/$p.c" -lm; then
+	if ! cc -O2 -Wall -I"$root/tools/be-perf" -o "$work/$p" "$root/bench/$p.c" \
+		"$root/tools/be-perf/perf_stats.c" -lm; then
 		echo "compare-transports: cannot build bench/$p.c" >&2
 		exit 2
 	fi

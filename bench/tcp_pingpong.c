@@ -18,7 +18,6 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
-#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
@@ -33,6 +32,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "perf.h" /* perf_summarize(), tools/be-perf/perf_stats.c */
 
 static uint64_t now_ns(void)
 {
@@ -75,20 +76,6 @@ static void nodelay(int fd)
 	int one = 1;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double pct(const double *v, size_t n, double q)
-{
-	size_t i = (size_t)ceil(q * (double)n);
-
-	return v[i ? (i > n ? n : i) - 1 : 0];
 }
 
 static uint64_t parse_size(const char *s)
@@ -236,24 +223,20 @@ int main(int argc, char **argv)
 	}
 
 	if (!bw) {
-		double sum = 0;
+		struct perf_summary sm;
 
-		qsort(v, iters, sizeof(*v), cmp_double);
-		for (i = 0; i < iters; i++)
-			sum += v[i];
+		perf_summarize(v, iters, &sm);
 		if (json)
 			printf("{\"test\":\"tcp-lat\",\"size\":%llu,\"iters\":%llu"
 			       ",\"p50_us\":%.4f,\"p99_us\":%.4f,\"avg_us\":%.4f,\"min_us\":%.4f"
 			       ",\"p25_us\":%.4f,\"p75_us\":%.4f,\"max_us\":%.4f}\n",
-			       (unsigned long long)size, (unsigned long long)iters,
-			       pct(v, iters, 0.5), pct(v, iters, 0.99), sum / (double)iters, v[0],
-			       pct(v, iters, 0.25), pct(v, iters, 0.75), v[iters - 1]);
+			       (unsigned long long)size, (unsigned long long)iters, sm.p50, sm.p99,
+			       sm.avg, sm.min, sm.p25, sm.p75, sm.max);
 		else
 			printf("kernel TCP ping-pong %llu B, %llu iterations, one-way us:\n"
 			       "  min %.3f  p25 %.3f  p50 %.3f  p75 %.3f  p99 %.3f  avg %.3f\n",
-			       (unsigned long long)size, (unsigned long long)iters, v[0],
-			       pct(v, iters, 0.25), pct(v, iters, 0.5), pct(v, iters, 0.75),
-			       pct(v, iters, 0.99), sum / (double)iters);
+			       (unsigned long long)size, (unsigned long long)iters, sm.min, sm.p25,
+			       sm.p50, sm.p75, sm.p99, sm.avg);
 	} else {
 		double sec = (double)prev / 1e9;
 		double bytes = (double)size * (double)iters;

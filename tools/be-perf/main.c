@@ -30,45 +30,6 @@ void perf_register(struct perf_cmd *cmd)
 	*p = cmd;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double pct(const double *v, size_t n, double q)
-{
-	size_t i = (size_t)ceil(q * (double)n);
-
-	if (i > 0)
-		i--;
-	if (i >= n)
-		i = n - 1;
-	return v[i];
-}
-
-void perf_summarize(double *v, size_t n, struct perf_summary *out)
-{
-	double sum = 0;
-	size_t i;
-
-	memset(out, 0, sizeof(*out));
-	if (!n)
-		return;
-	qsort(v, n, sizeof(*v), cmp_double);
-	for (i = 0; i < n; i++)
-		sum += v[i];
-	out->n = n;
-	out->min = v[0];
-	out->max = v[n - 1];
-	out->avg = sum / (double)n;
-	out->p25 = pct(v, n, 0.25);
-	out->p50 = pct(v, n, 0.50);
-	out->p75 = pct(v, n, 0.75);
-	out->p99 = pct(v, n, 0.99);
-}
-
 uint64_t perf_now_ns(void)
 {
 	struct timespec ts;
