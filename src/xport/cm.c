@@ -50,8 +50,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "util/log.h"
@@ -326,33 +324,15 @@ int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 		ret = -errno;
 		goto err_ch;
 	}
-	ch->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (ch->efd < 0) {
-		ret = -errno;
+	/* The set is only handed out, never read here: no tags. */
+	ret = be__wake_init(&ch->wake, BE__WAKE_TIMER, NULL, NULL);
+	if (ret)
 		goto err_ch;
-	}
-	ch->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (ch->tfd < 0) {
-		ret = -errno;
-		goto err_efd;
-	}
-	ch->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ch->epfd < 0) {
-		ret = -errno;
-		goto err_tfd;
-	}
-	{
-		int fds[4] = { ch->ch->fd, ch->efd, dev->ctx->async_fd, ch->tfd }, i;
-
-		for (i = 0; i < 4; i++) {
-			struct epoll_event e = { .events = EPOLLIN, .data.fd = fds[i] };
-
-			if (epoll_ctl(ch->epfd, EPOLL_CTL_ADD, fds[i], &e) < 0) {
-				ret = -errno;
-				goto err_ep;
-			}
-		}
-	}
+	ret = be__wake_watch(&ch->wake, ch->ch->fd, EPOLLIN, NULL);
+	if (!ret)
+		ret = be__wake_watch(&ch->wake, dev->ctx->async_fd, EPOLLIN, NULL);
+	if (ret)
+		goto err_wake;
 	pthread_mutex_lock(&be__verbs_lock);
 	ch->next = dev->evchs;
 	dev->evchs = ch;
@@ -360,12 +340,8 @@ int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 	*out = &ch->base;
 	return 0;
 
-err_ep:
-	close(ch->epfd);
-err_tfd:
-	close(ch->tfd);
-err_efd:
-	close(ch->efd);
+err_wake:
+	be__wake_close(&ch->wake);
 err_ch:
 	rdma_destroy_event_channel(ch->ch);
 err_free:
@@ -408,21 +384,18 @@ void be__verbs_evch_destroy(struct be_xevch *c)
 	}
 	pthread_mutex_unlock(&be__verbs_lock);
 	rdma_destroy_event_channel(ch->ch);
-	close(ch->epfd);
-	close(ch->tfd);
-	close(ch->efd);
+	be__wake_close(&ch->wake);
 	free(ch);
 }
 
 int be__verbs_evch_fd(struct be_xevch *c)
 {
-	return to_vevch(c)->epfd;
+	return to_vevch(c)->wake.epfd;
 }
 
 static struct verbs_qev *cm_queue_pop(struct verbs_evch *ch)
 {
 	struct verbs_qev *q;
-	uint64_t v;
 
 	pthread_mutex_lock(&be__verbs_lock);
 	q = ch->qhead;
@@ -430,8 +403,7 @@ static struct verbs_qev *cm_queue_pop(struct verbs_evch *ch)
 		ch->qhead = q->next;
 		if (!ch->qhead) {
 			ch->qtail = NULL;
-			if (read(ch->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-				be_log_warn("verbs: eventfd read: %s", strerror(errno));
+			be__wake_drain(ch->wake.efd);
 		}
 	}
 	pthread_mutex_unlock(&be__verbs_lock);
@@ -641,15 +613,7 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 /* Arm the evch's timer for the earliest connect deadline (0: none). */
 static void cm_timer_set(struct verbs_evch *ch, uint64_t deadline_ns)
 {
-	struct itimerspec its;
-
-	memset(&its, 0, sizeof(its));
-	if (deadline_ns) {
-		its.it_value.tv_sec = (time_t)(deadline_ns / 1000000000u);
-		its.it_value.tv_nsec = (long)(deadline_ns % 1000000000u);
-	}
-	if (timerfd_settime(ch->tfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
-		be_log_err("verbs: timerfd_settime: %s", strerror(errno));
+	be__wake_arm_timer(&ch->wake, deadline_ns);
 	ch->next_deadline = deadline_ns;
 }
 
@@ -662,11 +626,10 @@ static void cm_timer_set(struct verbs_evch *ch, uint64_t deadline_ns)
  */
 static int cm_check_deadlines(struct verbs_evch *ch, struct be_xevent *ev)
 {
-	uint64_t now = be__now_ns(), next = 0, exp;
+	uint64_t now = be__now_ns(), next = 0;
 	struct verbs_conn *vc, *late = NULL;
 
-	if (read(ch->tfd, &exp, sizeof(exp)) < 0 && errno != EAGAIN)
-		be_log_warn("verbs: timerfd read: %s", strerror(errno));
+	be__wake_drain(ch->wake.tfd);
 	if (!ch->next_deadline || ch->next_deadline > now)
 		return 0;
 	for (vc = ch->conns; vc; vc = vc->ch_next) {

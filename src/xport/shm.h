@@ -33,6 +33,7 @@
 
 #include "xport/xport.h"
 #include "xport/shm_ring.h"
+#include "xport/wake.h"
 
 #define SHM_MAX_REGIONS 16384u      /* slot bits below */
 #define SHM_KEY_SLOT_BITS 16
@@ -86,9 +87,8 @@ struct shm_evq {
 
 struct shm_evch {
 	struct be_xevch base;
-	int epfd;
-	int efd;                  /* readable while q is not empty */
-	int tfd;                  /* connect deadlines */
+	struct be__wake wake;     /* evch_fd; efd readable while q is not empty,
+				   * tfd: connect deadlines */
 	struct shm_ph efd_ph, tfd_ph;
 	struct shm_evq *q_head, *q_tail;
 	struct shm_conn *conns;   /* every conn of this evch (ev_next) */
@@ -102,8 +102,7 @@ struct shm_wc_node {
 
 struct shm_cq {
 	struct be_xcq base;
-	int epfd;                 /* cq_fd: efd + hang-ups of attached conns */
-	int efd;
+	struct be__wake wake;     /* cq_fd: efd + hang-ups of attached conns */
 	struct shm_ph efd_ph;
 	bool armed;               /* local completions must write efd */
 	bool hup_check;           /* check for hang-ups at the next poll */

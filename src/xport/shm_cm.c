@@ -42,11 +42,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -64,7 +62,6 @@ static uint32_t cm_auto_name_seq;
 void be__shm_evch_queue(struct shm_evch *ch, const struct be_xevent *ev)
 {
 	struct shm_evq *q = malloc(sizeof(*q));
-	uint64_t one = 1;
 
 	if (!q) {
 		be_log_err("shm: out of memory queueing event %d", ev->type);
@@ -77,8 +74,7 @@ void be__shm_evch_queue(struct shm_evch *ch, const struct be_xevent *ev)
 	else
 		ch->q_head = q;
 	ch->q_tail = q;
-	if (write(ch->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		be_log_warn("shm: evch eventfd write: %s", strerror(errno));
+	be__wake_kick(ch->wake.efd);
 }
 
 static void cm_queue(struct shm_conn *c, enum be_xev_type type, int status,
@@ -118,15 +114,6 @@ static void cm_purge_events(struct shm_evch *ch, struct shm_conn *c, struct shm_
 
 /* ---- evch ----------------------------------------------------------- */
 
-static int cm_epoll_add(int epfd, int fd, uint32_t events, void *ptr)
-{
-	struct epoll_event e = { .events = events, .data.ptr = ptr };
-
-	if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e) < 0)
-		return -errno;
-	return 0;
-}
-
 int be__shm_evch_create(struct be_xdev *dev, struct be_xevch **out)
 {
 	struct shm_evch *ch;
@@ -140,39 +127,13 @@ int be__shm_evch_create(struct be_xdev *dev, struct be_xevch **out)
 	ch->base.dev = dev;
 	ch->efd_ph.kind = SHM_PH_EVFD;
 	ch->tfd_ph.kind = SHM_PH_TIMER;
-	ch->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ch->epfd < 0) {
-		ret = -errno;
-		goto err_free;
+	ret = be__wake_init(&ch->wake, BE__WAKE_TIMER, &ch->efd_ph, &ch->tfd_ph);
+	if (ret) {
+		free(ch);
+		return ret;
 	}
-	ch->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (ch->efd < 0) {
-		ret = -errno;
-		goto err_ep;
-	}
-	ch->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (ch->tfd < 0) {
-		ret = -errno;
-		goto err_efd;
-	}
-	ret = cm_epoll_add(ch->epfd, ch->efd, EPOLLIN, &ch->efd_ph);
-	if (ret)
-		goto err_tfd;
-	ret = cm_epoll_add(ch->epfd, ch->tfd, EPOLLIN, &ch->tfd_ph);
-	if (ret)
-		goto err_tfd;
 	*out = &ch->base;
 	return 0;
-
-err_tfd:
-	close(ch->tfd);
-err_efd:
-	close(ch->efd);
-err_ep:
-	close(ch->epfd);
-err_free:
-	free(ch);
-	return ret;
 }
 
 void be__shm_evch_destroy(struct be_xevch *xch)
@@ -203,34 +164,25 @@ void be__shm_evch_destroy(struct be_xevch *xch)
 		ch->q_head = q->next;
 		free(q);
 	}
-	close(ch->tfd);
-	close(ch->efd);
-	close(ch->epfd);
+	be__wake_close(&ch->wake);
 	free(ch);
 }
 
 int be__shm_evch_fd(struct be_xevch *ch)
 {
-	return ch ? to_sevch(ch)->epfd : -EINVAL;
+	return ch ? to_sevch(ch)->wake.epfd : -EINVAL;
 }
 
 static void cm_timer_arm(struct shm_evch *ch)
 {
-	struct itimerspec its;
 	struct shm_conn *c;
 	uint64_t at = 0;
 
 	for (c = ch->conns; c; c = c->ev_next)
 		if (c->state == SHM_CS_CONNECTING && (!at || c->deadline_ns < at))
 			at = c->deadline_ns;
-	memset(&its, 0, sizeof(its));
-	if (at) {
-		its.it_value.tv_sec = (time_t)(at / 1000000000ull);
-		its.it_value.tv_nsec = (long)(at % 1000000000ull);
-	}
 	ch->timer_at = at;
-	if (timerfd_settime(ch->tfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
-		be_log_warn("shm: timerfd_settime: %s", strerror(errno));
+	be__wake_arm_timer(&ch->wake, at);
 }
 
 /* Stop watching @c's socket (EOF seen or handshake over and failed). */
@@ -240,7 +192,7 @@ static void cm_unwatch(struct shm_conn *c)
 		return;
 	c->sock_dead = true;
 	if (c->base.evch)
-		epoll_ctl(to_sevch(c->base.evch)->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		epoll_ctl(to_sevch(c->base.evch)->wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	be__shm_conn_unwatch(c);
 }
 
@@ -257,11 +209,10 @@ static void cm_handshake_failed(struct shm_conn *c, enum be_xev_type type, int s
 
 static void cm_timer_fired(struct shm_evch *ch)
 {
-	uint64_t now = be__now_ns(), v;
+	uint64_t now = be__now_ns();
 	struct shm_conn *c;
 
-	if (read(ch->tfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		be_log_warn("shm: timerfd read: %s", strerror(errno));
+	be__wake_drain(ch->wake.tfd);
 	for (c = ch->conns; c; c = c->ev_next)
 		if (c->state == SHM_CS_CONNECTING && c->deadline_ns <= now)
 			cm_handshake_failed(c, BE_XEV_UNREACHABLE, -ETIMEDOUT, NULL, 0);
@@ -321,7 +272,7 @@ void be__shm_conn_destroy(struct be_xconn *xc)
 	be__shm_conn_detach_cqs(c);
 	if (c->fd >= 0) {
 		if (!c->sock_dead && ch)
-			epoll_ctl(ch->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+			epoll_ctl(ch->wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 		close(c->fd);
 		c->fd = -1;
 	}
@@ -737,7 +688,7 @@ int be__shm_listen(struct be_xevch *xch, const char *addr, int backlog,
 		ret = -errno;
 		goto err_close;
 	}
-	ret = cm_epoll_add(ch->epfd, l->fd, EPOLLIN, &l->ph);
+	ret = be__wake_watch(&ch->wake, l->fd, EPOLLIN, &l->ph);
 	if (ret)
 		goto err_close;
 	l->next = ch->listeners;
@@ -774,7 +725,7 @@ void be__shm_listener_close(struct be_xlistener *xl)
 		return;
 	l = to_slistener(xl);
 	ch = to_sevch(xl->evch);
-	epoll_ctl(ch->epfd, EPOLL_CTL_DEL, l->fd, NULL);
+	epoll_ctl(ch->wake.epfd, EPOLL_CTL_DEL, l->fd, NULL);
 	close(l->fd);
 	if (l->prev)
 		l->prev->next = l->next;
@@ -833,7 +784,7 @@ static void cm_accept_sockets(struct shm_listener *l)
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
 			c->peer_pid = cred.pid;
 		snprintf(c->peer_name, sizeof(c->peer_name), "pid:%d", (int)c->peer_pid);
-		if (cm_epoll_add(ch->epfd, fd, EPOLLIN | EPOLLRDHUP, &c->ph)) {
+		if (be__wake_watch(&ch->wake, fd, EPOLLIN | EPOLLRDHUP, &c->ph)) {
 			be__shm_conn_destroy(&c->base);
 			continue;
 		}
@@ -858,17 +809,14 @@ int be__shm_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 
 			ch->q_head = q->next;
 			if (!ch->q_head) {
-				uint64_t v;
-
 				ch->q_tail = NULL;
-				if (read(ch->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-					be_log_warn("shm: evch eventfd read: %s", strerror(errno));
+				be__wake_drain(ch->wake.efd);
 			}
 			*ev = q->ev;
 			free(q);
 			return 1;
 		}
-		n = epoll_wait(ch->epfd, &e, 1, 0);
+		n = epoll_wait(ch->wake.epfd, &e, 1, 0);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -878,13 +826,14 @@ int be__shm_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 			return 0;
 		ph = e.data.ptr;
 		switch (ph->kind) {
-		case SHM_PH_EVFD: {
-			uint64_t v;
+		case SHM_PH_EVFD:
+			if (!ch->q_head) {
+				int ret = be__wake_drain(ch->wake.efd);
 
-			if (!ch->q_head && read(ch->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-				return -errno;
+				if (ret)
+					return ret;
+			}
 			break;
-		}
 		case SHM_PH_TIMER:
 			cm_timer_fired(ch);
 			break;
@@ -979,7 +928,7 @@ int be__shm_connect(struct be_xevch *xch, const char *addr, const struct be_xcon
 	ret = be__shm_conn_attach_cqs(c);
 	if (ret)
 		goto err_seg;
-	ret = cm_epoll_add(ch->epfd, c->fd, EPOLLIN | EPOLLRDHUP, &c->ph);
+	ret = be__wake_watch(&ch->wake, c->fd, EPOLLIN | EPOLLRDHUP, &c->ph);
 	if (ret)
 		goto err_seg;
 	tmo = attr->timeout_ms > 0 ? attr->timeout_ms : SHM_CONNECT_TIMEOUT_MS;
@@ -1009,8 +958,8 @@ int be__shm_connect(struct be_xevch *xch, const char *addr, const struct be_xcon
 			c->peer_pid = cred.pid;
 	}
 	fds[0] = segfd;
-	fds[1] = c->rcq->efd;
-	fds[2] = c->scq->efd;
+	fds[1] = c->rcq->wake.efd;
+	fds[2] = c->scq->wake.efd;
 	ret = cm_send_simple(c, SHM_MSG_REQ, priv, priv_len, fds, 3);
 	if (ret)
 		goto unreachable;
@@ -1057,8 +1006,8 @@ int be__shm_accept(struct be_xconn *xc, const struct be_xconn_attr *attr, const 
 	ret = be__shm_push_attach(c);
 	if (ret)
 		goto err_cqs;
-	fds[0] = c->rcq->efd;
-	fds[1] = c->scq->efd;
+	fds[0] = c->rcq->wake.efd;
+	fds[1] = c->scq->wake.efd;
 	ret = cm_send_simple(c, SHM_MSG_ACC, priv, priv_len, fds, 2);
 	if (ret)
 		goto err_push;

@@ -35,8 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "util/common.h"
 #include "util/log.h"
@@ -54,19 +52,10 @@ struct shm_op {
 	uint64_t total;
 };
 
-static void efd_kick(int fd)
-{
-	uint64_t one = 1;
-
-	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		be_log_warn("shm: eventfd write: %s", strerror(errno));
-}
-
 /* ---- cq ------------------------------------------------------------- */
 
 int be__shm_cq_create(struct be_xdev *dev, uint32_t depth, struct be_xcq **out)
 {
-	struct epoll_event e = { .events = EPOLLIN };
 	struct shm_cq *cq;
 	int ret;
 
@@ -77,31 +66,13 @@ int be__shm_cq_create(struct be_xdev *dev, uint32_t depth, struct be_xcq **out)
 		return -ENOMEM;
 	cq->base.dev = dev;
 	cq->efd_ph.kind = SHM_PH_EVFD;
-	cq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (cq->efd < 0) {
-		ret = -errno;
-		goto err_free;
-	}
-	cq->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (cq->epfd < 0) {
-		ret = -errno;
-		goto err_efd;
-	}
-	e.data.ptr = &cq->efd_ph;
-	if (epoll_ctl(cq->epfd, EPOLL_CTL_ADD, cq->efd, &e) < 0) {
-		ret = -errno;
-		goto err_ep;
+	ret = be__wake_init(&cq->wake, 0, &cq->efd_ph, NULL);
+	if (ret) {
+		free(cq);
+		return ret;
 	}
 	*out = &cq->base;
 	return 0;
-
-err_ep:
-	close(cq->epfd);
-err_efd:
-	close(cq->efd);
-err_free:
-	free(cq);
-	return ret;
 }
 
 void be__shm_cq_destroy(struct be_xcq *xcq)
@@ -121,22 +92,21 @@ void be__shm_cq_destroy(struct be_xcq *xcq)
 		c->scq = c->rcq = NULL;
 		c->srq = NULL;
 	}
-	close(cq->epfd);
-	close(cq->efd);
+	be__wake_close(&cq->wake);
 	free(cq->lq);
 	free(cq);
 }
 
 int be__shm_cq_fd(struct be_xcq *cq)
 {
-	return cq ? to_scq(cq)->epfd : -EINVAL;
+	return cq ? to_scq(cq)->wake.epfd : -EINVAL;
 }
 
 void be__shm_cq_kick(struct shm_cq *cq)
 {
 	if (cq->armed) {
 		cq->armed = false;
-		efd_kick(cq->efd);
+		be__wake_kick(cq->wake.efd);
 	}
 }
 
@@ -162,18 +132,19 @@ static int cq_lq_push(struct shm_cq *cq, const struct be_xwc *wc)
 
 int be__shm_conn_attach_cqs(struct shm_conn *c)
 {
-	struct epoll_event e = { .events = EPOLLRDHUP };
+	int ret;
 
 	if (c->on_cq)
 		return 0;
-	e.data.ptr = &c->ph;
-	if (epoll_ctl(c->scq->epfd, EPOLL_CTL_ADD, c->fd, &e) < 0)
-		return -errno;
-	if (c->rcq != c->scq && epoll_ctl(c->rcq->epfd, EPOLL_CTL_ADD, c->fd, &e) < 0) {
-		int ret = -errno;
-
-		epoll_ctl(c->scq->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	ret = be__wake_watch(&c->scq->wake, c->fd, EPOLLRDHUP, &c->ph);
+	if (ret)
 		return ret;
+	if (c->rcq != c->scq) {
+		ret = be__wake_watch(&c->rcq->wake, c->fd, EPOLLRDHUP, &c->ph);
+		if (ret) {
+			epoll_ctl(c->scq->wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+			return ret;
+		}
 	}
 	c->cq_watched = true;
 	c->s_prev = NULL;
@@ -195,9 +166,9 @@ void be__shm_conn_unwatch(struct shm_conn *c)
 	if (!c->cq_watched)
 		return;
 	c->cq_watched = false;
-	epoll_ctl(c->scq->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	epoll_ctl(c->scq->wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	if (c->rcq != c->scq)
-		epoll_ctl(c->rcq->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		epoll_ctl(c->rcq->wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 }
 
 void be__shm_conn_detach_cqs(struct shm_conn *c)
@@ -423,7 +394,7 @@ static int sq_remote(struct shm_conn *c, uint32_t rkey, uint64_t addr, uint64_t 
 		if (shm_load_acq(&c->tx_ctl->regs_queued) != c->regs_seen) {
 			/* The owner's socket was full: we just made room;
 			 * wake its cq so its next poll flushes the rest. */
-			efd_kick(c->peer_rx_efd);
+			be__wake_kick(c->peer_rx_efd);
 			return SQ_REMOTE_WAIT;
 		}
 	}
@@ -541,7 +512,7 @@ static void sq_notify_peer(struct shm_conn *c)
 	shm_fence();
 	if (shm_load_rlx(&c->tx_ctl->rx_armed) &&
 	    __atomic_exchange_n(&c->tx_ctl->rx_armed, 0, __ATOMIC_ACQ_REL))
-		efd_kick(c->peer_rx_efd);
+		be__wake_kick(c->peer_rx_efd);
 }
 
 static void op_from_defer(struct shm_op *op, const struct shm_defer *d, uint32_t total)
@@ -805,7 +776,7 @@ static void rx_wake_sender(struct shm_conn *c)
 	shm_fence();
 	if (shm_load_rlx(&c->rx_ctl->tx_armed) &&
 	    __atomic_exchange_n(&c->rx_ctl->tx_armed, 0, __ATOMIC_ACQ_REL))
-		efd_kick(c->peer_tx_efd);
+		be__wake_kick(c->peer_tx_efd);
 }
 
 static void rx_srq_limit(struct shm_conn *c, struct shm_srq *s)
@@ -944,7 +915,7 @@ static void cq_check_hup(struct shm_cq *cq)
 	struct epoll_event ev[8];
 	int i, n;
 
-	n = epoll_wait(cq->epfd, ev, 8, 0);
+	n = epoll_wait(cq->wake.epfd, ev, 8, 0);
 	for (i = 0; i < n; i++) {
 		struct shm_ph *ph = ev[i].data.ptr;
 
@@ -1036,11 +1007,7 @@ int be__shm_cq_arm(struct be_xcq *xcq)
 
 int be__shm_cq_ack(struct be_xcq *xcq)
 {
-	uint64_t v;
-
 	if (!xcq)
 		return -EINVAL;
-	if (read(to_scq(xcq)->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		return -errno;
-	return 0;
+	return be__wake_drain(to_scq(xcq)->wake.efd);
 }

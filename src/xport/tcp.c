@@ -46,9 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "util/log.h"
@@ -198,7 +196,6 @@ static int tcp_dev_query(struct be_xdev *xdev, struct be_xdev_attr *out)
 void be__tcp_evch_push(struct tcp_evch *ch, const struct be_xevent *ev)
 {
 	struct tcp_evnode *n;
-	uint64_t one = 1;
 
 	if (!ch)
 		return;
@@ -214,16 +211,8 @@ void be__tcp_evch_push(struct tcp_evch *ch, const struct be_xevent *ev)
 	else
 		ch->ev_head = n;
 	ch->ev_tail = n;
-	if (ch->ev_head == n && write(ch->efd, &one, sizeof(one)) < 0)
-		be_log_dbg("tcp: evch eventfd write: %s", strerror(errno));
-}
-
-static void tcp_drain_fd(int fd)
-{
-	uint64_t v;
-
-	while (read(fd, &v, sizeof(v)) > 0)
-		;
+	if (ch->ev_head == n)
+		be__wake_kick(ch->wake.efd);
 }
 
 /* Remove queued events that name @c (conn) or @l (listener). */
@@ -242,7 +231,7 @@ static void evch_purge(struct tcp_evch *ch, const struct be_xconn *c, const stru
 		pp = &n->next;
 	}
 	if (!ch->ev_head)
-		tcp_drain_fd(ch->efd);
+		be__wake_drain(ch->wake.efd);
 }
 
 static int evch_has_event_for(struct tcp_evch *ch, const struct be_xconn *c)
@@ -257,7 +246,6 @@ static int evch_has_event_for(struct tcp_evch *ch, const struct be_xconn *c)
 
 static int tcp_evch_create(struct be_xdev *xdev, struct be_xevch **out)
 {
-	struct epoll_event e = { .events = EPOLLIN };
 	struct tcp_evch *ch;
 	int ret;
 
@@ -269,43 +257,13 @@ static int tcp_evch_create(struct be_xdev *xdev, struct be_xevch **out)
 	ch->x.dev = xdev;
 	tcp_list_init(&ch->conns);
 	tcp_list_init(&ch->listeners);
-	ch->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ch->epfd < 0) {
-		ret = -errno;
-		goto err_free;
-	}
-	ch->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (ch->efd < 0) {
-		ret = -errno;
-		goto err_ep;
-	}
-	ch->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (ch->tfd < 0) {
-		ret = -errno;
-		goto err_efd;
-	}
-	e.data.ptr = &tcp_efd_tag;
-	if (epoll_ctl(ch->epfd, EPOLL_CTL_ADD, ch->efd, &e) < 0) {
-		ret = -errno;
-		goto err_tfd;
-	}
-	e.data.ptr = &tcp_tfd_tag;
-	if (epoll_ctl(ch->epfd, EPOLL_CTL_ADD, ch->tfd, &e) < 0) {
-		ret = -errno;
-		goto err_tfd;
+	ret = be__wake_init(&ch->wake, BE__WAKE_TIMER, &tcp_efd_tag, &tcp_tfd_tag);
+	if (ret) {
+		free(ch);
+		return ret;
 	}
 	*out = &ch->x;
 	return 0;
-
-err_tfd:
-	close(ch->tfd);
-err_efd:
-	close(ch->efd);
-err_ep:
-	close(ch->epfd);
-err_free:
-	free(ch);
-	return ret;
 }
 
 static void conn_free(struct tcp_conn *c);
@@ -348,20 +306,17 @@ static void tcp_evch_destroy(struct be_xevch *xch)
 		ch->ev_head = n->next;
 		free(n);
 	}
-	close(ch->tfd);
-	close(ch->efd);
-	close(ch->epfd);
+	be__wake_close(&ch->wake);
 	free(ch);
 }
 
 static int tcp_evch_fd(struct be_xevch *xch)
 {
-	return xch ? container_of(xch, struct tcp_evch, x)->epfd : -EINVAL;
+	return xch ? container_of(xch, struct tcp_evch, x)->wake.epfd : -EINVAL;
 }
 
 static void evch_timer_update(struct tcp_evch *ch)
 {
-	struct itimerspec its;
 	struct tcp_list *p;
 	uint64_t min = 0;
 
@@ -371,12 +326,7 @@ static void evch_timer_update(struct tcp_evch *ch)
 		if (c->deadline_ns && (!min || c->deadline_ns < min))
 			min = c->deadline_ns;
 	}
-	memset(&its, 0, sizeof(its));
-	if (min) {
-		its.it_value.tv_sec = (time_t)(min / 1000000000ull);
-		its.it_value.tv_nsec = (long)(min % 1000000000ull);
-	}
-	timerfd_settime(ch->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+	be__wake_arm_timer(&ch->wake, min);
 }
 
 static void conn_set_deadline(struct tcp_conn *c, int ms)
@@ -402,13 +352,10 @@ static void conn_clear_deadline(struct tcp_conn *c)
 
 static void cq_notify(struct tcp_cq *cq)
 {
-	uint64_t one = 1;
-
 	if (!cq->armed)
 		return;
 	cq->armed = 0;
-	if (write(cq->efd, &one, sizeof(one)) < 0)
-		be_log_dbg("tcp: cq eventfd write: %s", strerror(errno));
+	be__wake_kick(cq->wake.efd);
 }
 
 void be__tcp_cq_push(struct tcp_cq *cq, const struct be_xwc *wc)
@@ -480,7 +427,6 @@ static void cq_purge(struct tcp_cq *cq, const struct be_xconn *c)
 
 static int tcp_cq_create(struct be_xdev *xdev, uint32_t depth, struct be_xcq **out)
 {
-	struct epoll_event e = { .events = EPOLLIN };
 	struct tcp_cq *cq;
 	int ret;
 
@@ -497,28 +443,13 @@ static int tcp_cq_create(struct be_xdev *xdev, uint32_t depth, struct be_xcq **o
 		ret = -ENOMEM;
 		goto err_free;
 	}
-	cq->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (cq->epfd < 0) {
-		ret = -errno;
+	/* The eventfd's tag is NULL: cq_progress() skips it. */
+	ret = be__wake_init(&cq->wake, 0, NULL, NULL);
+	if (ret)
 		goto err_ring;
-	}
-	cq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (cq->efd < 0) {
-		ret = -errno;
-		goto err_ep;
-	}
-	e.data.ptr = NULL;
-	if (epoll_ctl(cq->epfd, EPOLL_CTL_ADD, cq->efd, &e) < 0) {
-		ret = -errno;
-		goto err_efd;
-	}
 	*out = &cq->x;
 	return 0;
 
-err_efd:
-	close(cq->efd);
-err_ep:
-	close(cq->epfd);
 err_ring:
 	free(cq->ring);
 err_free:
@@ -559,8 +490,7 @@ static void tcp_cq_destroy(struct be_xcq *xcq)
 		}
 		c->scq = c->rcq = NULL;
 	}
-	close(cq->efd);
-	close(cq->epfd);
+	be__wake_close(&cq->wake);
 	free(cq->ring);
 	free(cq);
 }
@@ -578,7 +508,7 @@ static void cq_progress(struct tcp_cq *cq)
 		c->kicked = 0;
 		be__tcp_conn_progress(c);
 	}
-	n = epoll_wait(cq->epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
+	n = epoll_wait(cq->wake.epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
 	for (i = 0; i < n; i++) {
 		if (!evs[i].data.ptr)
 			continue;
@@ -611,7 +541,7 @@ static int tcp_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 
 static int tcp_cq_fd(struct be_xcq *xcq)
 {
-	return xcq ? container_of(xcq, struct tcp_cq, x)->epfd : -EINVAL;
+	return xcq ? container_of(xcq, struct tcp_cq, x)->wake.epfd : -EINVAL;
 }
 
 static int tcp_cq_arm(struct be_xcq *xcq)
@@ -634,8 +564,7 @@ static int tcp_cq_ack(struct be_xcq *xcq)
 {
 	if (!xcq)
 		return -EINVAL;
-	tcp_drain_fd(container_of(xcq, struct tcp_cq, x)->efd);
-	return 0;
+	return be__wake_drain(container_of(xcq, struct tcp_cq, x)->wake.efd);
 }
 
 /* ---- shared receive queue -------------------------------------------- */
@@ -777,7 +706,7 @@ static int cq_epoll_ctl(struct tcp_cq *cq, int op, struct tcp_conn *c, uint32_t 
 {
 	struct epoll_event e = { .events = events, .data.ptr = c };
 
-	return epoll_ctl(cq->epfd, op, c->fd, &e);
+	return epoll_ctl(cq->wake.epfd, op, c->fd, &e);
 }
 
 void be__tcp_conn_epoll_update(struct tcp_conn *c)
@@ -815,7 +744,7 @@ static int conn_evch_epoll(struct tcp_conn *c, int op, uint32_t events)
 {
 	struct epoll_event e = { .events = events, .data.ptr = c };
 
-	if (epoll_ctl(c->ch->epfd, op, c->fd, &e) < 0)
+	if (epoll_ctl(c->ch->wake.epfd, op, c->fd, &e) < 0)
 		return -errno;
 	c->ep_ch = op != EPOLL_CTL_DEL;
 	return 0;
@@ -1170,14 +1099,14 @@ static int tcp_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 	if (!xch || !ev)
 		return -EINVAL;
 	ch = container_of(xch, struct tcp_evch, x);
-	n = epoll_wait(ch->epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
+	n = epoll_wait(ch->wake.epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
 	for (i = 0; i < n; i++) {
 		void *p = evs[i].data.ptr;
 
 		if (p == &tcp_efd_tag)
 			continue;
 		if (p == &tcp_tfd_tag) {
-			tcp_drain_fd(ch->tfd);
+			be__wake_drain(ch->wake.tfd);
 			continue;
 		}
 		if (*(int *)p == TCP_K_LISTENER)
@@ -1193,7 +1122,7 @@ static int tcp_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 	ch->ev_head = node->next;
 	if (!ch->ev_head) {
 		ch->ev_tail = NULL;
-		tcp_drain_fd(ch->efd);
+		be__wake_drain(ch->wake.efd);
 	}
 	*ev = node->ev;
 	free(node);
@@ -1205,7 +1134,6 @@ static int tcp_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 static int tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
 		      struct be_xlistener **out)
 {
-	struct epoll_event e = { .events = EPOLLIN };
 	struct sockaddr_storage ss;
 	struct tcp_listener *l;
 	struct tcp_evch *ch;
@@ -1241,11 +1169,9 @@ static int tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
 		goto err_close;
 	}
 	tcp_format_addr(&ss, l->addr, sizeof(l->addr));
-	e.data.ptr = l;
-	if (epoll_ctl(ch->epfd, EPOLL_CTL_ADD, l->fd, &e) < 0) {
-		ret = -errno;
+	ret = be__wake_watch(&ch->wake, l->fd, EPOLLIN, l);
+	if (ret)
 		goto err_close;
-	}
 	tcp_list_add(&ch->listeners, &l->link);
 	*out = &l->x;
 	return 0;
@@ -1275,7 +1201,7 @@ static void listener_free(struct tcp_listener *l)
 	struct tcp_evch *ch = container_of(l->x.evch, struct tcp_evch, x);
 	struct tcp_list *p, *next;
 
-	epoll_ctl(ch->epfd, EPOLL_CTL_DEL, l->fd, NULL);
+	epoll_ctl(ch->wake.epfd, EPOLL_CTL_DEL, l->fd, NULL);
 	close(l->fd);
 	/* Requests not yet handed to the user die with the listener. */
 	for (p = ch->conns.next; p != &ch->conns; p = next) {

@@ -31,6 +31,7 @@
 #include <sys/uio.h>
 
 #include "util/common.h"
+#include "xport/wake.h"
 #include "xport/xport.h"
 
 /* Device limits (docs/TRANSPORTS.md). */
@@ -149,9 +150,8 @@ struct tcp_evnode {
 
 struct tcp_evch {
 	struct be_xevch x;
-	int epfd;
-	int efd;                  /* readable while events are queued */
-	int tfd;                  /* timerfd: next handshake deadline */
+	struct be__wake wake;     /* evch_fd; efd readable while events are
+				   * queued, tfd: next handshake deadline */
 	struct tcp_evnode *ev_head, *ev_tail;
 	struct tcp_list conns;    /* every conn on this evch */
 	struct tcp_list listeners;
@@ -160,8 +160,8 @@ struct tcp_evch {
 
 struct tcp_cq {
 	struct be_xcq x;
-	int epfd;                 /* cq_fd: sockets + efd */
-	int efd;                  /* wakeup for completions made locally */
+	struct be__wake wake;     /* cq_fd: sockets + efd, the wakeup for
+				   * completions made locally */
 	int armed;
 	struct be_xwc *ring;
 	uint32_t cap, head, count;

@@ -36,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "util/log.h"
@@ -63,44 +62,6 @@ static int verbs_set_nonblock(int fd)
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return -errno;
 	return 0;
-}
-
-/* An epoll fd watching @a and @b (and @c if >= 0) for input. */
-static int verbs_epoll_of(int a, int b, int c)
-{
-	int fds[3] = { a, b, c }, ep, i, ret;
-
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	if (ep < 0)
-		return -errno;
-	for (i = 0; i < 3; i++) {
-		struct epoll_event e = { .events = EPOLLIN, .data.fd = fds[i] };
-
-		if (fds[i] < 0)
-			continue;
-		if (epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &e) < 0) {
-			ret = -errno;
-			close(ep);
-			return ret;
-		}
-	}
-	return ep;
-}
-
-static void verbs_efd_signal(int efd)
-{
-	uint64_t one = 1;
-
-	if (write(efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		be_log_warn("verbs: eventfd write: %s", strerror(errno));
-}
-
-static void verbs_efd_clear(int efd)
-{
-	uint64_t v;
-
-	if (read(efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		be_log_warn("verbs: eventfd read: %s", strerror(errno));
 }
 
 /* ------------------------------------------------------------ devices */
@@ -454,7 +415,7 @@ void be__verbs_evch_push_locked(struct verbs_evch *ch, const struct be_xevent *e
 	else
 		ch->qhead = q;
 	ch->qtail = q;
-	verbs_efd_signal(ch->efd);
+	be__wake_kick(ch->wake.efd);
 }
 
 /* Copy @ev to every evch of every verbs_dev on @ctx. Holds verbs_lock. */
@@ -600,7 +561,7 @@ static void verbs_bl_push(struct verbs_cq *cq, const struct be_xwc *wc)
 		}
 	}
 	if (cq->bl_head == cq->bl_len)
-		verbs_efd_signal(cq->efd);
+		be__wake_kick(cq->wake.efd);
 	cq->backlog[cq->bl_len++] = *wc;
 }
 
@@ -806,7 +767,7 @@ static void verbs_bl_forget(struct verbs_cq *cq, const struct verbs_conn *vc)
 	cq->bl_len = o;
 	if (cq->bl_head == cq->bl_len) {
 		cq->bl_head = cq->bl_len = 0;
-		verbs_efd_clear(cq->efd);
+		be__wake_drain(cq->wake.efd);
 	}
 }
 
@@ -858,21 +819,18 @@ static int verbs_cq_create(struct be_xdev *d, uint32_t depth, struct be_xcq **ou
 			}
 		}
 	}
-	cq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (cq->efd < 0) {
-		ret = -errno;
+	/* The set is only handed out, never read here: no tags. */
+	ret = be__wake_init(&cq->wake, 0, NULL, NULL);
+	if (ret)
 		goto err_cq;
-	}
-	cq->epfd = verbs_epoll_of(cq->ch->fd, cq->efd, -1);
-	if (cq->epfd < 0) {
-		ret = cq->epfd;
-		goto err_efd;
-	}
+	ret = be__wake_watch(&cq->wake, cq->ch->fd, EPOLLIN, NULL);
+	if (ret)
+		goto err_wake;
 	*out = &cq->base;
 	return 0;
 
-err_efd:
-	close(cq->efd);
+err_wake:
+	be__wake_close(&cq->wake);
 err_cq:
 	if (cq->td) {
 		ibv_dealloc_pd(cq->qp_pd);
@@ -936,8 +894,7 @@ static void verbs_cq_destroy(struct be_xcq *c)
 		ibv_dealloc_td(cq->td);
 	}
 	ibv_destroy_comp_channel(cq->ch);
-	close(cq->epfd);
-	close(cq->efd);
+	be__wake_close(&cq->wake);
 	be__verbs_map_free(&cq->qps);
 	free(cq->backlog);
 	free(cq);
@@ -956,7 +913,7 @@ static int verbs_cq_poll(struct be_xcq *c, struct be_xwc *wc, int n)
 			wc[got++] = cq->backlog[cq->bl_head++];
 		if (cq->bl_head == cq->bl_len) {
 			cq->bl_head = cq->bl_len = 0;
-			verbs_efd_clear(cq->efd);
+			be__wake_drain(cq->wake.efd);
 		}
 	}
 	while (got < n) {
@@ -976,7 +933,7 @@ static int verbs_cq_poll(struct be_xcq *c, struct be_xwc *wc, int n)
 
 static int verbs_cq_fd(struct be_xcq *c)
 {
-	return to_vcq(c)->epfd;
+	return to_vcq(c)->wake.epfd;
 }
 
 /*

@@ -28,6 +28,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "util/common.h"
+#include "xport/wake.h"
 #include "xport/xport.h"
 
 /* A queued event that is not for the user: a fatal QP error read from the
@@ -84,9 +85,9 @@ struct verbs_qev {
 struct verbs_evch {
 	struct be_xevch base;
 	struct rdma_event_channel *ch;
-	int epfd;                /* the fd handed out: cm fd + async fd + efd */
-	int efd;                 /* eventfd: readable while the queue is non-empty */
-	int tfd;                 /* timerfd: the earliest connect deadline */
+	struct be__wake wake;    /* epfd handed out: cm fd + async fd + efd + tfd;
+				  * efd readable while the queue is non-empty,
+				  * tfd: the earliest connect deadline */
 	uint64_t next_deadline;  /* armed in tfd (be__now_ns() clock), 0 = none */
 	struct verbs_qev *qhead, *qtail; /* verbs_lock */
 	struct verbs_evch *next; /* dev->evchs (verbs_lock) */
@@ -100,8 +101,8 @@ struct verbs_cq {
 	struct ibv_cq *cq;
 	struct ibv_td *td;
 	struct ibv_pd *qp_pd;    /* parent domain (thread domain) or the dev's PD */
-	int epfd;                /* the fd handed out: comp channel + efd */
-	int efd;                 /* readable while the backlog is non-empty */
+	struct be__wake wake;    /* epfd handed out: comp channel + efd, which
+				  * is readable while the backlog is non-empty */
 	unsigned int unacked;    /* CQ events got but not yet acked */
 	struct verbs_map qps;    /* qp_num -> struct verbs_conn * */
 	/* Completions taken off the CQ early (conn_destroy drains the CQ so
