@@ -18,7 +18,9 @@
  *
  * Passive side. accept() readies the QP and answers; ESTABLISHED is
  * reported at once, since the RTU arrives only when the connector's
- * process reads its channel.
+ * process reads its channel. Sends posted before the RTU (rdma_cm's
+ * ESTABLISHED) are held and posted at the RTU: until then the connector's
+ * QP would drop them (see be__verbs_accept()).
  *
  * Parameters of every QP: rnr_retry_count 0, so a SEND that finds no
  * receive fails at once (the core's credits make that impossible, so it is
@@ -244,6 +246,8 @@ void be__verbs_conn_teardown(struct verbs_conn *vc)
 
 		ibv_modify_qp(vc->qp, &a, IBV_QP_STATE);
 	}
+	/* Sends held until the RTU flush now, in order, behind the rest. */
+	be__verbs_release_held(vc);
 	if (vc->disconnect_sent || !vc->id)
 		return;
 	vc->disconnect_sent = 1;
@@ -551,8 +555,10 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 		ret = 1;
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
-		/* The acceptor got the RTU; the user had ESTABLISHED at accept. */
+		/* The acceptor got the RTU (the user had ESTABLISHED at
+		 * accept): the connector's QP is ready, the held sends go. */
 		vc->cm_established = 1;
+		be__verbs_release_held(vc);
 		if (vc->dreq_pending) {
 			vc->dreq_pending = 0;
 			if (rdma_disconnect(vc->id))
@@ -696,6 +702,21 @@ int be__verbs_evch_get(struct be_xevch *c, struct be_xevent *ev)
 		ret = cm_translate(ch, e, ev);
 		if (ret)
 			return ret;
+	}
+}
+
+void be__verbs_evch_pump(struct verbs_evch *ch)
+{
+	struct rdma_cm_event *e;
+	struct be_xevent ev;
+
+	/* Errors other than EAGAIN are evch_get()'s to report. */
+	while (rdma_get_cm_event(ch->ch, &e) == 0) {
+		if (cm_translate(ch, e, &ev) != 1)
+			continue;
+		pthread_mutex_lock(&be__verbs_lock);
+		be__verbs_evch_push_locked(ch, &ev);
+		pthread_mutex_unlock(&be__verbs_lock);
 	}
 }
 
@@ -872,14 +893,21 @@ int be__verbs_accept(struct be_xconn *conn, const struct be_xconn_attr *attr,
 	}
 	vc->base.user = attr->user;
 	/*
-	 * The QP is in RTS now (rdma_accept() moved it). ESTABLISHED is
-	 * reported at once rather than at the RTU, which comes only when the
-	 * connector's process reads its own channel: data sent before the
-	 * connector's QP is ready is retransmitted (retry_count, ACK timeout),
-	 * and a connector that fails instead reports REJECTED/DISCONNECTED.
+	 * Our QP is in RTS now, but the connector's stays in INIT until its
+	 * process reads the REP (its evch_get) and moves it to RTR: a packet
+	 * that arrives before is dropped, and only our retransmission (an ACK
+	 * timeout later) would deliver it. rdma_cm says when it is safe to
+	 * send: RDMA_CM_EVENT_ESTABLISHED, at the RTU the connector sends
+	 * once its QP is ready. ESTABLISHED is still reported to the user at
+	 * once (a single thread serving both ends would otherwise wait for
+	 * itself), and the sends posted until the RTU are held by the conn
+	 * (verbs.c) and posted when it arrives, or flushed if the conn fails
+	 * first. The RTU is read by evch_get(), and by cq_poll() and
+	 * post_send() while sends are held.
 	 */
 	vc->state = VC_ESTABLISHED;
 	vc->was_established = 1;
+	vc->hold = 1;
 	{
 		struct be_xevent ev;
 

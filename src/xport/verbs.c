@@ -24,6 +24,11 @@
  * first. An SRQ remembers the wr_ids of its posted receives, because
  * ibv_destroy_srq() silently drops them and the contract says they flush.
  *
+ * Held sends. Between accept() and the RTU the connector's QP may not be
+ * ready yet, so an acceptor's conn keeps copies of what is posted and
+ * posts them at the RTU (cm.c, be__verbs_accept()); meanwhile cq_poll()
+ * and post_send() also read the evch, where the RTU arrives.
+ *
  * Errors on a conn. The first error completion of a conn that was not being
  * torn down puts a BE_XEV_DISCONNECTED (with a status derived from the
  * completion) on the conn's evch and starts rdma_disconnect(), so the peer
@@ -900,6 +905,29 @@ static void verbs_cq_destroy(struct be_xcq *c)
 	free(cq);
 }
 
+/*
+ * Conns of @cq hold sends until their RTU (cm.c), which arrives on their
+ * evch: a worker that polls only its cq for a while must not keep them
+ * waiting, so read those evchs here (the evch and the cq have one owner).
+ */
+static void verbs_cq_pump_holders(struct verbs_cq *cq)
+{
+	struct verbs_evch *chs[4];
+	struct verbs_conn *vc;
+	int n = 0, i;
+
+	for (vc = cq->holding; vc && n < 4; vc = vc->hold_next) {
+		struct verbs_evch *ch = to_vevch(vc->base.evch);
+
+		for (i = 0; i < n && chs[i] != ch; i++)
+			;
+		if (i == n)
+			chs[n++] = ch;
+	}
+	for (i = 0; i < n; i++)
+		be__verbs_evch_pump(chs[i]);
+}
+
 static int verbs_cq_poll(struct be_xcq *c, struct be_xwc *wc, int n)
 {
 	struct verbs_cq *cq = to_vcq(c);
@@ -908,6 +936,8 @@ static int verbs_cq_poll(struct be_xcq *c, struct be_xwc *wc, int n)
 
 	if (n < 0 || (n && !wc))
 		return -EINVAL;
+	if (BE_UNLIKELY(cq->holding != NULL))
+		verbs_cq_pump_holders(cq);
 	if (cq->bl_head != cq->bl_len) {
 		while (got < n && cq->bl_head < cq->bl_len)
 			wc[got++] = cq->backlog[cq->bl_head++];
@@ -1135,6 +1165,8 @@ static int verbs_srq_arm_limit(struct be_xsrq *s, uint32_t limit)
 
 /* ----------------------------------------------------------- QPs */
 
+static void verbs_held_free(struct verbs_conn *vc);
+
 int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr)
 {
 	struct verbs_dev *dev = to_vdev(vc->base.dev);
@@ -1184,6 +1216,9 @@ int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr)
 	vc->qp_num = vc->qp->qp_num;
 	vc->max_inline = ia.cap.max_inline_data;
 	vc->max_sge = BE_MIN(ia.cap.max_send_sge, dev->max_sge);
+	vc->max_send_wr = ia.cap.max_send_wr;
+	vc->held = NULL;
+	vc->held_tail = &vc->held;
 	for (slots = 1; slots < ia.cap.max_send_wr; slots <<= 1)
 		;
 	vc->sq = calloc(slots, sizeof(*vc->sq));
@@ -1229,6 +1264,7 @@ void be__verbs_qp_destroy(struct verbs_conn *vc)
 
 	if (!vc->qp)
 		return;
+	verbs_held_free(vc);
 	if (ibv_destroy_qp(vc->qp))
 		be_log_err("verbs: ibv_destroy_qp(%u): %s", vc->qp_num, strerror(errno));
 	vc->qp = NULL;
@@ -1258,21 +1294,35 @@ static void verbs_sq_push(struct verbs_conn *vc, const struct be_xsend_wr *w)
 	s->signaled = !!(w->flags & BE_XWR_F_SIGNALED);
 }
 
-static int verbs_post_send(struct be_xconn *c, struct be_xsend_wr *wr, struct be_xsend_wr **bad)
+/* The checks ibv_post_send() would not make for us (or would make only
+ * after posting the WRs before): 0 or -EINVAL. */
+static int verbs_wr_check(const struct verbs_conn *vc, const struct be_xsend_wr *w)
 {
-	struct verbs_conn *vc = to_vconn(c);
+	if (w->num_sge < 0 || (uint32_t)w->num_sge > vc->max_sge || (w->num_sge && !w->sg_list))
+		return -EINVAL;
+	if (w->opcode != BE_XWR_SEND && w->opcode != BE_XWR_WRITE && w->opcode != BE_XWR_WRITE_IMM)
+		return -EINVAL;
+	if (w->flags & BE_XWR_F_INLINE) {
+		uint64_t len = 0;
+		int k;
+
+		for (k = 0; k < w->num_sge; k++)
+			len += w->sg_list[k].length;
+		if (len > vc->max_inline)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* Post the chain @wr to @vc's QP, whatever its state (in error it
+ * flushes). *bad: the first WR not posted. */
+static int verbs_post_now(struct verbs_conn *vc, struct be_xsend_wr *wr, struct be_xsend_wr **bad)
+{
 	struct ibv_send_wr iw[VERBS_POST_BATCH], *ibad;
 	struct be_xsend_wr *w = wr, *batch[VERBS_POST_BATCH];
 	int n, i, ret, err, posted;
 	uint32_t free_slots;
 
-	/* A conn in error still takes WRs: the QP (in the error state)
-	 * flushes them in order, as the contract asks. */
-	if (!vc->qp || !vc->was_established) {
-		if (bad)
-			*bad = wr;
-		return -ENOTCONN;
-	}
 	while (w) {
 		err = 0;
 		free_slots = vc->sq_mask + 1 - (vc->sq_tail - vc->sq_head);
@@ -1283,11 +1333,9 @@ static int verbs_post_send(struct be_xconn *c, struct be_xsend_wr *wr, struct be
 				err = -ENOMEM; /* send queue full, as ibv_post_send says */
 				break;
 			}
-			if (w->num_sge < 0 || (uint32_t)w->num_sge > vc->max_sge ||
-			    (w->num_sge && !w->sg_list)) {
-				err = -EINVAL;
+			err = verbs_wr_check(vc, w);
+			if (err)
 				break;
-			}
 			memset(x, 0, sizeof(*x));
 			x->wr_id = w->wr_id;
 			x->sg_list = (struct ibv_sge *)(uintptr_t)w->sg_list;
@@ -1295,18 +1343,8 @@ static int verbs_post_send(struct be_xconn *c, struct be_xsend_wr *wr, struct be
 			x->next = &iw[n + 1];
 			if (w->flags & BE_XWR_F_SIGNALED)
 				x->send_flags |= IBV_SEND_SIGNALED;
-			if (w->flags & BE_XWR_F_INLINE) {
-				uint64_t len = 0;
-				int k;
-
-				for (k = 0; k < w->num_sge; k++)
-					len += w->sg_list[k].length;
-				if (len > vc->max_inline) {
-					err = -EINVAL;
-					break;
-				}
+			if (w->flags & BE_XWR_F_INLINE)
 				x->send_flags |= IBV_SEND_INLINE;
-			}
 			switch (w->opcode) {
 			case BE_XWR_SEND:
 				x->opcode = IBV_WR_SEND;
@@ -1318,12 +1356,7 @@ static int verbs_post_send(struct be_xconn *c, struct be_xsend_wr *wr, struct be
 				x->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 				x->imm_data = htonl(w->imm);
 				break;
-			default:
-				err = -EINVAL;
-				break;
 			}
-			if (err)
-				break;
 			if (w->opcode != BE_XWR_SEND) {
 				x->wr.rdma.remote_addr = w->remote_addr;
 				x->wr.rdma.rkey = w->rkey;
@@ -1349,6 +1382,161 @@ static int verbs_post_send(struct be_xconn *c, struct be_xsend_wr *wr, struct be
 		}
 	}
 	return 0;
+}
+
+/*
+ * Keep copies of the chain @wr on @vc until be__verbs_release_held(): the
+ * acceptor before the RTU (cm.c). Checked as verbs_post_now() would, and
+ * at most max_send_wr held (-ENOMEM), so that all of them fit the empty
+ * send queue at release. Ownership: copies the WR and its scatter list,
+ * and the data of an INLINE WR (its buffer is free on return, as verbs
+ * promises); the buffers of the others stay lent until their completion.
+ */
+static int verbs_hold(struct verbs_conn *vc, struct be_xsend_wr *wr, struct be_xsend_wr **bad)
+{
+	struct be_xsend_wr *w;
+	int err = 0;
+
+	for (w = wr; w; w = w->next) {
+		struct verbs_held *h;
+		size_t extra = (size_t)(w->num_sge > 0 ? w->num_sge : 0) * sizeof(struct be_xsge);
+		uint64_t len = 0;
+		int k;
+
+		err = verbs_wr_check(vc, w);
+		if (err)
+			break;
+		if (vc->nheld >= vc->max_send_wr) {
+			err = -ENOMEM;
+			break;
+		}
+		if (w->flags & BE_XWR_F_INLINE) {
+			for (k = 0; k < w->num_sge; k++)
+				len += w->sg_list[k].length;
+			extra = sizeof(struct be_xsge) + (size_t)len; /* <= max_inline */
+		}
+		h = malloc(sizeof(*h) + extra);
+		if (!h) {
+			err = -ENOMEM;
+			break;
+		}
+		h->next = NULL;
+		h->wr = *w;
+		h->wr.next = NULL;
+		h->wr.sg_list = h->sge;
+		if (w->flags & BE_XWR_F_INLINE) {
+			uint8_t *p = (uint8_t *)(h->sge + 1);
+
+			for (k = 0; k < w->num_sge; k++) {
+				memcpy(p, (const void *)(uintptr_t)w->sg_list[k].addr,
+				       w->sg_list[k].length);
+				p += w->sg_list[k].length;
+			}
+			h->sge[0].addr = (uintptr_t)(h->sge + 1);
+			h->sge[0].length = (uint32_t)len;
+			h->sge[0].lkey = w->num_sge ? w->sg_list[0].lkey : 0;
+			h->wr.num_sge = len ? 1 : 0;
+		} else if (w->num_sge > 0) {
+			memcpy(h->sge, w->sg_list, (size_t)w->num_sge * sizeof(*h->sge));
+		}
+		*vc->held_tail = h;
+		vc->held_tail = &h->next;
+		if (!vc->nheld++) {
+			struct verbs_cq *cq = vc->send_cq;
+
+			vc->hold_prev = NULL;
+			vc->hold_next = cq->holding;
+			if (cq->holding)
+				cq->holding->hold_prev = vc;
+			cq->holding = vc;
+		}
+	}
+	if (err && bad)
+		*bad = w;
+	return err;
+}
+
+/* Forget @vc's held WRs without completing them (its QP is being
+ * destroyed: no completion names it again). */
+static void verbs_held_free(struct verbs_conn *vc)
+{
+	struct verbs_held *h;
+
+	while ((h = vc->held)) {
+		vc->held = h->next;
+		free(h);
+	}
+	vc->held_tail = &vc->held;
+	if (vc->nheld) {
+		if (vc->hold_prev)
+			vc->hold_prev->hold_next = vc->hold_next;
+		else
+			vc->send_cq->holding = vc->hold_next;
+		if (vc->hold_next)
+			vc->hold_next->hold_prev = vc->hold_prev;
+		vc->hold_next = vc->hold_prev = NULL;
+		vc->nheld = 0;
+	}
+	vc->hold = 0;
+}
+
+void be__verbs_release_held(struct verbs_conn *vc)
+{
+	struct be_xsend_wr *first = NULL, **tail = &first, *bad = NULL, *w;
+	struct verbs_held *h;
+	int ret;
+
+	if (!vc->hold)
+		return;
+	vc->hold = 0;
+	if (!vc->nheld || !vc->qp) {
+		verbs_held_free(vc);
+		return;
+	}
+	for (h = vc->held; h; h = h->next) {
+		*tail = &h->wr;
+		tail = &h->wr.next;
+	}
+	ret = verbs_post_now(vc, first, &bad);
+	if (ret) {
+		/* Cannot happen (checked, and the queue was empty); if it
+		 * does, the WRs not posted still complete, as flushed. */
+		be__verbs_conn_failed(vc, ret, "posting the sends held until the RTU");
+		for (w = bad; w; w = w->next) {
+			struct be_xwc wc;
+
+			memset(&wc, 0, sizeof(wc));
+			wc.wr_id = w->wr_id;
+			wc.status = BE_XWC_WR_FLUSH_ERR;
+			wc.opcode = w->opcode == BE_XWR_SEND    ? BE_XWC_SEND :
+				    w->opcode == BE_XWR_WRITE ? BE_XWC_WRITE :
+								BE_XWC_WRITE_IMM;
+			wc.conn = &vc->base;
+			verbs_bl_push(vc->send_cq, &wc);
+		}
+	}
+	verbs_held_free(vc);
+}
+
+static int verbs_post_send(struct be_xconn *c, struct be_xsend_wr *wr, struct be_xsend_wr **bad)
+{
+	struct verbs_conn *vc = to_vconn(c);
+
+	/* A conn in error still takes WRs: the QP (in the error state)
+	 * flushes them in order, as the contract asks. */
+	if (!vc->qp || !vc->was_established) {
+		if (bad)
+			*bad = wr;
+		return -ENOTCONN;
+	}
+	if (BE_UNLIKELY(vc->hold)) {
+		/* The acceptor before the RTU. It may be in already. */
+		if (vc->base.evch)
+			be__verbs_evch_pump(to_vevch(vc->base.evch));
+		if (vc->hold)
+			return verbs_hold(vc, wr, bad);
+	}
+	return verbs_post_now(vc, wr, bad);
 }
 
 const struct be_xport_ops be__xport_verbs_ops = {

@@ -111,6 +111,7 @@ struct verbs_cq {
 	struct be_xwc *backlog;
 	size_t bl_head, bl_len, bl_cap;
 	struct verbs_srq *srqs;  /* SRQs completing here */
+	struct verbs_conn *holding; /* conns of this send CQ holding sends (hold_next) */
 };
 
 struct verbs_srq {
@@ -142,6 +143,17 @@ struct verbs_swr {
 	uint8_t signaled;
 };
 
+/*
+ * A send WR the acceptor posted before the connector's QP was ready (see
+ * cm.c, "Passive side"): a copy of the WR and of its scatter list (of its
+ * data, for an inline WR), posted when the RTU arrives.
+ */
+struct verbs_held {
+	struct verbs_held *next;
+	struct be_xsend_wr wr;   /* sg_list points at sge[] */
+	struct be_xsge sge[];    /* num_sge entries; inline: one, then the bytes */
+};
+
 /* id->context points at the magic, the first member of both objects. */
 struct verbs_conn {
 	uint32_t magic;          /* VERBS_OBJ_CONN */
@@ -154,6 +166,7 @@ struct verbs_conn {
 	struct verbs_srq *srq;
 	uint32_t max_inline;     /* what the QP was created with */
 	uint32_t max_sge;
+	uint32_t max_send_wr;
 	struct verbs_swr *sq;    /* ring of posted send WRs, sq_mask + 1 slots */
 	uint32_t sq_mask, sq_head, sq_tail;
 	struct be_xconn_attr attr; /* active side: kept until ROUTE_RESOLVED */
@@ -166,6 +179,10 @@ struct verbs_conn {
 	int was_established;
 	int cm_established;      /* rdma_cm level: DREQ possible */
 	int dreq_pending;        /* disconnect asked before cm_established */
+	int hold;                /* acceptor before the RTU: post_send holds WRs */
+	struct verbs_held *held, **held_tail; /* in posting order */
+	uint32_t nheld;
+	struct verbs_conn *hold_next, *hold_prev; /* send_cq->holding, while nheld */
 	struct verbs_conn *ch_next, *ch_prev; /* evch->conns */
 };
 
@@ -199,6 +216,11 @@ void be__verbs_purge_locked(struct verbs_evch *ch, const struct be_xconn *conn,
 void be__verbs_async_pump(struct verbs_dev *dev);
 /* A conn failed (error completion or fatal QP event): report it once. */
 void be__verbs_conn_failed(struct verbs_conn *vc, int status, const char *why);
+/* Post the WRs @vc held (vc->hold) to its QP, in order, and stop holding:
+ * in RTS they go out, in error they flush. The copies are freed; the
+ * buffers of non-inline WRs stay lent until their completions, as for any
+ * posted WR. Owner thread. */
+void be__verbs_release_held(struct verbs_conn *vc);
 
 /* cm.c */
 /* Move @vc's QP to @state with rdma_cm's attributes. 0 or -errno. */
@@ -212,6 +234,9 @@ int be__verbs_evch_create(struct be_xdev *dev, struct be_xevch **out);
 void be__verbs_evch_destroy(struct be_xevch *ch);
 int be__verbs_evch_fd(struct be_xevch *ch);
 int be__verbs_evch_get(struct be_xevch *ch, struct be_xevent *ev);
+/* Handle every rdma_cm event waiting on @ch without blocking; the events
+ * for the user are queued on @ch. Owner thread (of @ch and its cqs). */
+void be__verbs_evch_pump(struct verbs_evch *ch);
 int be__verbs_listen(struct be_xevch *ch, const char *addr, int backlog,
 		     struct be_xlistener **out);
 int be__verbs_listener_addr(struct be_xlistener *l, char *buf, size_t len);
