@@ -10,7 +10,10 @@
  *            buffer, up to @window signaled WRs outstanding; every
  *            --imm-every-th (default: one per window) is a WRITE_WITH_IMM
  *            carrying its sequence number, as the core ends a large
- *            message's fragments with one. The receiver returns credits
+ *            message's fragments with one. --bufs N rotates the writes
+ *            over N source and N destination buffers, so the memory they
+ *            touch matches a Socket stream with N messages in flight
+ *            (be-perf bw --window N), not one hot buffer. The receiver returns credits
  *            (how many writes it has seen land) as small WRITE_WITH_IMMs,
  *            which keeps the sender from ever overrunning the receiver's
  *            SRQ (an RNR would kill the connection).
@@ -67,6 +70,7 @@ struct raw_opts {
 	const char *addr;      /* client: connect here; server: listen here */
 	uint64_t size, iters, warmup;
 	uint32_t window, imm_every;
+	uint32_t bufs;         /* raw-bw: buffers the writes rotate over */
 	int server, json, no_inline;
 	int write_poll;        /* raw-lat: plain WRITEs, receiver spins on memory */
 	int sleep;             /* spin briefly, then arm the CQ and sleep */
@@ -89,6 +93,7 @@ struct raw_hello {
 	uint32_t window;
 	uint32_t nrecv;     /* receives the sender of this hello keeps posted */
 	uint32_t imm_every; /* raw-bw: every how many writes one carries an immediate */
+	uint32_t bufs;      /* raw-bw: size-byte buffers each side rotates over */
 };
 _Static_assert(sizeof(struct raw_hello) <= BE_XPORT_PRIV_MAX, "hello exceeds private data");
 
@@ -107,6 +112,7 @@ struct raw_ctx {
 	/* Buffers (bemalloc): the peer writes into rbuf, we write from sbuf. */
 	uint8_t *rbuf, *sbuf, *recvbuf;
 	size_t buf_len;
+	uint32_t bufs;      /* buf_len = bufs * message size */
 	uint32_t rkey, lkey_s, lkey_recv;
 	uint32_t nrecv;
 	uint64_t peer_addr;
@@ -159,7 +165,8 @@ static void raw_usage(FILE *f, const char *cmd)
 		bw ? "100" : "1000",
 		bw ? "  --window W      outstanding writes (default 16)\n"
 		     "  --imm-every K   every K-th write is a WRITE_WITH_IMM, the others plain\n"
-		     "                  WRITEs (default: the window; 1 = all)\n" : "",
+		     "                  WRITEs (default: the window; 1 = all)\n"
+		     "  --bufs N        rotate over N buffers each side (default 1)\n" : "",
 		bw ? "" : "  --write-poll    plain WRITEs; the receiver spins on the last byte\n"
 			  "                  (ib_write_lat's method) instead of taking RECV_IMMs\n");
 }
@@ -168,7 +175,7 @@ static int raw_takes_value(const char *a)
 {
 	static const char *const with_value[] = {
 		"--transport", "--addr", "--dev", "--size", "--iters", "--warmup",
-		"--window", "--imm-every", "--timeout", "--cpu",
+		"--window", "--imm-every", "--bufs", "--timeout", "--cpu",
 	};
 	size_t i;
 
@@ -191,6 +198,7 @@ static int raw_parse(int argc, char **argv, struct raw_opts *o)
 	o->iters = o->mode == RAW_BW ? 2000 : 20000;
 	o->warmup = o->mode == RAW_BW ? 100 : 1000;
 	o->window = 16;
+	o->bufs = 1;
 	o->cpu[0] = o->cpu[1] = -1;
 	o->timeout_ms = 10000;
 
@@ -240,6 +248,8 @@ static int raw_parse(int argc, char **argv, struct raw_opts *o)
 			o->window = (uint32_t)perf_parse_size(v);
 		} else if (!strcmp(a, "--imm-every") && o->mode == RAW_BW) {
 			o->imm_every = (uint32_t)perf_parse_size(v);
+		} else if (!strcmp(a, "--bufs") && o->mode == RAW_BW) {
+			o->bufs = (uint32_t)perf_parse_size(v);
 		} else if (!strcmp(a, "--timeout")) {
 			o->timeout_ms = atoi(v) * 1000;
 		} else if (!strcmp(a, "--cpu")) {
@@ -265,6 +275,11 @@ static int raw_parse(int argc, char **argv, struct raw_opts *o)
 	}
 	if (!o->window || o->window > 4096) {
 		fprintf(stderr, "be-perf %s: --window must be 1..4096\n", o->cmd);
+		return -EINVAL;
+	}
+	if (!o->bufs || o->bufs > 4096 || o->size * o->bufs > (1ull << 34)) {
+		fprintf(stderr, "be-perf %s: --bufs must be 1..4096 and size x bufs <= 16G\n",
+			o->cmd);
 		return -EINVAL;
 	}
 	if (!o->imm_every)
@@ -364,7 +379,8 @@ static int raw_lkey(struct raw_ctx *c, void *p, uint32_t *lkey, uint32_t *rkey)
  * raw_queues() - CQ, SRQ and buffers for one connection, and the receives
  * posted. @size: message size; @nrecv: receives kept posted.
  */
-static int raw_queues(struct raw_ctx *c, uint64_t size, uint32_t nrecv, uint32_t window)
+static int raw_queues(struct raw_ctx *c, uint64_t size, uint32_t bufs, uint32_t nrecv,
+		      uint32_t window)
 {
 	uint32_t i;
 	int rc;
@@ -384,7 +400,8 @@ static int raw_queues(struct raw_ctx *c, uint64_t size, uint32_t nrecv, uint32_t
 			strerror(-rc));
 		return rc;
 	}
-	c->buf_len = size < 64 ? 64 : size;
+	c->bufs = bufs;
+	c->buf_len = (size < 64 ? 64 : size) * bufs;
 	c->rbuf = be_alloc(c->buf_len);
 	c->sbuf = be_alloc(c->buf_len);
 	c->recvbuf = be_alloc((size_t)c->nrecv * RAW_RECV_BUF);
@@ -692,15 +709,17 @@ static int raw_done_sq(struct raw_ctx *c, void *arg)
  */
 static int raw_write(struct raw_ctx *c, uint32_t len, int with_imm, uint32_t imm, int signaled)
 {
+	/* --bufs: write i uses slot i % bufs on both sides. */
+	uint64_t off = (c->posted % c->bufs) * (c->buf_len / c->bufs);
 	struct be_xsge sge = {
-		.addr = (uint64_t)(uintptr_t)c->sbuf, .length = len, .lkey = c->lkey_s,
+		.addr = (uint64_t)(uintptr_t)c->sbuf + off, .length = len, .lkey = c->lkey_s,
 	};
 	struct be_xsend_wr wr = {
 		.wr_id = c->posted,
 		.opcode = with_imm ? BE_XWR_WRITE_IMM : BE_XWR_WRITE,
 		.sg_list = &sge,
 		.num_sge = 1,
-		.remote_addr = c->peer_addr,
+		.remote_addr = c->peer_addr + off,
 		.rkey = c->peer_rkey,
 		.imm = imm,
 	};
@@ -961,6 +980,7 @@ static void raw_hello_fill(struct raw_ctx *c, const struct raw_opts *o, struct r
 	h->window = o->window;
 	h->nrecv = c->nrecv;
 	h->imm_every = o->imm_every;
+	h->bufs = o->bufs;
 }
 
 static int raw_hello_check(const struct raw_opts *o, const uint8_t *priv, size_t len,
@@ -974,7 +994,8 @@ static int raw_hello_check(const struct raw_opts *o, const uint8_t *priv, size_t
 	memcpy(h, priv, sizeof(*h));
 	if (h->magic != RAW_MAGIC || h->version != RAW_VERSION || h->mode > RAW_BW ||
 	    (h->flags & ~(RAW_F_WRITE_POLL | RAW_F_SLEEP)) ||
-	    !h->size || !h->window || !h->imm_every || h->warmup > h->total) {
+	    !h->size || !h->window || !h->imm_every || h->warmup > h->total ||
+	    !h->bufs || h->bufs > 4096 || (uint64_t)h->size * h->bufs > (1ull << 34)) {
 		fprintf(stderr, "be-perf %s: peer is not a be-perf raw client of this version\n",
 			o->cmd);
 		return -EPROTO;
@@ -1027,7 +1048,7 @@ static int raw_server(const struct raw_opts *o, int ready_fd)
 		goto out;
 	}
 	nrecv = h.mode == RAW_BW ? (h.window * 4 > 64 ? h.window * 4 : 64) : 64;
-	rc = raw_queues(&c, h.size, nrecv, h.window);
+	rc = raw_queues(&c, h.size, h.bufs, nrecv, h.window);
 	if (rc) {
 		c.ops->reject(c.conn, NULL, 0);
 		c.conn = NULL;
@@ -1046,6 +1067,7 @@ static int raw_server(const struct raw_opts *o, int ready_fd)
 		so.warmup = h.warmup;
 		so.window = h.window;
 		so.imm_every = h.imm_every;
+		so.bufs = h.bufs;
 		raw_hello_fill(&c, &so, &mine);
 	}
 	raw_conn_attr(&c, &attr);
@@ -1194,11 +1216,11 @@ static void raw_report_bw(const struct raw_opts *o, const struct raw_bw_result *
 	if (o->json) {
 		printf("{\"test\":\"raw-bw\",\"transport\":\"%s\",\"op\":\"write\",\"poll\":\"%s\",\"size\":%" PRIu64
 		       ",\"iters\":%" PRIu64 ",\"warmup\":%" PRIu64 ",\"window\":%u,\"imm_every\":%u"
-		       ",\"cpu\":\"%s\""
+		       ",\"bufs\":%u,\"cpu\":\"%s\""
 		       ",\"mb_s\":%.2f,\"seconds\":%.6f,\"cpu_s_per_gb\":%.4f"
 		       ",\"p50_us\":%.3f,\"p99_us\":%.3f,\"avg_us\":%.3f}\n",
 		       o->transport, o->sleep ? "sleep" : "busy", o->size, o->iters, o->warmup,
-		       o->window, o->imm_every, cpu, mb_s,
+		       o->window, o->imm_every, o->bufs, cpu, mb_s,
 		       r->seconds, cpu_gb, s->p50, s->p99, s->avg);
 		return;
 	}
@@ -1224,7 +1246,7 @@ static int raw_client(const struct raw_opts *o, const char *addr)
 	rc = raw_open(&c, o);
 	if (rc)
 		goto out;
-	rc = raw_queues(&c, o->size, nrecv, o->window);
+	rc = raw_queues(&c, o->size, o->bufs, nrecv, o->window);
 	if (rc)
 		goto out;
 	samples = calloc(o->iters, sizeof(*samples));
