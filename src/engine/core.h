@@ -86,6 +86,7 @@ struct be_worker {
 	struct be__list engines;         /* live and failed-not-reaped */
 	struct be__list reap;            /* failed engines awaiting teardown */
 	struct be__list kick;            /* engines with sends to schedule */
+	struct be__list later;           /* engines to run again next progress */
 	struct be__list listeners;
 	struct be__list socks;           /* every socket handle not yet freed */
 	struct be__list done;            /* be__msg: send callbacks to run */
@@ -96,6 +97,8 @@ struct be_worker {
 	atomic_bool running, stop;
 	int in_progress;                 /* > 0 while progress runs (callbacks) */
 	uint64_t npolls;                 /* progress calls, for periodic work */
+	struct be__msg *msg_cache;       /* free message records (a stack) */
+	uint32_t nmsg_cache;
 	bool ev_ready;                   /* epoll saw an event channel readable */
 	uint64_t next_tick_ns;
 	unsigned int nengines;
@@ -212,6 +215,7 @@ struct be__sendbuf {
 	uint8_t *buf;
 	uint32_t used;
 	uint32_t nframes;
+	uint32_t lkey;             /* of buf on the Engine's device */
 	bool reserve;              /* opened with the reserve credit: credit frames only */
 	struct be__list msgs;      /* eager messages to complete with it */
 };
@@ -284,7 +288,10 @@ struct be__engine {
 	uint32_t ngrants, cap_grants, grant_free, grants_live;
 	uint64_t grant_bytes;      /* bytes lent to the peer's WRITEs now */
 
+	/* Keepalive clock: rx_seen/tx_seen note traffic on the data path
+	 * (no clock read there); the tick turns them into last_*_ns. */
 	uint64_t last_rx_ns, last_tx_ns, deadline_ns;
+	bool rx_seen, tx_seen;
 	struct be_engine_stats st;
 };
 
@@ -302,6 +309,9 @@ int be__wdev_reserve(struct be__wdev *wd, uint32_t credits);
 void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits);
 void be__wdev_repost(struct be__wdev *wd, void *buf);
 void be__worker_defer_msg(struct be_worker *w, struct be__msg *m, int status);
+void be__worker_later(struct be_worker *w, struct be__engine *e);
+struct be__msg *be__worker_msg_get(struct be_worker *w);
+void be__worker_msg_put(struct be_worker *w, struct be__msg *m);
 void be__worker_defer_close(struct be_worker *w, struct be_sock *s, int reason);
 int be__worker_run_deferred(struct be_worker *w);
 

@@ -30,6 +30,15 @@ void be__keepalive_tick(struct be__engine *e, uint64_t now)
 	struct be__frame f = { .type = BE_FR_KEEPALIVE };
 	struct be__list *p;
 
+	/* Traffic since the last tick counts as of now (tick resolution). */
+	if (e->rx_seen) {
+		e->rx_seen = false;
+		e->last_rx_ns = now;
+	}
+	if (e->tx_seen) {
+		e->tx_seen = false;
+		e->last_tx_ns = now;
+	}
 	if (now - e->last_rx_ns > to) {
 		char why[96];
 

@@ -57,6 +57,18 @@ static inline void be__list_del_init(struct be__list *n)
 	n->next = n->prev = n;
 }
 
+/* Move every entry of @from to the tail of @h; @from ends empty. */
+static inline void be__list_splice_tail(struct be__list *h, struct be__list *from)
+{
+	if (be__list_empty(from))
+		return;
+	from->next->prev = h->prev;
+	h->prev->next = from->next;
+	from->prev->next = h;
+	h->prev = from->prev;
+	be__list_init(from);
+}
+
 static inline struct be__list *be__list_first(const struct be__list *h)
 {
 	return be__list_empty(h) ? NULL : h->next;

@@ -368,7 +368,7 @@ void be__engine_on_recv_wc(struct be__wdev *wd, const struct be_xwc *wc)
 				"protocol error: peer used more receives than it was granted");
 		return;
 	}
-	e->last_rx_ns = be__now_ns();
+	e->rx_seen = true;
 	if (wc->opcode == BE_XWC_RECV_IMM) {
 		be__wdev_repost(wd, buf);
 		be__credit_repost(&e->cr, true);

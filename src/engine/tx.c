@@ -34,7 +34,8 @@
 
 #define TX_SBFREE_MAX 16
 
-enum { TURN_IDLE = 0, TURN_DID, TURN_BLOCKED };
+/* What one turn of a queue did; TURN_FRAG: posted a fragment. */
+enum { TURN_IDLE = 0, TURN_DID, TURN_FRAG, TURN_BLOCKED };
 
 void be__engine_kick(struct be__engine *e)
 {
@@ -76,6 +77,17 @@ int be__engine_ctrl(struct be__engine *e, const struct be__frame *f)
 
 /* ---- staging buffers ---- */
 
+static int tx_lkey(struct be__engine *e, const void *p, uint32_t *lkey)
+{
+	struct be_alloc_region r;
+	int rc = be_alloc_lookup(p, e->wd->cd->alloc_dev, &r);
+
+	if (rc)
+		return rc;
+	*lkey = r.lkey;
+	return 0;
+}
+
 static struct be__sendbuf *tx_sendbuf_new(struct be__engine *e)
 {
 	struct be__sendbuf *sb = calloc(1, sizeof(*sb));
@@ -83,7 +95,8 @@ static struct be__sendbuf *tx_sendbuf_new(struct be__engine *e)
 	if (!sb)
 		return NULL;
 	sb->buf = be_alloc(e->sbuf_size);
-	if (!sb->buf) {
+	if (!sb->buf || tx_lkey(e, sb->buf, &sb->lkey)) {
+		be_free(sb->buf);
 		free(sb);
 		return NULL;
 	}
@@ -163,17 +176,6 @@ static int tx_post(struct be__engine *e, struct be_xsend_wr *wr)
 	return rc;
 }
 
-static int tx_lkey(struct be__engine *e, const void *p, uint32_t *lkey)
-{
-	struct be_alloc_region r;
-	int rc = be_alloc_lookup(p, e->wd->cd->alloc_dev, &r);
-
-	if (rc)
-		return rc;
-	*lkey = r.lkey;
-	return 0;
-}
-
 /* Post the open staging buffer as one SEND. */
 static int tx_flush(struct be__engine *e)
 {
@@ -185,11 +187,7 @@ static int tx_flush(struct be__engine *e)
 
 	if (!sb)
 		return 0;
-	rc = tx_lkey(e, sb->buf, &sge.lkey);
-	if (rc) {
-		be__engine_fail(e, rc, "staging buffer not registered");
-		return rc;
-	}
+	sge.lkey = sb->lkey;
 	sge.addr = (uint64_t)(uintptr_t)sb->buf;
 	sge.length = sb->used;
 	wr.opcode = BE_XWR_SEND;
@@ -204,7 +202,7 @@ static int tx_flush(struct be__engine *e)
 	e->st.sends_posted++;
 	if (sb->nframes > 1)
 		e->st.frames_batched += sb->nframes;
-	e->last_tx_ns = be__now_ns();
+	e->tx_seen = true;
 	return 0;
 }
 
@@ -304,9 +302,9 @@ static int tx_fragment(struct be__engine *e, struct be__msg *m)
 		be__list_del_init(&m->link);
 		m->sq->nfrag--;
 		m->state = BE_MS_POSTED;
-		e->last_tx_ns = be__now_ns();
+		e->tx_seen = true;
 	}
-	return TURN_DID;
+	return TURN_FRAG;
 }
 
 static int tx_write_req(struct be__engine *e, struct be__msg *m)
@@ -360,7 +358,7 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 			return TURN_BLOCKED;
 		be__list_del_init(&m->link);
 		be__sock_unref(m->sock);
-		free(m);
+		be__worker_msg_put(e->w, m);
 		return TURN_DID;
 	}
 	if (m->len > e->peer.max_msg_size) {
@@ -393,6 +391,7 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 
 void be__engine_run(struct be__engine *e)
 {
+	struct be__list later;
 	bool blocked = false;
 	int r;
 
@@ -400,6 +399,7 @@ void be__engine_run(struct be__engine *e)
 		return;
 	e->in_pass = true;
 	e->refs++;
+	be__list_init(&later);
 	while (!blocked && !be__list_empty(&e->ctrlq) && e->state == BE_ES_ESTABLISHED) {
 		struct be__ctrl *c = be__list_entry(be__list_first(&e->ctrlq), struct be__ctrl,
 						    link);
@@ -424,10 +424,17 @@ void be__engine_run(struct be__engine *e)
 		if (r == TURN_BLOCKED) {
 			be__list_add_head(&e->active, &sq->link);
 			blocked = true;
-		} else if (r == TURN_DID &&
+		} else if (r != TURN_IDLE &&
 			   (!be__list_empty(&sq->txq) || !be__list_empty(&sq->fragq))) {
-			be__list_add_tail(&e->active, &sq->link);
+			/* One fragment per queue and pass: the rest waits for
+			 * the next pass, after the worker polled its CQ. */
+			be__list_add_tail(r == TURN_FRAG ? &later : &e->active, &sq->link);
 		}
+	}
+	if (!be__list_empty(&later)) {
+		be__list_splice_tail(&e->active, &later);
+		if (!blocked && e->state == BE_ES_ESTABLISHED)
+			be__worker_later(e->w, e);
 	}
 	if (e->state == BE_ES_ESTABLISHED)
 		tx_flush(e);

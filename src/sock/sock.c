@@ -83,12 +83,10 @@ static struct be__sq *sock_sq(struct be_sock *s)
 
 static struct be__msg *sock_msg_new(struct be_sock *s, uint8_t kind)
 {
-	struct be__msg *m = calloc(1, sizeof(*m));
+	struct be__msg *m = be__worker_msg_get(s->w);
 
 	if (!m)
 		return NULL;
-	be__list_init(&m->link);
-	be__list_init(&m->blink);
 	m->sock = s;
 	m->kind = kind;
 	be__sock_ref(s);

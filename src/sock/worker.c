@@ -40,7 +40,7 @@
 #define WORKER_POLL_BATCH 32
 #define WORKER_EV_WAKE 0xffu
 #define WORKER_EV_CQ 0x100u
-#define WORKER_EV_EVERY 32
+#define WORKER_EV_EVERY 4096
 #define WORKER_CLOCK_EVERY 16
 
 static uint64_t worker_tick_ns(const struct be_worker *w)
@@ -63,6 +63,7 @@ int be_worker_create(struct be_ctx *ctx, struct be_worker **out)
 	be__list_init(&w->engines);
 	be__list_init(&w->reap);
 	be__list_init(&w->kick);
+	be__list_init(&w->later);
 	be__list_init(&w->listeners);
 	be__list_init(&w->socks);
 	be__list_init(&w->done);
@@ -275,6 +276,60 @@ err:
 
 /* ---- deferred callbacks ---- */
 
+/* Message records are the one allocation of every send: keep freed
+ * ones for reuse (bounded), as a stack threaded through m->link.next. */
+#define WORKER_MSG_CACHE 256
+
+struct be__msg *be__worker_msg_get(struct be_worker *w)
+{
+	struct be__msg *m = w->msg_cache;
+
+	if (m) {
+		w->msg_cache = (struct be__msg *)(void *)m->link.next;
+		w->nmsg_cache--;
+		memset(m, 0, sizeof(*m));
+	} else {
+		m = calloc(1, sizeof(*m));
+		if (!m)
+			return NULL;
+	}
+	be__list_init(&m->link);
+	be__list_init(&m->blink);
+	return m;
+}
+
+void be__worker_msg_put(struct be_worker *w, struct be__msg *m)
+{
+	if (w->nmsg_cache >= WORKER_MSG_CACHE) {
+		free(m);
+		return;
+	}
+	m->link.next = (struct be__list *)(void *)w->msg_cache;
+	w->msg_cache = m;
+	w->nmsg_cache++;
+}
+
+static void worker_msg_cache_free(struct be_worker *w)
+{
+	while (w->msg_cache) {
+		struct be__msg *m = w->msg_cache;
+
+		w->msg_cache = (struct be__msg *)(void *)m->link.next;
+		free(m);
+	}
+	w->nmsg_cache = 0;
+}
+
+/* @e stopped its scheduler pass with work left (its fair share of this
+ * progress is done): run it again in the next progress, after the CQ. */
+void be__worker_later(struct be_worker *w, struct be__engine *e)
+{
+	if (e->kicked)
+		return;
+	e->kicked = true;
+	be__list_add_tail(&w->later, &e->klink);
+}
+
 void be__worker_defer_msg(struct be_worker *w, struct be__msg *m, int status)
 {
 	m->status = status;
@@ -316,7 +371,7 @@ int be__worker_run_deferred(struct be_worker *w)
 				n++;
 			}
 			be__sock_unref(s);
-			free(m);
+			be__worker_msg_put(w, m);
 			continue;
 		}
 		p = be__list_first(&w->closeq);
@@ -502,6 +557,10 @@ int be_worker_progress(struct be_worker *w)
 		n += rc;
 	}
 	worker_timers(w);
+	/* Engines that yielded in the last progress go again, after this
+	 * progress polled the CQ (so a pass of fragments never keeps the
+	 * worker from its completions for long). */
+	be__list_splice_tail(&w->kick, &w->later);
 	/* Callbacks may queue more sends, which may complete more messages:
 	 * a few rounds batch what the callbacks queued into this progress. */
 	for (round = 0; round < 4; round++) {
@@ -670,6 +729,7 @@ void be_worker_destroy(struct be_worker *w)
 	for (i = 0; i < BE_CTX_MAX_XPORTS; i++)
 		if (w->wd[i])
 			wdev_destroy(w->wd[i]);
+	worker_msg_cache_free(w);
 	close(w->evfd);
 	close(w->epfd);
 	atomic_fetch_sub(&w->ctx->workers, 1);
