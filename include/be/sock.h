@@ -269,8 +269,12 @@ BE_EXPORT int be_sock_connect(struct be_worker *w, const char *addr, const struc
 			      void *user, struct be_sock **out);
 
 /* Completion of a send: returns @buf to the application; @status is 0
- * (delivered to the peer's transport), -ECANCELED (socket closed first),
- * -ECONNRESET (peer closed the socket) or the Engine's error. */
+ * (the transport took the message: a small one sent inline was copied
+ * into the send queue, any other reached the peer's transport),
+ * -ECANCELED (socket closed first), -ECONNRESET (peer closed the socket)
+ * or the Engine's error. 0 is not an acknowledgement by the peer
+ * application: an Engine that fails later closes the socket with its
+ * error (on_close), and requests are the RPC layer's to retry. */
 typedef void (*be_send_cb)(struct be_sock *s, void *buf, int status, void *arg);
 
 /*

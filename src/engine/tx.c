@@ -162,6 +162,19 @@ void be__sendbuf_free_all(struct be__engine *e)
 	}
 }
 
+/* The SEND of @sb completed (or, inline, was posted): its eager messages
+ * complete with @err and it goes back to the free list. */
+static void tx_sendbuf_done(struct be__engine *e, struct be__sendbuf *sb, int err)
+{
+	while (!be__list_empty(&sb->msgs)) {
+		struct be__msg *m = be__list_entry(be__list_first(&sb->msgs), struct be__msg, link);
+
+		be__list_del_init(&m->link);
+		be__msg_finish(e, m, err);
+	}
+	tx_sendbuf_put(e, sb);
+}
+
 /* ---- posting ---- */
 
 static int tx_post(struct be__engine *e, struct be_xsend_wr *wr)
@@ -182,7 +195,7 @@ static int tx_flush(struct be__engine *e)
 	struct be__sendbuf *sb = e->cur;
 	struct be_xsend_wr wr = { 0 };
 	struct be_xsge sge;
-	bool sig;
+	bool sig, inl;
 	int rc;
 
 	if (!sb)
@@ -193,12 +206,19 @@ static int tx_flush(struct be__engine *e)
 	wr.opcode = BE_XWR_SEND;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	wr.wr_id = be__window_push(&e->win, BE_WR_SEND, sb->used, sb, &sig);
-	wr.flags = (sig ? BE_XWR_F_SIGNALED : 0) | (sb->used <= e->max_inline ? BE_XWR_F_INLINE : 0);
+	/* An inline SEND was copied by the transport at post: its staging
+	 * buffer and its messages are free at once, and nothing waits for
+	 * its completion (it is signaled only by the quarter rule). */
+	inl = sb->used <= e->max_inline;
+	wr.wr_id = be__window_push(&e->win, inl ? BE_WR_SEND_INLINE : BE_WR_SEND, sb->used,
+				   inl ? NULL : sb, &sig);
+	wr.flags = (sig ? BE_XWR_F_SIGNALED : 0) | (inl ? BE_XWR_F_INLINE : 0);
 	rc = tx_post(e, &wr);
 	if (rc)
 		return rc; /* engine failed: it completes sb's messages */
 	e->cur = NULL;
+	if (inl)
+		tx_sendbuf_done(e, sb, 0);
 	e->st.sends_posted++;
 	if (sb->nframes > 1)
 		e->st.frames_batched += sb->nframes;
@@ -471,17 +491,10 @@ void be__msg_finish(struct be__engine *e, struct be__msg *m, int status)
 
 static void tx_retire(struct be__engine *e, const struct be__wr_rec *r, int err)
 {
-	if (r->kind == BE_WR_SEND) {
-		struct be__sendbuf *sb = r->ptr;
-
-		while (!be__list_empty(&sb->msgs)) {
-			struct be__msg *m = be__list_entry(be__list_first(&sb->msgs),
-							   struct be__msg, link);
-
-			be__list_del_init(&m->link);
-			be__msg_finish(e, m, err);
-		}
-		tx_sendbuf_put(e, sb);
+	if (r->kind == BE_WR_SEND_INLINE) {
+		return;
+	} else if (r->kind == BE_WR_SEND) {
+		tx_sendbuf_done(e, r->ptr, err);
 	} else {
 		struct be__msg *m = r->ptr;
 

@@ -46,7 +46,7 @@ uint64_t be__window_push(struct be__window *w, enum be__wr_kind kind, uint32_t b
 		w->max_in_flight = w->in_flight;
 	w->unsig_count++;
 	w->unsig_bytes += bytes;
-	*signal = kind != BE_WR_FRAG || w->unsig_count >= w->cap / 4 ||
+	*signal = (kind != BE_WR_FRAG && kind != BE_WR_SEND_INLINE) || w->unsig_count >= w->cap / 4 ||
 		  w->unsig_bytes >= w->limit / 4 || w->count == w->cap;
 	if (*signal) {
 		w->unsig_count = 0;

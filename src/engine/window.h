@@ -12,7 +12,7 @@
  * signaled completion means every earlier WR completed as well. So only
  * some WRs are signaled: those whose completion frees something at once
  * (SENDs release their staging buffer, the last fragment completes a
- * message), and any WR once a quarter of the ring or of the window went
+ * message; an inline SEND frees nothing), and any WR once a quarter of the ring or of the window went
  * unsignaled. The latter rule guarantees that a full window always holds a
  * signaled WR whose completion reopens it. A completion retires every
  * record up to its sequence number.
@@ -27,6 +27,7 @@ enum be__wr_kind {
 	BE_WR_SEND = 1,      /* ptr: struct be__sendbuf */
 	BE_WR_FRAG = 2,      /* ptr: struct be__msg */
 	BE_WR_FRAG_LAST = 3, /* ptr: struct be__msg (WRITE_WITH_IMM) */
+	BE_WR_SEND_INLINE = 4, /* ptr: NULL (the transport copied it at post) */
 };
 
 struct be__wr_rec {
