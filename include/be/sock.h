@@ -69,6 +69,9 @@ struct be_sock;
  * K/M/G suffixes; times are plain integers). A malformed variable is
  * ignored with a warning in the log.
  */
+/* The default send window, in fragments (see be_config.send_window). */
+#define BE_WINDOW_FRAGS 16
+
 struct be_config {
 	/* Messages up to this many bytes are copied into SENDs (the eager
 	 * path); larger ones are written with RDMA WRITE into a buffer the
@@ -89,11 +92,15 @@ struct be_config {
 	 * BE_CREDITS, default 64. */
 	uint32_t credits;
 	/* Software send window: bytes one Engine may have posted and not yet
-	 * completed. BE_SEND_WINDOW, default 1 MiB. */
+	 * completed. It bounds what a small message can queue behind on the
+	 * link, so 0 picks it from the fragment size: BE_WINDOW_FRAGS
+	 * fragments (32 KiB up to 25 Gb/s, 128 KiB up to 100 Gb/s, 256 KiB
+	 * above; 512 KiB on shm and tcp). BE_SEND_WINDOW, default 0. */
 	uint64_t send_window;
 	/* Fragment size of large messages. 0 picks it from the device's link
-	 * speed: 2 KiB up to 25 Gb/s, 8 KiB up to 100 Gb/s, 16 KiB above; 128
-	 * KiB for shm and tcp. BE_FRAG_SIZE, default 0. */
+	 * speed: 2 KiB up to 25 Gb/s, 8 KiB up to 100 Gb/s, 16 KiB above; 32
+	 * KiB for shm and tcp (a fragment is a copy there; a small message
+	 * waits for at most about one). BE_FRAG_SIZE, default 0. */
 	uint32_t frag_size;
 	/* 1: interleave fragments of different Sockets round-robin on each
 	 * Engine (no head-of-line blocking). 0: FIFO per Engine, for

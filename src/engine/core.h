@@ -51,6 +51,7 @@ struct be__cdev {
 	int alloc_dev;                   /* bemalloc device index */
 	struct be_xdev_attr attr;
 	uint32_t frag_size;              /* default fragment size on this device */
+	uint64_t send_window;            /* default send window of its Engines */
 };
 
 struct be_ctx {

@@ -67,7 +67,7 @@ static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, c
 
 	if (!e)
 		return NULL;
-	if (be__window_init(&e->win, cfg->sq_depth, cfg->send_window)) {
+	if (be__window_init(&e->win, cfg->sq_depth, wd->cd->send_window)) {
 		free(e);
 		return NULL;
 	}
@@ -92,7 +92,7 @@ static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, c
 	e->max_inline = BE_MIN(wd->cd->attr.max_inline, 256u);
 	e->last_rx_ns = e->last_tx_ns = be__now_ns();
 	e->deadline_ns = e->last_rx_ns + (uint64_t)cfg->connect_timeout_ms * 1000000ull;
-	e->st.send_window = cfg->send_window;
+	e->st.send_window = wd->cd->send_window;
 	e->st.frag_size = e->frag_size;
 	return e;
 }

@@ -52,7 +52,7 @@ void be_config_init(struct be_config *cfg)
 		.srq_depth = 512,
 		.srq_max_depth = 8192,
 		.credits = 64,
-		.send_window = 1u << 20,
+		.send_window = 0,
 		.frag_size = 0,
 		.frag_sched = 1,
 		.sq_depth = 256,
@@ -102,7 +102,7 @@ int be__config_check(struct be_config *cfg)
 	cfg->recv_buf_size = BE_ALIGN_UP(cfg->recv_buf_size, BE_FRAME_ALIGN);
 	if (cfg->credits < BE_PROTO_MIN_CREDITS || cfg->credits > BE_PROTO_MAX_CREDITS)
 		return -EINVAL;
-	if (!cfg->send_window || !cfg->sq_depth || cfg->sq_depth < 8 || !cfg->cq_depth ||
+	if (!cfg->sq_depth || cfg->sq_depth < 8 || !cfg->cq_depth ||
 	    !cfg->max_sockets || !cfg->max_msg_size || !cfg->keepalive_ms ||
 	    !cfg->conn_timeout_ms)
 		return -EINVAL;
@@ -112,7 +112,7 @@ int be__config_check(struct be_config *cfg)
 		cfg->srq_depth = cfg->credits;
 	if (cfg->srq_max_depth < cfg->srq_depth)
 		cfg->srq_max_depth = cfg->srq_depth;
-	if (cfg->frag_size && cfg->frag_size > cfg->send_window)
+	if (cfg->frag_size && cfg->send_window && cfg->frag_size > cfg->send_window)
 		cfg->frag_size = (uint32_t)BE_MIN(cfg->send_window, (uint64_t)UINT32_MAX);
 	if (!cfg->connect_timeout_ms)
 		cfg->connect_timeout_ms = cfg->conn_timeout_ms;

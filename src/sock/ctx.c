@@ -56,7 +56,7 @@ static uint32_t ctx_frag_default(const struct be_xdev_attr *a)
 	uint32_t speed = a->num_ports > 0 ? a->port[0].speed_mbps : 0;
 
 	if (strcmp(a->transport, "verbs") != 0)
-		return 128u << 10;
+		return 32u << 10;
 	if (speed && speed <= 25000)
 		return 2u << 10;
 	if (speed && speed <= 100000)
@@ -105,13 +105,15 @@ int be__ctx_dev(struct be_ctx *ctx, const char *name, struct be__cdev **out)
 	cd->dev->alloc_dev = rc;
 	rc = 0;
 	cd->frag_size = ctx->cfg.frag_size ? ctx->cfg.frag_size : ctx_frag_default(&cd->attr);
-	if (cd->frag_size > ctx->cfg.send_window)
+	if (ctx->cfg.send_window && cd->frag_size > ctx->cfg.send_window)
 		cd->frag_size = (uint32_t)ctx->cfg.send_window;
 	if (cd->attr.max_msg_size && cd->frag_size > cd->attr.max_msg_size)
 		cd->frag_size = (uint32_t)cd->attr.max_msg_size;
+	cd->send_window = ctx->cfg.send_window ? ctx->cfg.send_window :
+						 (uint64_t)cd->frag_size * BE_WINDOW_FRAGS;
 	ctx->ndev++;
-	be_log_info("ctx: opened %s device %s, fragment size %u", name, cd->attr.name,
-		    cd->frag_size);
+	be_log_info("ctx: opened %s device %s, fragment size %u, send window %llu", name,
+		    cd->attr.name, cd->frag_size, (unsigned long long)cd->send_window);
 	goto out;
 
 err_close:
