@@ -101,6 +101,8 @@ struct be_worker {
 	struct be__msg *msg_cache;       /* free message records (a stack) */
 	uint32_t nmsg_cache;
 	bool ev_ready;                   /* epoll saw an event channel readable */
+	bool timers_due;                 /* read the clock at the next progress */
+	bool idle_wake;                  /* the last wait slept and found nothing */
 	uint64_t next_tick_ns;
 	unsigned int nengines;
 };
@@ -311,6 +313,7 @@ void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits);
 void be__wdev_repost(struct be__wdev *wd, void *buf);
 void be__worker_defer_msg(struct be_worker *w, struct be__msg *m, int status);
 void be__worker_later(struct be_worker *w, struct be__engine *e);
+void be__worker_timer_at(struct be_worker *w, uint64_t when);
 struct be__msg *be__worker_msg_get(struct be_worker *w);
 void be__worker_msg_put(struct be_worker *w, struct be__msg *m);
 void be__worker_defer_close(struct be_worker *w, struct be_sock *s, int reason);

@@ -219,6 +219,7 @@ int be__large_on_nomem(struct be__engine *e, struct be_sock *s, const struct be_
 	m->backoff_us = m->backoff_us ? BE_MIN(m->backoff_us * 2, cfg->nomem_backoff_max_us) :
 					cfg->nomem_backoff_us;
 	m->retry_at = be__now_ns() + (uint64_t)m->backoff_us * 1000;
+	be__worker_timer_at(e->w, m->retry_at);
 	m->state = BE_MS_BACKOFF;
 	be__list_add_tail(&e->backoff, &m->blink);
 	return 0;

@@ -316,6 +316,7 @@ static bool rx_process(struct be__engine *e, uint8_t *buf, uint32_t len, size_t 
 						   BE_MIN(e->rx_backoff_us * 2, cfg->nomem_backoff_max_us) :
 						   cfg->nomem_backoff_us;
 			e->rx_retry_at = be__now_ns() + (uint64_t)e->rx_backoff_us * 1000;
+			be__worker_timer_at(e->w, e->rx_retry_at);
 			rx_backlog(e, buf, len, at, true);
 			ok = false;
 			break;

@@ -268,9 +268,12 @@ static int tx_emit(struct be__engine *e, struct be__frame *f, const void *payloa
 			return -EAGAIN;
 		e->cur = tx_sendbuf_get(e);
 		if (!e->cur) {
-			/* Give the credit back; retry when memory frees up. */
+			/* Give the credit back; retry when memory frees up
+			 * (the timer kicks Engines with work left). */
 			e->cr.avail++;
 			e->st.alloc_backoffs++;
+			be__worker_timer_at(e->w, be__now_ns() +
+						  (uint64_t)e->w->ctx->cfg.nomem_backoff_us * 1000);
 			return -EAGAIN;
 		}
 		e->cur->reserve = reserve;

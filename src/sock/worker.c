@@ -43,11 +43,20 @@
 #define WORKER_EV_EVERY 4096
 #define WORKER_CLOCK_EVERY 16
 
+/* The periodic tick serves keepalive (a quarter of its interval is
+ * precise enough); anything due sooner (a backoff retry, a connect
+ * deadline) asks for its own time with be__worker_timer_at(). */
 static uint64_t worker_tick_ns(const struct be_worker *w)
 {
 	uint64_t t = (uint64_t)w->ctx->cfg.keepalive_ms * 1000000ull / 4;
 
-	return BE_MAX(BE_MIN(t, 10000000ull), 1000000ull);
+	return BE_MAX(BE_MIN(t, 1000000000ull), 1000000ull);
+}
+
+void be__worker_timer_at(struct be_worker *w, uint64_t when)
+{
+	if (when < w->next_tick_ns)
+		w->next_tick_ns = when;
 }
 
 int be_worker_create(struct be_ctx *ctx, struct be_worker **out)
@@ -510,8 +519,9 @@ static void worker_timers(struct be_worker *w)
 
 	/* Reading the clock on every call would be the busiest thing a
 	 * busy-polling worker does; timers have tick granularity anyway. */
-	if (w->npolls % WORKER_CLOCK_EVERY)
+	if (w->npolls % WORKER_CLOCK_EVERY && !w->timers_due)
 		return;
+	w->timers_due = false;
 	now = be__now_ns();
 	if (now < w->next_tick_ns)
 		return;
@@ -593,14 +603,16 @@ int be_worker_wait(struct be_worker *w, int timeout_ms)
 
 	n = be_worker_progress(w);
 	if (n)
-		return n;
-	spin_ns = (uint64_t)w->ctx->cfg.spin_us * 1000;
+		goto out;
+	/* Spin only when traffic is likely: not right after a sleep that
+	 * ended with nothing to do (a timer tick of an idle worker). */
+	spin_ns = w->idle_wake ? 0 : (uint64_t)w->ctx->cfg.spin_us * 1000;
 	if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000ull < spin_ns)
 		spin_ns = (uint64_t)timeout_ms * 1000000ull;
 	while ((now = be__now_ns()) - start < spin_ns) {
 		n = be_worker_progress(w);
 		if (n)
-			return n;
+			goto out;
 		worker_cpu_relax();
 	}
 	if (timeout_ms == 0)
@@ -616,7 +628,7 @@ int be_worker_wait(struct be_worker *w, int timeout_ms)
 	}
 	n = be_worker_progress(w);
 	if (n)
-		return n;
+		goto out;
 	sleep_ms = timeout_ms;
 	if (!be__list_empty(&w->engines)) {
 		now = be__now_ns();
@@ -648,7 +660,13 @@ int be_worker_wait(struct be_worker *w, int timeout_ms)
 			}
 		}
 	}
-	return be_worker_progress(w);
+	w->timers_due = true;
+	n = be_worker_progress(w);
+	w->idle_wake = n == 0;
+	return n;
+out:
+	w->idle_wake = false;
+	return n;
 }
 
 /* ---- library thread ---- */

@@ -11,6 +11,9 @@
  *        the small ping-pong's latency; run with --no-sched to see FIFO.
  *   mux  --sockets sockets on one Engine; each round sends one --size
  *        message on every socket and waits for all echoes.
+ *   idle --sockets sockets on one Engine, one echo each, then both ends
+ *        wait with adaptive polling for --seconds: the CPU an idle
+ *        Engine costs (keepalives included).
  *
  * The first byte of each message tells the server what to do: 'E' echo
  * it back, 'A' answer with an 8-byte ack (large messages). Without --addr
@@ -44,7 +47,7 @@
 #include "perf.h"
 #include "perf_peer.h"
 
-enum sk_mode { SK_LAT, SK_BW, SK_HOL, SK_MUX };
+enum sk_mode { SK_LAT, SK_BW, SK_HOL, SK_MUX, SK_IDLE };
 
 struct sk_opts {
 	enum sk_mode mode;
@@ -53,6 +56,7 @@ struct sk_opts {
 	const char *addr;
 	int server, json, sched, timeout_s, stats;
 	int adaptive;          /* be_worker_wait() instead of busy progress */
+	int seconds;           /* idle: how long to wait */
 	uint64_t size, big, iters, warmup;
 	uint32_t sockets, window;
 };
@@ -168,10 +172,10 @@ static int sk_server_run(const struct sk_opts *o, int ready_fd)
 		 * stays a tight progress loop, as in the raw tests. */
 		if (sk_poll(o, w) > 0) {
 			idle = 0;
-		} else if (++idle % 4096 == 0) {
+		} else if (++idle % (o->adaptive ? 1 : 4096) == 0) {
 			uint64_t now = perf_now_ns();
 
-			if (idle == 4096)
+			if (idle == (o->adaptive ? 1u : 4096u))
 				idle_since = now;
 			else if (now - idle_since > (uint64_t)o->timeout_s * 1000000000ull &&
 				 ready_fd >= 0)
@@ -292,11 +296,11 @@ static int sk_wait(struct be_worker *w, struct sk_cli *c, struct sk_sock *k, uin
 				if (record)
 					sk_sample(c, half ? us / 2 : us);
 			}
-		} else if (++idle % 4096 == 0) {
+		} else if (++idle % (c->o->adaptive ? 1 : 4096) == 0) {
 			/* The clock only now and then (see sk_server_run). */
 			uint64_t now = perf_now_ns();
 
-			if (idle == 4096)
+			if (idle == (c->o->adaptive ? 1u : 4096u))
 				last = now;
 			else if (now - last > (uint64_t)c->o->timeout_s * 1000000000ull)
 				return -ETIMEDOUT;
@@ -310,12 +314,26 @@ static int sk_wait(struct be_worker *w, struct sk_cli *c, struct sk_sock *k, uin
 static void sk_report(const struct sk_opts *o, struct sk_cli *c, double secs, uint64_t bytes,
 		      double cpu)
 {
-	static const char *const names[] = { "lat", "bw", "hol", "mux" };
+	static const char *const names[] = { "lat", "bw", "hol", "mux", "idle" };
 	struct perf_summary s;
 	double mb_s = secs > 0 ? (double)bytes / secs / 1e6 : 0;
 	double cpu_gb = bytes ? cpu / ((double)bytes / 1e9) : 0;
 
 	perf_summarize(c->samples, c->nsamples, &s);
+	if (o->mode == SK_IDLE) {
+		double pct = secs > 0 ? cpu / secs * 100.0 : 0;
+
+		if (o->json)
+			printf("{\"test\":\"idle\",\"transport\":\"%s\",\"sockets\":%u"
+			       ",\"seconds\":%.3f,\"cpu_s\":%.4f,\"cpu_pct\":%.3f"
+			       ",\"polling\":\"adaptive\"}\n",
+			       o->transport, o->sockets, secs, cpu, pct);
+		else
+			printf("be-perf idle: %s, %u socket(s) on one Engine, %.1f s: CPU %.4f s "
+			       "= %.3f %% of one core (both processes)\n",
+			       o->transport, o->sockets, secs, cpu, pct);
+		return;
+	}
 	if (o->json) {
 		printf("{\"test\":\"%s\",\"transport\":\"%s\",\"size\":%" PRIu64
 		       ",\"iters\":%" PRIu64 ",\"p50_us\":%.3f,\"p99_us\":%.3f,\"avg_us\":%.3f"
@@ -399,6 +417,16 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 				rc = sk_wait(w, &c, &c.socks[0], i + 1, true, i >= o->warmup);
 		}
 		bytes = 2 * o->size * o->iters;
+		break;
+	case SK_IDLE:
+		for (j = 0; j < nsock && !rc; j++)
+			rc = sk_send(&c, &c.socks[j], o->size, 'E');
+		for (j = 0; j < nsock && !rc; j++)
+			rc = sk_wait(w, &c, &c.socks[j], 1, false, false);
+		t0 = perf_now_ns();
+		cpu0 = perf_cpu_seconds();
+		while (!rc && perf_now_ns() - t0 < (uint64_t)o->seconds * 1000000000ull)
+			rc = be_worker_wait(w, 100) < 0 ? -EIO : 0;
 		break;
 	case SK_MUX:
 		for (i = 0; i < total && !rc; i++) {
@@ -520,6 +548,7 @@ static void sk_usage(const char *cmd)
 	       "  --window N      bw: messages in flight per socket (default 16)\n"
 	       "  --no-sched      FIFO per Engine instead of round-robin fragments\n"
 	       "  --timeout S     give up after S seconds without progress (default 30)\n"
+	       "  --seconds S     idle: how long both ends wait (default 10)\n"
 	       "  --busy          poll without sleeping (default except bw)\n"
 	       "  --adaptive      spin, then sleep on events: be_worker_wait() (default for bw)\n"
 	       "  --stats         print the client worker's counters (JSON) to stderr\n"
@@ -533,7 +562,8 @@ static int sk_main(int argc, char **argv, enum sk_mode mode)
 		.mode = mode, .cmd = argv[0], .transport = "tcp", .sched = 1, .timeout_s = 30,
 		.size = mode == SK_BW ? 1u << 20 : 64, .big = 16u << 20,
 		.iters = mode == SK_BW ? 2000 : mode == SK_MUX ? 100 : 10000, .warmup = 100,
-		.sockets = mode == SK_MUX ? 1000 : 1, .window = 16, .adaptive = mode == SK_BW,
+		.sockets = mode == SK_MUX ? 1000 : 1, .window = 16,
+		.adaptive = mode == SK_BW || mode == SK_IDLE, .seconds = 10,
 	};
 	struct perf_peer peer;
 	char addr[160];
@@ -580,6 +610,8 @@ static int sk_main(int argc, char **argv, enum sk_mode mode)
 				o.window = (uint32_t)perf_parse_size(v);
 			else if (!strcmp(a, "--timeout"))
 				o.timeout_s = atoi(v);
+			else if (!strcmp(a, "--seconds"))
+				o.seconds = atoi(v);
 			else {
 				fprintf(stderr, "be-perf %s: unknown option '%s'\n", o.cmd, a);
 				return 2;
@@ -587,6 +619,7 @@ static int sk_main(int argc, char **argv, enum sk_mode mode)
 		}
 	}
 	if (!o.iters || !o.sockets || !o.window || o.window >= SK_MAXQ || o.timeout_s <= 0 ||
+	    o.seconds <= 0 ||
 	    (mode == SK_HOL && o.big <= 4096) || (o.server && !o.addr)) {
 		fprintf(stderr, "be-perf %s: bad arguments (see --help)\n", o.cmd);
 		return 2;
@@ -626,6 +659,11 @@ static int sk_hol(int argc, char **argv)
 	return sk_main(argc, argv, SK_HOL);
 }
 
+static int sk_idle(int argc, char **argv)
+{
+	return sk_main(argc, argv, SK_IDLE);
+}
+
 static int sk_mux(int argc, char **argv)
 {
 	return sk_main(argc, argv, SK_MUX);
@@ -634,4 +672,5 @@ static int sk_mux(int argc, char **argv)
 PERF_COMMAND(sock_lat, "lat", "Socket ping-pong latency (one-way = RTT/2)", sk_lat)
 PERF_COMMAND(sock_bw, "bw", "Socket streaming throughput, --sockets on one Engine", sk_bw)
 PERF_COMMAND(sock_hol, "hol", "small ping-pong beside a large stream (--no-sched: FIFO)", sk_hol)
+PERF_COMMAND(sock_idle, "idle", "CPU of an idle Engine with adaptive polling (--seconds)", sk_idle)
 PERF_COMMAND(sock_mux, "mux", "many sockets on one Engine, a message on each per round", sk_mux)
