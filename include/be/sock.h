@@ -107,7 +107,11 @@ struct be_config {
 	 * comparison. BE_FRAG_SCHED, default 1. */
 	int frag_sched;
 	/* Send queue depth per Engine and completion queue depth per worker
-	 * and transport. BE_SQ_DEPTH default 256, BE_CQ_DEPTH default 16384. */
+	 * and transport (clamped to the device's limit). The CQ must hold
+	 * every receive posted plus every Engine's send queue, so a worker
+	 * holds about cq_depth / (sq_depth + credits) Engines, and
+	 * srq_max_depth / credits (the lower bound wins; 128 with the
+	 * defaults). BE_SQ_DEPTH default 128, BE_CQ_DEPTH default 65536. */
 	uint32_t sq_depth;
 	uint32_t cq_depth;
 	/* An idle Engine sends a keepalive every keepalive_ms; an Engine that

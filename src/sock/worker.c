@@ -175,6 +175,17 @@ static uint32_t wdev_srq_cap(const struct be__wdev *wd)
 	return cap;
 }
 
+/* The depth of the CQ we create: the configured one, within the device's
+ * limit (a verbs cq_create clamps it; our accounting must use the same). */
+static uint32_t wdev_cq_depth(const struct be__wdev *wd)
+{
+	uint32_t depth = wd->w->ctx->cfg.cq_depth;
+
+	if (wd->cd->attr.max_cqe && depth > wd->cd->attr.max_cqe)
+		depth = wd->cd->attr.max_cqe;
+	return depth;
+}
+
 int be__wdev_reserve(struct be__wdev *wd, uint32_t credits)
 {
 	const struct be_config *cfg = &wd->w->ctx->cfg;
@@ -186,7 +197,7 @@ int be__wdev_reserve(struct be__wdev *wd, uint32_t credits)
 	 * on verbs). */
 	if (want > wdev_srq_cap(wd))
 		return -ENOSPC;
-	if ((uint64_t)BE_MAX(want, wd->nbufs) + wd->cq_reserved + cfg->sq_depth > cfg->cq_depth)
+	if ((uint64_t)BE_MAX(want, wd->nbufs) + wd->cq_reserved + cfg->sq_depth > wdev_cq_depth(wd))
 		return -ENOSPC;
 	if (want > wd->nbufs) {
 		rc = wdev_grow(wd, want - wd->nbufs);
@@ -252,7 +263,7 @@ int be__worker_wdev(struct be_worker *w, const char *xport, struct be__wdev **ou
 	rc = ops->evch_create(cd->dev, &wd->evch);
 	if (rc)
 		goto err;
-	rc = ops->cq_create(cd->dev, cfg->cq_depth, &wd->cq);
+	rc = ops->cq_create(cd->dev, wdev_cq_depth(wd), &wd->cq);
 	if (rc)
 		goto err;
 	rc = ops->srq_create(wd->cq, wdev_srq_cap(wd), &wd->srq);

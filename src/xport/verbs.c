@@ -328,6 +328,7 @@ static int verbs_dev_query(struct be_xdev *d, struct be_xdev_attr *out)
 	out->max_sge = dev->max_sge;
 	out->max_qp_wr = (uint32_t)dev->attr.max_qp_wr;
 	out->max_srq_wr = (uint32_t)dev->attr.max_srq_wr;
+	out->max_cqe = (uint32_t)dev->attr.max_cqe;
 	out->has_thread_domain = dev->has_td;
 	return 0;
 }

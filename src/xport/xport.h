@@ -111,6 +111,7 @@ struct be_xdev_attr {
 	uint32_t max_sge;        /* scatter entries per WR */
 	uint32_t max_qp_wr;      /* send queue depth limit */
 	uint32_t max_srq_wr;     /* SRQ depth limit */
+	uint32_t max_cqe;        /* CQ depth limit (cq_create clamps); 0: none */
 	uint64_t max_msg_size;   /* largest single WR */
 	int has_thread_domain;   /* verbs: ibv_alloc_td works */
 };
