@@ -38,6 +38,7 @@
 #include "engine/list.h"
 #include "engine/proto.h"
 #include "engine/window.h"
+#include "xport/wake.h"
 #include "xport/xport.h"
 
 #define BE_CTX_MAX_XPORTS 4
@@ -92,7 +93,7 @@ struct be_worker {
 	struct be__list socks;           /* every socket handle not yet freed */
 	struct be__list done;            /* be__msg: send callbacks to run */
 	struct be__list closeq;          /* be_sock: on_close to run */
-	int epfd, evfd;
+	struct be__wake wake;            /* epoll over CQs, event channels, calls */
 	_Atomic(struct be__call *) calls;
 	pthread_t thr;
 	atomic_bool running, stop;

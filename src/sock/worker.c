@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <be/sock.h>
@@ -59,9 +58,14 @@ void be__worker_timer_at(struct be_worker *w, uint64_t when)
 		w->next_tick_ns = when;
 }
 
+/* epoll tags of the worker's set (epoll_data.ptr holds a number). */
+static void *worker_tag(uint64_t tag)
+{
+	return (void *)(uintptr_t)tag;
+}
+
 int be_worker_create(struct be_ctx *ctx, struct be_worker **out)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
 	struct be_worker *w;
 	int rc;
 
@@ -77,32 +81,14 @@ int be_worker_create(struct be_ctx *ctx, struct be_worker **out)
 	be__list_init(&w->socks);
 	be__list_init(&w->done);
 	be__list_init(&w->closeq);
-	w->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (w->epfd < 0) {
-		rc = -errno;
-		goto err_free;
-	}
-	w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (w->evfd < 0) {
-		rc = -errno;
-		goto err_ep;
-	}
-	ev.data.u64 = WORKER_EV_WAKE;
-	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->evfd, &ev)) {
-		rc = -errno;
-		goto err_ev;
+	rc = be__wake_init(&w->wake, 0, worker_tag(WORKER_EV_WAKE), NULL);
+	if (rc) {
+		free(w);
+		return rc;
 	}
 	atomic_fetch_add(&ctx->workers, 1);
 	*out = w;
 	return 0;
-
-err_ev:
-	close(w->evfd);
-err_ep:
-	close(w->epfd);
-err_free:
-	free(w);
-	return rc;
 }
 
 struct be_ctx *be_worker_ctx(struct be_worker *w)
@@ -240,7 +226,6 @@ static void wdev_destroy(struct be__wdev *wd)
 int be__worker_wdev(struct be_worker *w, const char *xport, struct be__wdev **out)
 {
 	const struct be_config *cfg = &w->ctx->cfg;
-	struct epoll_event ev = { .events = EPOLLIN };
 	struct be__cdev *cd;
 	struct be__wdev *wd;
 	const struct be_xport_ops *ops;
@@ -273,15 +258,13 @@ int be__worker_wdev(struct be_worker *w, const char *xport, struct be__wdev **ou
 	rc = wdev_grow(wd, BE_MIN(cfg->srq_depth, wdev_srq_cap(wd)));
 	if (rc)
 		goto err;
-	ev.data.u64 = (uint64_t)idx;
-	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, ops->evch_fd(wd->evch), &ev)) {
-		rc = -errno;
+	rc = be__wake_watch(&w->wake, ops->evch_fd(wd->evch), EPOLLIN, worker_tag((uint64_t)idx));
+	if (rc)
 		goto err;
-	}
-	ev.data.u64 = WORKER_EV_CQ | (uint64_t)idx;
-	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, ops->cq_fd(wd->cq), &ev)) {
-		rc = -errno;
-		epoll_ctl(w->epfd, EPOLL_CTL_DEL, ops->evch_fd(wd->evch), NULL);
+	rc = be__wake_watch(&w->wake, ops->cq_fd(wd->cq), EPOLLIN,
+			    worker_tag(WORKER_EV_CQ | (uint64_t)idx));
+	if (rc) {
+		epoll_ctl(w->wake.epfd, EPOLL_CTL_DEL, ops->evch_fd(wd->evch), NULL);
 		goto err;
 	}
 	w->wd[idx] = wd;
@@ -414,7 +397,6 @@ int be__worker_run_deferred(struct be_worker *w)
 int be_worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *arg), void *arg)
 {
 	struct be__call *c = malloc(sizeof(*c));
-	uint64_t one = 1;
 
 	if (!c)
 		return -ENOMEM;
@@ -424,8 +406,7 @@ int be_worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *ar
 	while (!atomic_compare_exchange_weak_explicit(&w->calls, &c->next, c, memory_order_release,
 						      memory_order_relaxed))
 		;
-	if (write(w->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		be_log_warn("worker: eventfd write failed: %s", be_strerror(-errno));
+	be__wake_kick(w->wake.efd);
 	return 0;
 }
 
@@ -649,17 +630,14 @@ int be_worker_wait(struct be_worker *w, int timeout_ms)
 		if (sleep_ms < 0 || tick_ms < sleep_ms)
 			sleep_ms = tick_ms;
 	}
-	nev = epoll_wait(w->epfd, evs, BE_ARRAY_SIZE(evs), sleep_ms);
+	nev = epoll_wait(w->wake.epfd, evs, BE_ARRAY_SIZE(evs), sleep_ms);
 	if (nev < 0 && errno != EINTR)
 		return -errno;
 	for (i = 0; i < nev; i++) {
-		uint64_t tag = evs[i].data.u64;
+		uint64_t tag = (uintptr_t)evs[i].data.ptr;
 
 		if (tag == WORKER_EV_WAKE) {
-			uint64_t v;
-
-			if (read(w->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-				be_log_warn("worker: eventfd read failed");
+			be__wake_drain(w->wake.efd);
 		} else if (!(tag & WORKER_EV_CQ)) {
 			w->ev_ready = true; /* an event channel */
 		} else {
@@ -707,13 +685,10 @@ int be_worker_start(struct be_worker *w)
 
 int be_worker_stop(struct be_worker *w)
 {
-	uint64_t one = 1;
-
 	if (!atomic_load(&w->running))
 		return -EINVAL;
 	atomic_store_explicit(&w->stop, true, memory_order_release);
-	if (write(w->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		be_log_warn("worker: eventfd write failed");
+	be__wake_kick(w->wake.efd);
 	pthread_join(w->thr, NULL);
 	atomic_store(&w->running, false);
 	return 0;
@@ -759,8 +734,7 @@ void be_worker_destroy(struct be_worker *w)
 		if (w->wd[i])
 			wdev_destroy(w->wd[i]);
 	worker_msg_cache_free(w);
-	close(w->evfd);
-	close(w->epfd);
+	be__wake_close(&w->wake);
 	atomic_fetch_sub(&w->ctx->workers, 1);
 	free(w);
 }
