@@ -330,14 +330,14 @@ report_table() {
 			abs=1
 			continue
 		fi
-		printf '  %-*s %8s  target %-6s %s\n' $rw "${RDESC[$n]}" "${RVAL[$n]}" "${RTGT[$n]}" \
+		printf '  %-*s %8s  target %-7s %s\n' $rw "${RDESC[$n]}" "${RVAL[$n]}" "${RTGT[$n]}" \
 			"${ROK[$n]}${RWHY[$n]:+ (${RWHY[$n]})}"
 	done
 	if [ $abs -eq 1 ]; then
 		printf '\nabsolute targets (medians, this run):\n'
 		for n in "${ratios[@]}"; do
 			[ "${RABS[$n]}" = 1 ] || continue
-			printf '  %-*s %8s  target %-6s %s\n' $rw "${RDESC[$n]}" "${RVAL[$n]}" \
+			printf '  %-*s %8s  target %-7s %s\n' $rw "${RDESC[$n]}" "${RVAL[$n]}" \
 				"${RTGT[$n]}" "${ROK[$n]}${RWHY[$n]:+ (${RWHY[$n]})}"
 		done
 	fi
