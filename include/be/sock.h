@@ -144,6 +144,11 @@ struct be_config {
 	 * default 100000. */
 	uint32_t nomem_backoff_us;
 	uint32_t nomem_backoff_max_us;
+	/* An Engine this side connected, with no Socket left for this long,
+	 * is closed (its QP freed; the next be_sock_connect() to the peer
+	 * opens a new one). 0 keeps Engines until they fail or the worker is
+	 * destroyed. BE_ENGINE_IDLE_MS, default 30000. */
+	uint32_t engine_idle_ms;
 };
 
 /* be_config_init() - defaults + BE_* environment. Borrows @cfg. */

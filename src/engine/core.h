@@ -296,6 +296,7 @@ struct be__engine {
 	 * (no clock read there); the tick turns them into last_*_ns. */
 	uint64_t last_rx_ns, last_tx_ns, deadline_ns;
 	bool rx_seen, tx_seen;
+	uint64_t idle_since_ns;    /* connector with no Socket: since when (0: busy) */
 	struct be_engine_stats st;
 };
 

@@ -438,7 +438,12 @@ void be__engine_fail(struct be__engine *e, int err, const char *why)
 
 	if (e->state == BE_ES_FAILED)
 		return;
-	be_log_warn("engine %s: failed: %s (%s)", e->addr, why, be_strerror(err));
+	/* An Engine no Socket uses ends without harm to anyone (an idle
+	 * close, or the peer's): not worth a warning. */
+	if (e->nsocks)
+		be_log_warn("engine %s: failed: %s (%s)", e->addr, why, be_strerror(err));
+	else
+		be_log_info("engine %s: closed: %s (%s)", e->addr, why, be_strerror(err));
 	e->state = BE_ES_FAILED;
 	e->st.state = BE_ES_FAILED;
 	e->err = err;
@@ -510,6 +515,31 @@ void be__engine_reap(struct be__engine *e)
 	be__engine_unref(e);
 }
 
+/*
+ * Close an Engine we connected once no Socket used it for engine_idle_ms,
+ * so QPs follow the peers in use, not every peer ever used. Nothing may
+ * be in flight (queued frames, posted WRs, buffers lent to the peer); it
+ * stops being reusable first, so a connect from here on opens a new one.
+ */
+static void engine_idle_tick(struct be__engine *e, uint64_t now)
+{
+	uint64_t limit = (uint64_t)e->w->ctx->cfg.engine_idle_ms * 1000000ull;
+
+	if (!limit || !e->connector || e->nsocks || e->grants_live || e->cur ||
+	    !be__list_empty(&e->active) || be__window_busy(&e->win)) {
+		e->idle_since_ns = 0;
+		return;
+	}
+	if (!e->idle_since_ns) {
+		e->idle_since_ns = now;
+		return;
+	}
+	if (now - e->idle_since_ns < limit)
+		return;
+	e->reusable = false;
+	be__engine_fail(e, -ECANCELED, "no socket for engine_idle_ms");
+}
+
 void be__engine_tick(struct be__engine *e, uint64_t now)
 {
 	if (e->state == BE_ES_CONNECTING) {
@@ -524,6 +554,9 @@ void be__engine_tick(struct be__engine *e, uint64_t now)
 		return;
 	be__large_backoff_tick(e, now);
 	be__engine_rx_retry(e, now);
+	engine_idle_tick(e, now);
+	if (e->state != BE_ES_ESTABLISHED)
+		return;
 	/* Work held back by a failed allocation has no other wakeup. */
 	if (be__credit_update_due(&e->cr) || !be__list_empty(&e->active) ||
 	    !be__list_empty(&e->ctrlq))

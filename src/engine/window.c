@@ -55,6 +55,16 @@ uint64_t be__window_push(struct be__window *w, enum be__wr_kind kind, uint32_t b
 	return r->seq;
 }
 
+bool be__window_busy(const struct be__window *w)
+{
+	uint32_t i;
+
+	for (i = 0; i < w->count; i++)
+		if (w->ring[(w->head + i) % w->cap].ptr)
+			return true;
+	return false;
+}
+
 void be__window_unpush(struct be__window *w)
 {
 	struct be__wr_rec *r = &w->ring[(w->head + w->count - 1) % w->cap];

@@ -60,6 +60,10 @@ bool be__window_fits(struct be__window *w, uint64_t bytes);
 uint64_t be__window_push(struct be__window *w, enum be__wr_kind kind, uint32_t bytes, void *ptr,
 			 bool *signal);
 
+/* Does a posted WR still own something (a staging buffer, a message)?
+ * Unsignaled inline SENDs own nothing. O(records). */
+bool be__window_busy(const struct be__window *w);
+
 /* Undo the last push (the post failed). */
 void be__window_unpush(struct be__window *w);
 

@@ -66,6 +66,7 @@ void be_config_init(struct be_config *cfg)
 		.max_reqs = 4,
 		.nomem_backoff_us = 1000,
 		.nomem_backoff_max_us = 100000,
+		.engine_idle_ms = 30000,
 	};
 	config_env32("BE_EAGER_MAX", &cfg->eager_max);
 	config_env32("BE_RECV_BUF_SIZE", &cfg->recv_buf_size);
@@ -88,6 +89,7 @@ void be_config_init(struct be_config *cfg)
 	config_env32("BE_MAX_REQS", &cfg->max_reqs);
 	config_env32("BE_NOMEM_BACKOFF_US", &cfg->nomem_backoff_us);
 	config_env32("BE_NOMEM_BACKOFF_MAX_US", &cfg->nomem_backoff_max_us);
+	config_env32("BE_ENGINE_IDLE_MS", &cfg->engine_idle_ms);
 }
 
 /*
