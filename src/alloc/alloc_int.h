@@ -194,6 +194,15 @@ struct be__pool {
 	_Atomic uint64_t nfree[BE_ALLOC_NUM_CLASSES];
 	_Atomic int64_t bytes[BE_ALLOC_NUM_CLASSES];
 	pthread_key_t key;
+	int atfork_err;  /* pthread_atfork() failed: no allocation (pool.c) */
+	/* In a fork() child: the parent's descriptors, set aside by the atfork
+	 * handler (which must not call free()), freed on the child's first use
+	 * or next fork (pool lock). */
+	struct {
+		struct be__region *blocks, *huge_live, *huge_cache;
+		struct be__heap *heaps;
+		uint64_t *free_slots;
+	} forked;
 };
 
 extern struct be__pool be__pool;
@@ -222,6 +231,8 @@ void be__pool_heap_orphan(struct be__heap *h, struct be__span *runs);
 /* region.c: mapping, registration and the page map (pool lock held). */
 struct be__block *be__block_create_locked(void);
 void be__block_destroy_locked(struct be__block *b);
+void be__block_free_meta(struct be__block *b);
+void be__region_fork_forget_locked(struct be__region *r);
 struct be__region *be__huge_create_locked(size_t len);
 void be__huge_destroy_locked(struct be__region *r);
 int be__region_reg_all_locked(struct be__region *r);
@@ -244,6 +255,8 @@ size_t be__huge_cache_drop_locked(size_t want);
  * an orphan). */
 struct be__span *be__heap_release(struct be__heap *h);
 struct be__heap *be__heap_self(void);
+/* fork() child: the forking thread forgets its heap (the parent's). */
+void be__heap_fork_child(void);
 
 static inline struct be__region *be__pagemap_get(uintptr_t a)
 {

@@ -85,6 +85,16 @@ struct be__heap *be__heap_self(void)
 	return tls_heap;
 }
 
+/* In the atfork child handler: the one thread left forgets its heap (pool.c
+ * sets it aside with the parent's others); it gets a fresh one on its next
+ * call. */
+void be__heap_fork_child(void)
+{
+	tls_heap = NULL;
+	tls_exited = false;
+	pthread_setspecific(be__pool.key, NULL);
+}
+
 static __attribute__((noinline)) struct be__heap *heap_get(void)
 {
 	struct be__heap *h;

@@ -13,6 +13,19 @@
  * free units; a block is created only when none fits. A run stays marked in
  * its block's bitmap while a heap owns it, also while it sits in that heap's
  * span cache: such a block is not "entirely free" and trim leaves it.
+ *
+ * fork(). Every region is mapped MADV_DONTFORK (region.c), so a child does
+ * not have the parent's blocks at all; what it inherits is a private copy
+ * of this metadata, which describes them. pthread_atfork handlers,
+ * registered at init, turn that copy into an empty pool: prepare takes the
+ * pool lock (no list is half changed at the fork), the parent releases it,
+ * and the child forgets every region (page map out, address range reserved,
+ * huge memfds closed; no dereg hook and no munmap: those are the parent's),
+ * closes the arena memfd (its slots are the parent's pages), drops the
+ * devices and counters, makes the forking thread forget its heap, and
+ * releases the lock. The child handler only stores and makes system calls;
+ * the descriptors it sets aside (be__pool.forked) are freed by the child's
+ * first use of the pool, or at its next fork (prepare).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -37,6 +50,7 @@ static uint64_t env_limit;
 
 void be__heap_thread_exit(void *arg);
 void be__heap_classes_init(void);
+static struct be__region *region_next(struct be__region *r, int *list);
 
 void be__alloc_error(const char *fmt, ...)
 {
@@ -102,6 +116,91 @@ static bool block_size_valid(uint64_t bs)
 	return bs >= ALLOC_BLOCK_MIN && bs <= ALLOC_BLOCK_MAX && !(bs & (bs - 1));
 }
 
+/* Free what a fork() child set aside of its parent's pool (lock held). */
+static void pool_forked_free_locked(void)
+{
+	struct be__pool *p = &be__pool;
+	struct be__region *r, *next;
+	struct be__heap *h, *hn;
+
+	for (r = p->forked.blocks; r; r = next) {
+		next = r->next;
+		be__block_free_meta((struct be__block *)r);
+	}
+	for (r = p->forked.huge_live; r; r = next) {
+		next = r->next;
+		free(r);
+	}
+	for (r = p->forked.huge_cache; r; r = next) {
+		next = r->next;
+		free(r);
+	}
+	for (h = p->forked.heaps; h; h = hn) {
+		hn = atomic_load_explicit(&h->next_all, memory_order_relaxed);
+		free(h);
+	}
+	free(p->forked.free_slots);
+	memset(&p->forked, 0, sizeof(p->forked));
+}
+
+static void pool_atfork_prepare(void)
+{
+	pthread_mutex_lock(&be__pool.lock);
+	pool_forked_free_locked();
+}
+
+static void pool_atfork_parent(void)
+{
+	pthread_mutex_unlock(&be__pool.lock);
+}
+
+/*
+ * The child of a fork(), its only thread, pool lock held since prepare:
+ * become an empty pool. The parent's regions are not mapped here; their
+ * descriptors are set aside, not freed (no free() in this handler).
+ */
+static void pool_atfork_child(void)
+{
+	struct be__pool *p = &be__pool;
+	struct be__region *r;
+	unsigned c;
+	int list = 0;
+
+	for (r = region_next(NULL, &list); r; r = region_next(r, &list))
+		be__region_fork_forget_locked(r);
+	if (p->arena_fd >= 0)
+		close(p->arena_fd);
+	p->arena_fd = -1;
+	p->arena_slots = 0;
+	p->forked.blocks = p->blocks;
+	p->forked.huge_live = p->huge_live;
+	p->forked.huge_cache = p->huge_cache;
+	p->forked.heaps = atomic_load_explicit(&p->heaps, memory_order_relaxed);
+	p->forked.free_slots = p->free_slots;
+	p->blocks = p->huge_live = p->huge_cache = NULL;
+	p->huge_cache_bytes = 0;
+	p->orphans = NULL;
+	atomic_store_explicit(&p->heaps, NULL, memory_order_relaxed);
+	p->free_slots = NULL;
+	p->nfree_slots = p->cap_free_slots = 0;
+	/* The devices are the parent's: forgotten, their hooks never called. */
+	memset(p->dev, 0, sizeof(p->dev));
+	atomic_store_explicit(&p->devices, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->blocks_n, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->huge_n, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->mapped_bytes, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->registrations, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->deregistrations, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->failures, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->reg_failures, 0, memory_order_relaxed);
+	for (c = 0; c < BE_ALLOC_NUM_CLASSES; c++) {
+		atomic_store_explicit(&p->nfree[c], 0, memory_order_relaxed);
+		atomic_store_explicit(&p->bytes[c], 0, memory_order_relaxed);
+	}
+	be__heap_fork_child();
+	pthread_mutex_unlock(&p->lock);
+}
+
 static void pool_init_once(void)
 {
 	struct be__pool *p = &be__pool;
@@ -125,6 +224,13 @@ static void pool_init_once(void)
 	be__heap_classes_init();
 	if (pthread_key_create(&p->key, be__heap_thread_exit))
 		be_log_err("bemalloc: pthread_key_create failed; exited threads keep their heaps");
+	/* Without the handlers a forked child would reuse the parent's arena
+	 * slots: refuse to allocate at all rather than corrupt (heap adopt). */
+	p->atfork_err = pthread_atfork(pool_atfork_prepare, pool_atfork_parent,
+				       pool_atfork_child);
+	if (p->atfork_err)
+		be_log_err("bemalloc: pthread_atfork failed: %s; allocations will fail",
+			   strerror(p->atfork_err));
 }
 
 void be__alloc_init(void)
@@ -299,6 +405,13 @@ struct be__heap *be__pool_heap_adopt(void)
 	struct be__heap *h;
 
 	pthread_mutex_lock(&p->lock);
+	if (BE_UNLIKELY(p->atfork_err)) {
+		pthread_mutex_unlock(&p->lock);
+		be__alloc_error("bemalloc: pthread_atfork failed at init: %s; no allocation is safe "
+				"across fork()", strerror(p->atfork_err));
+		return NULL;
+	}
+	pool_forked_free_locked();
 	p->frozen = true;
 	h = p->orphans;
 	if (h) {
@@ -350,6 +463,7 @@ size_t be_alloc_trim(void)
 	self = be__heap_self();
 	runs = self ? be__heap_release(self) : NULL;
 	pthread_mutex_lock(&p->lock);
+	pool_forked_free_locked();
 	for (; runs; runs = rn) {
 		rn = runs->next;
 		be__pool_run_put_locked(runs);

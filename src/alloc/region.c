@@ -115,8 +115,29 @@ static void pagemap_clear_locked(uintptr_t base, size_t len)
 	}
 }
 
-/* Map @len bytes of @fd at @off MAP_SHARED at an @align-aligned address. */
-static void *region_map(int fd, uint64_t off, size_t len, size_t align)
+/*
+ * Keep @len bytes at @base out of fork() children (MADV_DONTFORK): a child
+ * that inherited a MAP_SHARED region would write the parent's pages.
+ * Returns 0 or -errno with the thread's message set.
+ */
+static int region_dontfork(uintptr_t base, size_t len)
+{
+	int e;
+
+	if (!madvise((void *)base, len, MADV_DONTFORK))
+		return 0;
+	e = errno;
+	be__alloc_error("bemalloc: madvise(MADV_DONTFORK) on %zu bytes at %p failed: %s", len,
+			(void *)base, strerror(e));
+	return -e;
+}
+
+/*
+ * Map @len bytes of @fd at @off MAP_SHARED at an @align-aligned address,
+ * kept out of fork() children. Returns the address, or NULL with the
+ * thread's message set (@what names the region in it).
+ */
+static void *region_map(int fd, uint64_t off, size_t len, size_t align, const char *what)
 {
 	size_t res_len = len + align;
 	uintptr_t res, a;
@@ -125,7 +146,7 @@ static void *region_map(int fd, uint64_t off, size_t len, size_t align)
 	p = mmap(NULL, res_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
 		 -1, 0);
 	if (p == MAP_FAILED)
-		return NULL;
+		goto err;
 	res = (uintptr_t)p;
 	a = BE_ALIGN_UP(res, (uintptr_t)align);
 	p = mmap((void *)a, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
@@ -135,7 +156,7 @@ static void *region_map(int fd, uint64_t off, size_t len, size_t align)
 
 		munmap((void *)res, res_len);
 		errno = e;
-		return NULL;
+		goto err;
 	}
 	if (a > res)
 		munmap((void *)res, a - res);
@@ -144,9 +165,17 @@ static void *region_map(int fd, uint64_t off, size_t len, size_t align)
 	if ((a + len - 1) >> ALLOC_ADDR_BITS) {
 		munmap((void *)a, len);
 		errno = ENOMEM;
+		goto err;
+	}
+	if (region_dontfork(a, len)) {
+		munmap((void *)a, len);
 		return NULL;
 	}
 	return (void *)a;
+
+err:
+	be__alloc_error("bemalloc: mapping a %zu-byte %s failed: %s", len, what, strerror(errno));
+	return NULL;
 }
 
 /* Register @r on device @d; on failure set the thread's message. */
@@ -217,9 +246,16 @@ int be__region_reg_dev_locked(struct be__region *r, int d)
 	return region_reg_one_locked(r, d);
 }
 
+/*
+ * Deregister @r from device @d alone (detach); @r stays mapped. A verbs
+ * library set up with ibv_fork_init() clears MADV_DONTFORK on dereg
+ * (MADV_DOFORK), so it is set again: the region must still stay out of
+ * children. A failure there cannot undo the detach; it is logged.
+ */
 void be__region_dereg_dev_locked(struct be__region *r, int d)
 {
 	region_dereg_one_locked(r, d);
+	region_dontfork(r->base, r->len);
 }
 
 /* A free slot of the arena memfd, growing the file if needed. */
@@ -288,6 +324,15 @@ static bool limit_allows_locked(size_t more)
 	return false;
 }
 
+/* Free @b's descriptor and its arrays (malloc memory, never mapped). */
+void be__block_free_meta(struct be__block *b)
+{
+	free(b->links);
+	free(b->spans);
+	free(b->bitmap);
+	free(b);
+}
+
 /*
  * be__block_create_locked() - map, describe and register a new block and
  * enter it in the page map and the block list. Returns NULL with the
@@ -317,12 +362,9 @@ struct be__block *be__block_create_locked(void)
 	memset(b->spans, 0, units * sizeof(*b->spans));
 	if (arena_slot_get(&slot))
 		goto err_free_quiet;
-	base = region_map(p->arena_fd, slot * bs, bs, bs);
-	if (!base) {
-		be__alloc_error("bemalloc: mapping a %zu-byte block failed: %s", bs,
-				strerror(errno));
+	base = region_map(p->arena_fd, slot * bs, bs, bs, "block");
+	if (!base)
 		goto err_slot;
-	}
 	b->r.kind = ALLOC_REGION_BLOCK;
 	b->r.base = (uintptr_t)base;
 	b->r.len = bs;
@@ -355,10 +397,7 @@ err_slot:
 err_free:
 	be__alloc_error("bemalloc: out of memory for block metadata");
 err_free_quiet:
-	free(b->links);
-	free(b->spans);
-	free(b->bitmap);
-	free(b);
+	be__block_free_meta(b);
 	return NULL;
 err_nomem:
 	be__alloc_error("bemalloc: out of memory for block metadata");
@@ -377,10 +416,7 @@ void be__block_destroy_locked(struct be__block *b)
 	arena_slot_put(b->slot);
 	atomic_fetch_sub_explicit(&p->blocks_n, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&p->mapped_bytes, b->r.len, memory_order_relaxed);
-	free(b->links);
-	free(b->spans);
-	free(b->bitmap);
-	free(b);
+	be__block_free_meta(b);
 }
 
 /*
@@ -413,12 +449,9 @@ struct be__region *be__huge_create_locked(size_t len)
 				strerror(errno));
 		goto err_close;
 	}
-	base = region_map(fd, 0, len, p->block_size);
-	if (!base) {
-		be__alloc_error("bemalloc: mapping a %zu-byte region failed: %s", len,
-				strerror(errno));
+	base = region_map(fd, 0, len, p->block_size, "region");
+	if (!base)
 		goto err_close;
-	}
 	r->kind = ALLOC_REGION_HUGE;
 	r->base = (uintptr_t)base;
 	r->len = len;
@@ -455,4 +488,28 @@ void be__huge_destroy_locked(struct be__region *r)
 	atomic_fetch_sub_explicit(&be__pool.huge_n, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&be__pool.mapped_bytes, r->len, memory_order_relaxed);
 	free(r);
+}
+
+/*
+ * be__region_fork_forget_locked() - in a fork() child, where @r is one of
+ * the parent's regions and is not mapped (MADV_DONTFORK): take it out of
+ * the page map, so be_free() and be_alloc_lookup() refuse its pointers,
+ * and reserve its address range PROT_NONE, so no later mapping of the
+ * child lands there and a stale pointer of the parent faults instead of
+ * reaching a buffer of the child. Closes the child's copy of a huge
+ * region's memfd. Neither deregisters nor unmaps: the registrations and
+ * the mapping are the parent's. Only system calls: it runs in the atfork
+ * child handler.
+ */
+void be__region_fork_forget_locked(struct be__region *r)
+{
+	void *p;
+
+	pagemap_clear_locked(r->base, r->len);
+	p = mmap((void *)r->base, r->len, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+	if (p != MAP_FAILED && p != (void *)r->base)
+		munmap(p, r->len); /* a kernel before 4.17 took the address as a hint */
+	if (r->kind == ALLOC_REGION_HUGE)
+		close(r->fd);
 }
