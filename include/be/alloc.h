@@ -27,6 +27,12 @@
  * Allocator metadata lives outside the registered blocks, so a remote peer
  * that holds a block's rkey can never corrupt the allocator.
  *
+ * fork(): blocks and huge regions are mapped MADV_DONTFORK, so a child
+ * does not inherit them (touching a parent buffer faults in the child);
+ * atfork handlers give the child an empty bemalloc, with no device
+ * attached and statistics at zero, which it uses like a new process.
+ * docs/ALLOC.md ("Fork") has the details and the limits.
+ *
  * Threads: every function is thread-safe.
  */
 #ifndef BE_ALLOC_H

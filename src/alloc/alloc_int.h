@@ -194,6 +194,7 @@ struct be__pool {
 	_Atomic uint64_t nfree[BE_ALLOC_NUM_CLASSES];
 	_Atomic int64_t bytes[BE_ALLOC_NUM_CLASSES];
 	pthread_key_t key;
+	bool key_ok;     /* pthread_key_create() succeeded */
 	int atfork_err;  /* pthread_atfork() failed: no allocation (pool.c) */
 	/* In a fork() child: the parent's descriptors, set aside by the atfork
 	 * handler (which must not call free()), freed on the child's first use

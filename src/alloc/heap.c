@@ -92,7 +92,8 @@ void be__heap_fork_child(void)
 {
 	tls_heap = NULL;
 	tls_exited = false;
-	pthread_setspecific(be__pool.key, NULL);
+	if (be__pool.key_ok)
+		pthread_setspecific(be__pool.key, NULL);
 }
 
 static __attribute__((noinline)) struct be__heap *heap_get(void)
@@ -105,7 +106,8 @@ static __attribute__((noinline)) struct be__heap *heap_get(void)
 		return NULL;
 	tls_heap = h;
 	tls_exited = false;
-	pthread_setspecific(be__pool.key, h);
+	if (be__pool.key_ok)
+		pthread_setspecific(be__pool.key, h);
 	return h;
 }
 

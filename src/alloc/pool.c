@@ -222,7 +222,8 @@ static void pool_init_once(void)
 	pool_set_block_size(env_block_size);
 	atomic_store(&p->limit, env_limit);
 	be__heap_classes_init();
-	if (pthread_key_create(&p->key, be__heap_thread_exit))
+	p->key_ok = !pthread_key_create(&p->key, be__heap_thread_exit);
+	if (!p->key_ok)
 		be_log_err("bemalloc: pthread_key_create failed; exited threads keep their heaps");
 	/* Without the handlers a forked child would reuse the parent's arena
 	 * slots: refuse to allocate at all rather than corrupt (heap adopt). */
