@@ -24,8 +24,8 @@
 # core; <= 1024 B per Socket. Targets are reported, never enforced.
 #
 # Latencies are one-way (RTT/2) in microseconds, bandwidth MB/s (1e6 B/s).
-# raw-* and Socket tests run with be-perf's default polling (busy, but
-# bw adaptive). be-perf lat/bw/hol/mux/idle cannot pin each end to a core,
+# raw-* and Socket tests busy-poll (Socket bw with --busy, like raw-bw:
+# like for like); idle polls adaptively. be-perf lat/bw/hol/mux/idle cannot pin each end to a core,
 # so every be-perf, raw or Socket, and both ucx_perftest ends run under
 # taskset -c 0,1 (client and server share cores 0 and 1; on a 2-core host
 # that is every core); --no-pin: no taskset.
@@ -115,10 +115,12 @@ one_rep() { # REP: one repetition of every test; the once-per-run ones in rep 1
 		derive sk_${x}_lat99 "jfield p99_us"
 		run raw_${x}_bw "jfield mb_s" bp raw-bw --transport $x --size 1M --window 16 \
 			"${bufs16[@]}" --iters $bw_n
-		run sk_${x}_bw "jfield mb_s" bp bw --transport $x --size 1M --window 16 --iters $bw_n
+		run sk_${x}_bw "jfield mb_s" bp bw --transport $x --size 1M --window 16 --busy \
+			--iters $bw_n
 		run raw_${x}_bw1 "jfield mb_s" bp raw-bw --transport $x --size 1M --window 1 \
 			"${bufs1[@]}" --iters $bw1_n
-		run sk_${x}_bw1 "jfield mb_s" bp bw --transport $x --size 1M --window 1 --iters $bw1_n
+		run sk_${x}_bw1 "jfield mb_s" bp bw --transport $x --size 1M --window 1 --busy \
+			--iters $bw1_n
 		run sk_${x}_hol "jfield p50_us" bp hol --transport $x --size 64 --iters $hol_n
 		derive sk_${x}_hol99 "jfield p99_us"
 		run sk_${x}_fifo99 "jfield p99_us" bp hol --transport $x --size 64 --iters $fifo_n \
@@ -158,6 +160,6 @@ limit tcp_idle_cpu sk_tcp_idle "<" 1 "tcp idle Engine CPU, % of one core"
 limit shm_mux_mem sk_shm_mux "<=" 1024 "shm memory per further Socket, bytes"
 
 notes=("latency: one-way us; bandwidth: MB/s (1e6 B/s); idle: CPU of both processes, % of one core"
-	"polling: be-perf defaults (raw-*, lat, hol, mux busy; bw and idle adaptive)")
+	"polling: busy everywhere (Socket bw with --busy, like raw-bw), but idle: adaptive")
 [ $pin -eq 1 ] || notes+=("not pinned (--no-pin): the scheduler places both ends")
 cmp_finish
