@@ -283,6 +283,7 @@ struct be__engine {
 	struct be__list ctrlq;
 	struct be__sendbuf *cur;   /* open batch */
 	struct be__list sbfree;
+	uint32_t nsbfree;
 	struct be__list backoff;   /* msgs in BE_MS_BACKOFF */
 	struct be__list rxlog;     /* receive buffers waiting for memory */
 	uint64_t rx_retry_at;

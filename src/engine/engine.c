@@ -476,6 +476,7 @@ void be__engine_fail(struct be__engine *e, int err, const char *why)
 			be__worker_defer_msg(e->w, m, err);
 		}
 		be__list_add_tail(&e->sbfree, &sb->link);
+		e->nsbfree++;
 	}
 	if (e->conn)
 		e->ops->disconnect(e->conn);

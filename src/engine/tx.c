@@ -112,6 +112,7 @@ static struct be__sendbuf *tx_sendbuf_get(struct be__engine *e)
 
 	if (p) {
 		be__list_del_init(p);
+		e->nsbfree--;
 		sb = be__list_entry(p, struct be__sendbuf, link);
 	} else {
 		sb = tx_sendbuf_new(e);
@@ -132,22 +133,19 @@ void be__sendbuf_prealloc(struct be__engine *e, int n)
 		if (!sb)
 			return;
 		be__list_add_tail(&e->sbfree, &sb->link);
+		e->nsbfree++;
 	}
 }
 
 static void tx_sendbuf_put(struct be__engine *e, struct be__sendbuf *sb)
 {
-	size_t n = 0;
-	struct be__list *p;
-
-	for (p = e->sbfree.next; p != &e->sbfree && n < TX_SBFREE_MAX; p = p->next)
-		n++;
-	if (n >= TX_SBFREE_MAX) {
+	if (e->nsbfree >= TX_SBFREE_MAX) {
 		be_free(sb->buf);
 		free(sb);
 		return;
 	}
 	be__list_add_tail(&e->sbfree, &sb->link);
+	e->nsbfree++;
 }
 
 void be__sendbuf_free_all(struct be__engine *e)
@@ -160,6 +158,7 @@ void be__sendbuf_free_all(struct be__engine *e)
 		be_free(sb->buf);
 		free(sb);
 	}
+	e->nsbfree = 0;
 }
 
 /* The SEND of @sb completed (or, inline, was posted): its eager messages
@@ -217,12 +216,12 @@ static int tx_flush(struct be__engine *e)
 	if (rc)
 		return rc; /* engine failed: it completes sb's messages */
 	e->cur = NULL;
-	if (inl)
-		tx_sendbuf_done(e, sb, 0);
 	e->st.sends_posted++;
 	if (sb->nframes > 1)
 		e->st.frames_batched += sb->nframes;
 	e->tx_seen = true;
+	if (inl)
+		tx_sendbuf_done(e, sb, 0); /* may free sb */
 	return 0;
 }
 
