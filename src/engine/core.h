@@ -103,6 +103,7 @@ struct be_worker {
 	uint32_t nmsg_cache;
 	bool ev_ready;                   /* epoll saw an event channel readable */
 	bool timers_due;                 /* read the clock at the next progress */
+	uint64_t ev_polled_ns;           /* last timed poll of the event channels */
 	bool idle_wake;                  /* the last wait slept and found nothing */
 	uint64_t next_tick_ns;
 	unsigned int nengines;

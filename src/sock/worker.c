@@ -39,7 +39,8 @@
 #define WORKER_POLL_BATCH 32
 #define WORKER_EV_WAKE 0xffu
 #define WORKER_EV_CQ 0x100u
-#define WORKER_EV_EVERY 4096
+#define WORKER_EV_EVERY 1024
+#define WORKER_EV_MAX_NS 1000000ull /* and at least once a millisecond */
 #define WORKER_CLOCK_EVERY 16
 
 /* The periodic tick serves keepalive (a quarter of its interval is
@@ -515,6 +516,11 @@ static void worker_timers(struct be_worker *w)
 		return;
 	w->timers_due = false;
 	now = be__now_ns();
+	/* A caller that polls rarely still sees connection events soon. */
+	if (now - w->ev_polled_ns > WORKER_EV_MAX_NS) {
+		w->ev_ready = true;
+		w->ev_polled_ns = now;
+	}
 	if (now < w->next_tick_ns)
 		return;
 	w->next_tick_ns = now + worker_tick_ns(w);
@@ -537,8 +543,9 @@ int be_worker_progress(struct be_worker *w)
 {
 	int n = 0, i, rc, round;
 	/* Connection events are rare and polling an event channel may cost a
-	 * syscall (shm, tcp): poll them every WORKER_EV_EVERY progress calls,
-	 * and at once after epoll reported one. */
+	 * syscall (shm, tcp): poll them every WORKER_EV_EVERY progress calls
+	 * or WORKER_EV_MAX_NS (see worker_timers), and at once after epoll
+	 * reported one. */
 	bool events = (++w->npolls % WORKER_EV_EVERY) == 0 || w->ev_ready;
 
 	w->in_progress++;
