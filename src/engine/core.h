@@ -256,6 +256,7 @@ struct be__engine {
 	int err;
 	int refs;
 	bool in_pass;              /* the scheduler runs (no reentry) */
+	bool retry_pass;           /* blocked only by our own unposted SEND */
 	bool kicked;
 	bool reaped;
 	struct be__list wlink, klink, rlink;

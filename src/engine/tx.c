@@ -209,8 +209,12 @@ static int tx_flush(struct be__engine *e)
 	 * buffer and its messages are free at once, and nothing waits for
 	 * its completion (it is signaled only by the quarter rule). */
 	inl = sb->used <= e->max_inline;
-	wr.wr_id = be__window_push(&e->win, inl ? BE_WR_SEND_INLINE : BE_WR_SEND, sb->used,
-				   inl ? NULL : sb, &sig);
+	/* An unsignaled inline SEND counts no window bytes: its record may
+	 * wait for a later signaled WR, and bytes nobody signals for must
+	 * not keep a large fragment out of the window (it holds no memory
+	 * of ours, and at most max_inline bytes of link). */
+	wr.wr_id = be__window_push(&e->win, inl ? BE_WR_SEND_INLINE : BE_WR_SEND,
+				   inl ? 0 : sb->used, inl ? NULL : sb, &sig);
 	wr.flags = (sig ? BE_XWR_F_SIGNALED : 0) | (inl ? BE_XWR_F_INLINE : 0);
 	rc = tx_post(e, &wr);
 	if (rc)
@@ -239,6 +243,10 @@ static bool tx_room(struct be__engine *e, uint64_t bytes, bool new_wr)
 	if (e->win.in_flight + pending + bytes <= e->win.limit ||
 	    (e->win.in_flight == 0 && pending == 0))
 		return true;
+	/* Only the unposted staging buffer is in the way: nothing in
+	 * flight will complete to kick us, so retry once it is posted. */
+	if (e->win.in_flight == 0)
+		e->retry_pass = true;
 	e->win.stalls++;
 	return false;
 }
@@ -460,6 +468,11 @@ void be__engine_run(struct be__engine *e)
 	}
 	if (e->state == BE_ES_ESTABLISHED)
 		tx_flush(e);
+	if (e->retry_pass) {
+		e->retry_pass = false;
+		if (e->state == BE_ES_ESTABLISHED)
+			be__worker_later(e->w, e);
+	}
 	/* Owed credits with nothing to carry them: an explicit CREDIT frame. */
 	if (e->state == BE_ES_ESTABLISHED && be__credit_update_due(&e->cr)) {
 		struct be__frame f = { .type = BE_FR_CREDIT };
