@@ -196,6 +196,7 @@ static int sk_server_fn(void *arg, int ready_fd)
 /* ---- client ---- */
 
 #define SK_MAXQ 4096
+#define SK_HOL_WARM_BIG 4 /* hol: large messages before measuring */
 
 struct sk_sock {
 	struct be_sock *s;
@@ -467,9 +468,12 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 		uint64_t nbig = 0;
 
 		/* Keep two large messages in flight on the first socket while the
-		 * second ping-pongs. */
+		 * second ping-pongs. Warmup lasts --warmup pings and the first
+		 * SK_HOL_WARM_BIG large messages: until then every large buffer
+		 * is new memory, and its first touch (page faults, on both
+		 * sides) is not the steady state being measured. */
 		cpu0 = perf_cpu_seconds();
-		for (i = 0; i < total && !rc; i++) {
+		for (i = 0; c.nsamples < o->iters && !rc; i++) {
 			while (big->tail - big->head < 2 && !rc) {
 				rc = sk_send(&c, big, o->big, 'A');
 				nbig++;
@@ -477,12 +481,13 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 			if (!rc)
 				rc = sk_send(&c, ping, o->size, 'E');
 			if (!rc)
-				rc = sk_wait(w, &c, ping, i + 1, true, i >= o->warmup);
+				rc = sk_wait(w, &c, ping, i + 1, true,
+					     i >= o->warmup && big->answered >= SK_HOL_WARM_BIG);
 			/* The big socket's acks are consumed by sk_cli_recv. */
 		}
 		if (!rc)
 			rc = sk_wait(w, &c, big, nbig, false, false);
-		bytes = o->big * nbig + 2 * o->size * total;
+		bytes = o->big * nbig + 2 * o->size * i;
 		break;
 	}
 	}
