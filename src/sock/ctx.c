@@ -55,6 +55,11 @@ static uint32_t ctx_frag_default(const struct be_xdev_attr *a)
 {
 	uint32_t speed = a->num_ports > 0 ? a->port[0].speed_mbps : 0;
 
+	/* shm: a fragment is a memcpy, 32 KiB (3 us) keeps a small message's
+	 * wait short at no cost in bandwidth. tcp: every fragment is a frame
+	 * with syscalls on both ends; below 128 KiB they cost bandwidth. */
+	if (!strcmp(a->transport, "tcp"))
+		return 128u << 10;
 	if (strcmp(a->transport, "verbs") != 0)
 		return 32u << 10;
 	if (speed && speed <= 25000)
