@@ -53,6 +53,7 @@ struct be__cdev {
 	struct be_xdev_attr attr;
 	uint32_t frag_size;              /* default fragment size on this device */
 	uint64_t send_window;            /* default send window of its Engines */
+	uint32_t frag_bulk;              /* fragment size with no small messages about */
 };
 
 struct be_ctx {
@@ -154,6 +155,8 @@ struct be__msg {
 	uint64_t raddr;
 	uint32_t rkey, token;
 	size_t off;                /* bytes posted */
+	uint32_t lkey;             /* of buf, once has_lkey */
+	bool has_lkey;
 	uint32_t unretired;        /* posted WRs not yet retired */
 	uint64_t retry_at;
 	uint32_t backoff_us;
@@ -270,7 +273,12 @@ struct be__engine {
 	struct be__window win;
 	uint32_t eager_max;        /* largest DATA payload we send */
 	uint32_t sbuf_size;        /* = peer's receive buffer size */
-	uint32_t frag_size;
+	uint32_t frag_size;        /* while other Sockets send small messages */
+	uint32_t frag_bulk;        /* while they do not (>= frag_size) */
+	uint32_t small_seq;        /* small messages sent, and by which queue */
+	uint32_t small_seen;
+	struct be__sq *small_sq;
+	uint32_t mixed_left;       /* fragments still sent at frag_size */
 	uint32_t max_inline;
 	uint32_t granted_to_peer;  /* credits reserved in wd */
 

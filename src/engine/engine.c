@@ -89,6 +89,7 @@ static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, c
 	be__list_init(&e->backoff);
 	be__list_init(&e->rxlog);
 	e->frag_size = wd->cd->frag_size;
+	e->frag_bulk = wd->cd->frag_bulk;
 	e->max_inline = BE_MIN(wd->cd->attr.max_inline, 256u);
 	e->last_rx_ns = e->last_tx_ns = be__now_ns();
 	e->deadline_ns = e->last_rx_ns + (uint64_t)cfg->connect_timeout_ms * 1000000ull;

@@ -293,11 +293,35 @@ static int tx_emit(struct be__engine *e, struct be__frame *f, const void *payloa
 	return 0;
 }
 
+/*
+ * Fragment size for queue @sq. A fragment is what a small message of
+ * another Socket may wait behind (on the link; on shm and tcp also the
+ * CPU copy that keeps the worker from its CQ), so fragments are frag_size
+ * while other queues send small messages, and for TX_MIXED_FRAGS
+ * fragments after the last one; with the stream alone on the Engine they
+ * grow to frag_bulk, which costs fewer WRs and passes per byte.
+ */
+#define TX_MIXED_FRAGS 64
+
+static uint32_t tx_frag_size(struct be__engine *e, const struct be__sq *sq)
+{
+	if (e->small_seq != e->small_seen) {
+		e->small_seen = e->small_seq;
+		if (e->small_sq != sq)
+			e->mixed_left = TX_MIXED_FRAGS;
+	}
+	if (e->mixed_left) {
+		e->mixed_left--;
+		return e->frag_size;
+	}
+	return e->frag_bulk;
+}
+
 /* One fragment of the granted large message @m. */
 static int tx_fragment(struct be__engine *e, struct be__msg *m)
 {
 	size_t left = m->len - m->off;
-	uint32_t n = (uint32_t)BE_MIN(left, (size_t)e->frag_size);
+	uint32_t n = (uint32_t)BE_MIN(left, (size_t)tx_frag_size(e, m->sq));
 	bool last = n == left, sig;
 	struct be_xsend_wr wr = { 0 };
 	struct be_xsge sge;
@@ -307,11 +331,17 @@ static int tx_fragment(struct be__engine *e, struct be__msg *m)
 		return TURN_BLOCKED;
 	if (last && be__credit_take(&e->cr, false))
 		return TURN_BLOCKED;
-	rc = tx_lkey(e, (char *)m->buf + m->off, &sge.lkey);
-	if (rc) {
-		be__engine_fail(e, rc, "message buffer not registered");
-		return TURN_BLOCKED;
+	/* One allocation, one region: look its lkey up for the first
+	 * fragment only. */
+	if (!m->has_lkey) {
+		rc = tx_lkey(e, m->buf, &m->lkey);
+		if (rc) {
+			be__engine_fail(e, rc, "message buffer not registered");
+			return TURN_BLOCKED;
+		}
+		m->has_lkey = true;
 	}
+	sge.lkey = m->lkey;
 	sge.addr = (uint64_t)(uintptr_t)m->buf + m->off;
 	sge.length = n;
 	wr.opcode = last ? BE_XWR_WRITE_IMM : BE_XWR_WRITE;
@@ -405,6 +435,8 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 		be__list_del_init(&m->link);
 		m->state = BE_MS_SENT_EAGER;
 		be__list_add_tail(&e->cur->msgs, &m->link);
+		e->small_seq++;
+		e->small_sq = sq;
 		return TURN_DID;
 	}
 	if (!sq->fifo && sq->nfrag >= cfg->max_reqs)
