@@ -34,8 +34,10 @@
 
 #define TX_SBFREE_MAX 16
 
-/* What one turn of a queue did; TURN_FRAG: posted a fragment. */
-enum { TURN_IDLE = 0, TURN_DID, TURN_FRAG, TURN_BLOCKED };
+/* What one turn of a queue did: nothing to do, a unit of work, a
+ * fragment; TURN_WAIT: this queue's fragment does not fit the window now
+ * (other queues' small messages may); TURN_BLOCKED: nothing can go. */
+enum { TURN_IDLE = 0, TURN_DID, TURN_FRAG, TURN_WAIT, TURN_BLOCKED };
 
 void be__engine_kick(struct be__engine *e)
 {
@@ -310,11 +312,7 @@ static uint32_t tx_frag_size(struct be__engine *e, const struct be__sq *sq)
 		if (e->small_sq != sq)
 			e->mixed_left = TX_MIXED_FRAGS;
 	}
-	if (e->mixed_left) {
-		e->mixed_left--;
-		return e->frag_size;
-	}
-	return e->frag_bulk;
+	return e->mixed_left ? e->frag_size : e->frag_bulk;
 }
 
 /* One fragment of the granted large message @m. */
@@ -328,7 +326,7 @@ static int tx_fragment(struct be__engine *e, struct be__msg *m)
 	int rc;
 
 	if (!tx_room(e, n, true))
-		return TURN_BLOCKED;
+		return TURN_WAIT;
 	if (last && be__credit_take(&e->cr, false))
 		return TURN_BLOCKED;
 	/* One allocation, one region: look its lkey up for the first
@@ -358,6 +356,8 @@ static int tx_fragment(struct be__engine *e, struct be__msg *m)
 	m->off += n;
 	m->unretired++;
 	e->st.fragments++;
+	if (e->mixed_left)
+		e->mixed_left--;
 	if (last) {
 		be__list_del_init(&m->link);
 		m->sq->nfrag--;
@@ -453,7 +453,7 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 
 void be__engine_run(struct be__engine *e)
 {
-	struct be__list later;
+	struct be__list later, waiting;
 	bool blocked = false;
 	int r;
 
@@ -462,6 +462,7 @@ void be__engine_run(struct be__engine *e)
 	e->in_pass = true;
 	e->refs++;
 	be__list_init(&later);
+	be__list_init(&waiting);
 	while (!blocked && !be__list_empty(&e->ctrlq) && e->state == BE_ES_ESTABLISHED) {
 		struct be__ctrl *c = be__list_entry(be__list_first(&e->ctrlq), struct be__ctrl,
 						    link);
@@ -486,12 +487,21 @@ void be__engine_run(struct be__engine *e)
 		if (r == TURN_BLOCKED) {
 			be__list_add_head(&e->active, &sq->link);
 			blocked = true;
+		} else if (r == TURN_WAIT) {
+			/* A completion reopens the window and kicks us; the
+			 * others' small messages need not wait for it. */
+			be__list_add_tail(&waiting, &sq->link);
 		} else if (r != TURN_IDLE &&
 			   (!be__list_empty(&sq->txq) || !be__list_empty(&sq->fragq))) {
 			/* One fragment per queue and pass: the rest waits for
 			 * the next pass, after the worker polled its CQ. */
 			be__list_add_tail(r == TURN_FRAG ? &later : &e->active, &sq->link);
 		}
+	}
+	if (!be__list_empty(&waiting)) {
+		/* First in line again next pass. */
+		be__list_splice_tail(&waiting, &e->active);
+		be__list_splice_tail(&e->active, &waiting);
 	}
 	if (!be__list_empty(&later)) {
 		be__list_splice_tail(&e->active, &later);
