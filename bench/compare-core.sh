@@ -50,7 +50,7 @@ if [ $quick -eq 1 ]; then
 	lat_n=5000; tcp_lat_n=2000; bw_n=200; bw1_n=50; hol_n=500; fifo_n=100
 	idle_s=2; mux_n=5; ucx_n=5000
 else
-	lat_n=20000; tcp_lat_n=10000; bw_n=2000; bw1_n=500; hol_n=3000; fifo_n=500
+	lat_n=50000; tcp_lat_n=20000; bw_n=2000; bw1_n=500; hol_n=20000; fifo_n=500
 	idle_s=5; mux_n=20; ucx_n=50000
 fi
 # hol --no-sched: each ping-pong may wait behind a whole 16 MiB message
