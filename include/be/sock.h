@@ -95,12 +95,12 @@ struct be_config {
 	 * completed. It bounds what a small message can queue behind on the
 	 * link, so 0 picks it from the fragment size: BE_WINDOW_FRAGS
 	 * fragments (32 KiB up to 25 Gb/s, 128 KiB up to 100 Gb/s, 256 KiB
-	 * above; 512 KiB on shm and tcp). BE_SEND_WINDOW, default 0. */
+	 * above; 256 KiB on shm, 512 KiB on tcp). BE_SEND_WINDOW, default 0. */
 	uint64_t send_window;
 	/* Fragment size of large messages. 0 picks it from the device's link
-	 * speed: 2 KiB up to 25 Gb/s, 8 KiB up to 100 Gb/s, 16 KiB above; 32
-	 * KiB on shm and tcp (a small message of another Socket waits for
-	 * about one fragment), and lets fragments grow to 4x (within a
+	 * speed: 2 KiB up to 25 Gb/s, 8 KiB up to 100 Gb/s, 16 KiB above; 16
+	 * KiB on shm, 32 KiB on tcp (a small message of another Socket waits
+	 * for about one fragment), and lets fragments grow to 4x (within a
 	 * quarter of the window) while no other Socket of the Engine sends
 	 * small messages. A value set here is used as it is, always.
 	 * BE_FRAG_SIZE, default 0. */
