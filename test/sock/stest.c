@@ -189,6 +189,16 @@ const struct be_sock_cbs st_server_cbs = {
 	.on_accept = st_srv_accept,
 };
 
+void st_pair(struct st *t, struct be_ctx **ctx, struct be_worker *ws[2], struct st_server *srv,
+	     struct be_listener **l, char *addr, size_t len)
+{
+	ASSERT_OK(be_ctx_create(&t->cfg, ctx));
+	ASSERT_OK(be_worker_create(*ctx, &ws[0]));
+	ASSERT_OK(be_worker_create(*ctx, &ws[1]));
+	ASSERT_OK(be_listen(ws[0], st_listen_addr(t), &st_server_cbs, srv, l));
+	ASSERT_OK(be_listener_addr(*l, addr, len));
+}
+
 void st_send_cb(struct be_sock *s, void *buf, int status, void *arg)
 {
 	struct st_sends *c = arg;

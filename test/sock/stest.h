@@ -27,6 +27,8 @@ struct st {
 	int naddr;
 };
 
+struct st_server;
+
 /* Parse the arguments; fill t->cfg with defaults (tests adjust it). */
 void st_init(struct st *t, int argc, char **argv);
 /* A fresh listen address (shm names must be unique per listener). */
@@ -53,6 +55,15 @@ struct st_server {
 	int close_reason;
 };
 extern const struct be_sock_cbs st_server_cbs;
+
+/*
+ * st_pair() - the usual setup: a context from t->cfg, worker ws[0] with
+ * listener *@l on a fresh address (callbacks st_server_cbs, user @srv),
+ * worker ws[1] for the client side; the listener's address in @addr
+ * (@len bytes). Fails the test on any error.
+ */
+void st_pair(struct st *t, struct be_ctx **ctx, struct be_worker *ws[2], struct st_server *srv,
+	     struct be_listener **l, char *addr, size_t len);
 
 /* Sum of send callbacks seen, with the count per status. */
 struct st_sends {

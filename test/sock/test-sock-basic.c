@@ -69,12 +69,8 @@ int main(int argc, char **argv)
 	int i, j, n;
 
 	st_init(&t, argc, argv);
-	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &ws[0]));
-	ASSERT_OK(be_worker_create(ctx, &ws[1]));
 	srv.echo = true;
-	ASSERT_OK(be_listen(ws[0], st_listen_addr(&t), &st_server_cbs, &srv, &l));
-	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
+	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
 	ASSERT(strncmp(addr, t.transport, strlen(t.transport)) == 0);
 
 	/* Bad arguments fail without side effects. */

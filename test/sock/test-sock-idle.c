@@ -79,12 +79,8 @@ int main(int argc, char **argv)
 	st_init(&t, argc, argv);
 	t.cfg.engine_idle_ms = IDLE_MS;
 	t.cfg.keepalive_ms = 40; /* ticks every 10 ms */
-	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &ws[0]));
-	ASSERT_OK(be_worker_create(ctx, &ws[1]));
 	srv.echo = true;
-	ASSERT_OK(be_listen(ws[0], st_listen_addr(&t), &st_server_cbs, &srv, &l));
-	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
+	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
 
 	/* A Socket keeps its Engine through many idle periods. */
 	s = echo_once(addr);

@@ -58,12 +58,8 @@ int main(int argc, char **argv)
 	st_init(&t, argc, argv);
 	t.cfg.send_window = WINDOW;
 	t.cfg.frag_size = WINDOW;
-	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &ws[0]));
-	ASSERT_OK(be_worker_create(ctx, &ws[1]));
 	srv.echo = true;
-	ASSERT_OK(be_listen(ws[0], st_listen_addr(&t), &st_server_cbs, &srv, &l));
-	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
+	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
 	for (k = 0; k < 2; k++)
 		ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, &cli[k], &s[k]));
 	for (i = 0; i < NMSG; i++)
