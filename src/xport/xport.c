@@ -38,3 +38,17 @@ const char *be__xwc_status_str(enum be_xwc_status st)
 	}
 	return "unknown status";
 }
+
+const char *be__xev_type_str(enum be_xev_type t)
+{
+	switch (t) {
+	case BE_XEV_CONNECT_REQUEST: return "CONNECT_REQUEST";
+	case BE_XEV_ESTABLISHED: return "ESTABLISHED";
+	case BE_XEV_REJECTED: return "REJECTED";
+	case BE_XEV_UNREACHABLE: return "UNREACHABLE";
+	case BE_XEV_DISCONNECTED: return "DISCONNECTED";
+	case BE_XEV_SRQ_LIMIT: return "SRQ_LIMIT";
+	case BE_XEV_PORT_CHANGE: return "PORT_CHANGE";
+	}
+	return "?";
+}

@@ -275,6 +275,9 @@ const struct be_xport_ops *be__xport_find(const char *name);
 /* Name of a completion status, for messages. */
 const char *be__xwc_status_str(enum be_xwc_status st);
 
+/* Name of a connection event type ("ESTABLISHED"), for messages. */
+const char *be__xev_type_str(enum be_xev_type t);
+
 extern const struct be_xport_ops be__xport_tcp_ops;
 extern const struct be_xport_ops be__xport_shm_ops;
 #if BE_HAVE_VERBS

@@ -43,20 +43,6 @@ struct tv_env {
 	char ip[64];
 };
 
-static inline const char *tv_ev_name(int t)
-{
-	switch (t) {
-	case BE_XEV_CONNECT_REQUEST: return "CONNECT_REQUEST";
-	case BE_XEV_ESTABLISHED: return "ESTABLISHED";
-	case BE_XEV_REJECTED: return "REJECTED";
-	case BE_XEV_UNREACHABLE: return "UNREACHABLE";
-	case BE_XEV_DISCONNECTED: return "DISCONNECTED";
-	case BE_XEV_SRQ_LIMIT: return "SRQ_LIMIT";
-	case BE_XEV_PORT_CHANGE: return "PORT_CHANGE";
-	}
-	return "?";
-}
-
 static inline double tv_now(void)
 {
 	struct timespec ts;
@@ -150,7 +136,7 @@ static inline void tv_pump(struct tv_env *e, struct tv_side **sides, int n, int 
 			if (r == 0)
 				break;
 			fprintf(stderr, "  %s: event %s status %d\n", s->name,
-				tv_ev_name(s->evq[s->nev].type), s->evq[s->nev].status);
+				be__xev_type_str(s->evq[s->nev].type), s->evq[s->nev].status);
 			s->nev++;
 		}
 	}
@@ -175,7 +161,7 @@ static inline struct be_xevent tv_wait_event(struct tv_env *e, struct tv_side **
 			}
 		}
 		if (tv_now() > end)
-			TEST_FAIL("%s: no %s event within %d s", want->name, tv_ev_name(type),
+			TEST_FAIL("%s: no %s event within %d s", want->name, be__xev_type_str(type),
 				  TV_WAIT_S);
 		tv_pump(e, sides, n, 50);
 	}

@@ -468,20 +468,6 @@ static void raw_close(struct raw_ctx *c)
 	memset(c, 0, sizeof(*c));
 }
 
-static const char *raw_ev_name(enum be_xev_type t)
-{
-	switch (t) {
-	case BE_XEV_CONNECT_REQUEST: return "CONNECT_REQUEST";
-	case BE_XEV_ESTABLISHED: return "ESTABLISHED";
-	case BE_XEV_REJECTED: return "REJECTED";
-	case BE_XEV_UNREACHABLE: return "UNREACHABLE";
-	case BE_XEV_DISCONNECTED: return "DISCONNECTED";
-	case BE_XEV_SRQ_LIMIT: return "SRQ_LIMIT";
-	case BE_XEV_PORT_CHANGE: return "PORT_CHANGE";
-	}
-	return "?";
-}
-
 /*
  * raw_wait_event() - the next event of type @want within @timeout_ms
  * (< 0: forever). Connection failures end the wait with an error.
@@ -508,7 +494,7 @@ static int raw_wait_event(struct raw_ctx *c, enum be_xev_type want, struct be_xe
 				if (ev->type == BE_XEV_DISCONNECTED)
 					c->disconnected = 1;
 				fprintf(stderr, "be-perf %s: waiting for %s, got %s (%s)\n",
-					c->o->cmd, raw_ev_name(want), raw_ev_name(ev->type),
+					c->o->cmd, be__xev_type_str(want), be__xev_type_str(ev->type),
 					ev->status ? strerror(-ev->status) : "no status");
 				return ev->status ? ev->status : -ECONNRESET;
 			default:
@@ -517,7 +503,7 @@ static int raw_wait_event(struct raw_ctx *c, enum be_xev_type want, struct be_xe
 		}
 		if (timeout_ms >= 0 && perf_now_ns() >= deadline) {
 			fprintf(stderr, "be-perf %s: no %s within %d ms\n", c->o->cmd,
-				raw_ev_name(want), timeout_ms);
+				be__xev_type_str(want), timeout_ms);
 			return -ETIMEDOUT;
 		}
 		{
