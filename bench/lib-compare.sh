@@ -209,18 +209,8 @@ ucx_lat() { awk '/^Final:/ { print $3 }'; }        # 50.0%ile, one-way usec
 ucx_bw() { awk '/^Final:/ { printf "%.2f\n", $6 * 1.048576 }'; } # MiB/s -> MB/s
 
 # ---- statistics ------------------------------------------------------------
-# stats NAME -> "median min max count" (empty when no value)
-stats() {
-	printf '%s\n' ${VALS[$1]} | awk 'NF { v[n++] = $1 }
-		END {
-			if (!n) exit
-			for (i = 0; i < n; i++) for (j = i + 1; j < n; j++)
-				if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-			m = n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2
-			printf "%g %g %g %d\n", m, v[0], v[n - 1], n
-		}'
-}
-median() { stats "$1" | awk '{ print $1 }'; }
+# stats NAME -> "median min max count"; median NAME
+. "$(dirname "${BASH_SOURCE[0]}")/lib-stats.sh"
 
 # ratio KEY NUM DEN OP TARGET DESCRIPTION: MED[NUM] / MED[DEN] against
 # TARGET (OP <= or >=; OP info: shown, no target).

@@ -136,16 +136,8 @@ for r in $(seq "$reps"); do
 	beraw be_poll --write-poll
 done
 
-stats() {
-	printf '%s\n' ${VALS[$1]:-} | awk 'NF { v[n++] = $1 }
-		END {
-			if (!n) exit
-			for (i = 0; i < n; i++) for (j = i + 1; j < n; j++)
-				if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-			m = n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2
-			printf "%g %g %g %d\n", m, v[0], v[n - 1], n
-		}'
-}
+# stats NAME -> "median min max count"
+. "$root/bench/lib-stats.sh"
 declare -A DESC=([ibwl_cm]="ib_write_lat -R 64 B (t_typical)" \
 	[ibwl_oob]="ib_write_lat 64 B (t_typical)" \
 	[ibsl_cm]="ib_send_lat -R 64 B (t_typical)" [be]="be verbs raw-lat 64 B (p50)" \
