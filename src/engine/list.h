@@ -69,6 +69,18 @@ static inline void be__list_splice_tail(struct be__list *h, struct be__list *fro
 	be__list_init(from);
 }
 
+/* Move every entry of @from to the head of @h, in order; @from ends empty. */
+static inline void be__list_splice_head(struct be__list *h, struct be__list *from)
+{
+	if (be__list_empty(from))
+		return;
+	from->prev->next = h->next;
+	h->next->prev = from->prev;
+	h->next = from->next;
+	from->next->prev = h;
+	be__list_init(from);
+}
+
 static inline struct be__list *be__list_first(const struct be__list *h)
 {
 	return be__list_empty(h) ? NULL : h->next;

@@ -498,11 +498,7 @@ void be__engine_run(struct be__engine *e)
 			be__list_add_tail(r == TURN_FRAG ? &later : &e->active, &sq->link);
 		}
 	}
-	if (!be__list_empty(&waiting)) {
-		/* First in line again next pass. */
-		be__list_splice_tail(&waiting, &e->active);
-		be__list_splice_tail(&e->active, &waiting);
-	}
+	be__list_splice_head(&e->active, &waiting); /* first in line next pass */
 	if (!be__list_empty(&later)) {
 		be__list_splice_tail(&e->active, &later);
 		if (!blocked && e->state == BE_ES_ESTABLISHED)
