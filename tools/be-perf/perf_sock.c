@@ -105,6 +105,34 @@ static int sk_poll(const struct sk_opts *o, struct be_worker *w)
 	return o->adaptive ? be_worker_wait(w, 100) : be_worker_progress(w);
 }
 
+/* The no-progress timeout of a polling loop. It reads the clock only
+ * every 4096 idle busy polls (the loop stays a tight progress loop, as in
+ * the raw tests), at every idle poll when polling adaptively (a poll may
+ * have slept). */
+struct sk_idle {
+	unsigned int polls;   /* idle polls in a row */
+	uint64_t since;       /* clock at the first reading of this idle run */
+};
+
+static bool sk_idle_expired(const struct sk_opts *o, struct sk_idle *d, bool progressed)
+{
+	unsigned int every = o->adaptive ? 1 : 4096;
+	uint64_t now;
+
+	if (progressed) {
+		d->polls = 0;
+		return false;
+	}
+	if (++d->polls % every)
+		return false;
+	now = perf_now_ns();
+	if (d->polls == every) {
+		d->since = now;
+		return false;
+	}
+	return now - d->since > (uint64_t)o->timeout_s * 1000000000ull;
+}
+
 static void sk_config(const struct sk_opts *o, struct be_config *cfg)
 {
 	be_config_init(cfg);
@@ -124,8 +152,7 @@ static int sk_server_run(const struct sk_opts *o, int ready_fd)
 	struct be_ctx *ctx;
 	char addr[160], def[160];
 	const char *la = o->addr;
-	uint64_t idle_since = perf_now_ns();
-	unsigned int idle = 0;
+	struct sk_idle idle = { 0 };
 	int rc;
 
 	sk_config(o, &cfg);
@@ -167,21 +194,9 @@ static int sk_server_run(const struct sk_opts *o, int ready_fd)
 	}
 	/* Serve until every socket the client opened is closed (one client
 	 * when spawned; forever with --server). */
-	while (ready_fd < 0 || sv.accepted == 0 || sv.closed < sv.accepted) {
-		/* The clock only every 4096 idle polls: the busy-poll loop
-		 * stays a tight progress loop, as in the raw tests. */
-		if (sk_poll(o, w) > 0) {
-			idle = 0;
-		} else if (++idle % (o->adaptive ? 1 : 4096) == 0) {
-			uint64_t now = perf_now_ns();
-
-			if (idle == (o->adaptive ? 1u : 4096u))
-				idle_since = now;
-			else if (now - idle_since > (uint64_t)o->timeout_s * 1000000000ull &&
-				 ready_fd >= 0)
-				break;
-		}
-	}
+	while (ready_fd < 0 || sv.accepted == 0 || sv.closed < sv.accepted)
+		if (sk_idle_expired(o, &idle, sk_poll(o, w) > 0) && ready_fd >= 0)
+			break;
 	be_listener_close(l);
 	be_worker_destroy(w);
 	be_ctx_destroy(ctx);
@@ -279,15 +294,15 @@ static void sk_sample(struct sk_cli *c, double us)
 static int sk_wait(struct be_worker *w, struct sk_cli *c, struct sk_sock *k, uint64_t n,
 		   bool half, bool record)
 {
-	uint64_t last = 0;
-	unsigned int idle = 0;
+	struct sk_idle idle = { 0 };
 
 	while (k->answered < n) {
 		uint64_t before = k->answered;
 
 		sk_poll(c->o, w);
+		if (sk_idle_expired(c->o, &idle, k->answered != before))
+			return -ETIMEDOUT;
 		if (k->answered != before) {
-			idle = 0;
 			uint64_t now = perf_now_ns();
 			uint64_t i;
 
@@ -297,14 +312,6 @@ static int sk_wait(struct be_worker *w, struct sk_cli *c, struct sk_sock *k, uin
 				if (record)
 					sk_sample(c, half ? us / 2 : us);
 			}
-		} else if (++idle % (c->o->adaptive ? 1 : 4096) == 0) {
-			/* The clock only now and then (see sk_server_run). */
-			uint64_t now = perf_now_ns();
-
-			if (idle == (c->o->adaptive ? 1u : 4096u))
-				last = now;
-			else if (now - last > (uint64_t)c->o->timeout_s * 1000000000ull)
-				return -ETIMEDOUT;
 		}
 		if (c->errors)
 			return -EIO;
