@@ -14,6 +14,7 @@
 
 #define NMSG 2000
 #define MSZ 1024
+#define INFLIGHT 8 /* SENDs the client has out at once */
 
 static struct xt t;
 static struct xt_side cli, srv;
@@ -68,19 +69,26 @@ static void post(struct be_xconn *conn, enum be_xwr_opcode op, uint64_t id, void
 	}
 }
 
-/* Client: SEND i to the server, which answers with WRITE_IMM i. */
+/*
+ * Client: SEND i to the server, which answers with WRITE_IMM i. SEND i
+ * goes from slot i % INFLIGHT of its buffer: the slot is rewritten only
+ * once the answer to SEND i - INFLIGHT arrived, so that SEND was read
+ * and delivered (the device reads a posted buffer until then).
+ */
 static void *client(void *arg)
 {
-	uint8_t *buf = be_alloc(MSZ);
+	uint8_t *buf = be_alloc((size_t)MSZ * INFLIGHT);
 	struct be_xwc wc[16];
 	int sent = 0, got = 0, acked = 0, i, n;
 
 	(void)arg;
 	ASSERT(buf);
 	while (got < NMSG || acked < NMSG) {
-		if (sent < NMSG && sent - got < 8) {
-			memset(buf, sent & 0xff, MSZ);
-			post(c, BE_XWR_SEND, (uint64_t)sent, buf, 0, 0);
+		if (sent < NMSG && sent - got < INFLIGHT) {
+			uint8_t *slot = buf + (size_t)(sent % INFLIGHT) * MSZ;
+
+			memset(slot, sent & 0xff, MSZ);
+			post(c, BE_XWR_SEND, (uint64_t)sent, slot, 0, 0);
 			sent++;
 		}
 		n = t.ops->cq_poll(cli.cq, wc, 16);
