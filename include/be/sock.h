@@ -303,9 +303,12 @@ typedef void (*be_send_cb)(struct be_sock *s, void *buf, int status, void *arg);
  * until @cb runs, exactly once; do not write or free it before then. On
  * error the caller keeps @buf and @cb never runs. Messages of one socket
  * arrive in order. Closing @s completes pending sends with -ECANCELED.
- * Returns 0, -EINVAL (buffer not from bemalloc, NULL cb), -EMSGSIZE
- * (above max_msg_size), -ENOTCONN (socket closed by the peer or the
- * Engine failed), -ENOMEM. Threads: worker.
+ * Returns 0, -EINVAL (NULL cb; or a buffer bemalloc does not know, for a
+ * message above the Engine's eager size: an eager one is copied at once
+ * and not looked up), -EMSGSIZE (above max_msg_size), -ENOTCONN (socket
+ * closed by the peer or the Engine failed), -ENOMEM. A message sent
+ * before its Engine was established is checked when it goes out: @cb
+ * then gets -EINVAL. Threads: worker.
  */
 BE_EXPORT int be_sock_send(struct be_sock *s, void *buf, size_t len, be_send_cb cb, void *arg);
 

@@ -75,7 +75,21 @@ struct be__wdev {
 	uint32_t reserved;               /* credits granted to peers of live engines */
 	uint32_t cq_reserved;            /* cq entries promised to engines' send queues */
 	bool cq_armed;
+	/* The region of the last buffer reposted: every receive buffer
+	 * lives until the wdev dies, so neither can its region. */
+	uintptr_t lkey_base, lkey_end;
+	uint32_t lkey;
 };
+
+/* A receive buffer whose frames were handled, to go back to its SRQ (and
+ * its credit to @e) at the end of the progress call. */
+struct be__repost {
+	struct be__engine *e;            /* holds a reference */
+	void *buf;
+	bool trig;                       /* see be__credit_repost() */
+};
+
+#define BE_WORKER_REPOST_MAX 64
 
 struct be__call {
 	struct be__call *next;
@@ -100,6 +114,8 @@ struct be_worker {
 	atomic_bool running, stop;
 	int in_progress;                 /* > 0 while progress runs (callbacks) */
 	uint64_t npolls;                 /* progress calls, for periodic work */
+	struct be__repost repost[BE_WORKER_REPOST_MAX];
+	uint32_t nrepost;
 	struct be__msg *msg_cache;       /* free message records (a stack) */
 	uint32_t nmsg_cache;
 	bool ev_ready;                   /* epoll saw an event channel readable */
@@ -324,6 +340,7 @@ int be__worker_wdev(struct be_worker *w, const char *xport, struct be__wdev **ou
 int be__wdev_reserve(struct be__wdev *wd, uint32_t credits);
 void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits);
 void be__wdev_repost(struct be__wdev *wd, void *buf);
+void be__worker_repost_later(struct be__engine *e, void *buf, bool trig);
 void be__worker_defer_msg(struct be_worker *w, struct be__msg *m, int status);
 void be__worker_later(struct be_worker *w, struct be__engine *e);
 void be__worker_timer_at(struct be_worker *w, uint64_t when);
@@ -349,6 +366,7 @@ void be__engine_stats(struct be__engine *e, struct be_engine_stats *out);
 /* tx.c */
 void be__engine_kick(struct be__engine *e);
 void be__engine_run(struct be__engine *e);
+int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg *m);
 void be__sq_activate(struct be__engine *e, struct be__sq *sq);
 int be__engine_ctrl(struct be__engine *e, const struct be__frame *f);
 void be__engine_on_send_wc(struct be__engine *e, const struct be_xwc *wc);

@@ -11,7 +11,8 @@
  * never a crash, never a silent drop.
  *
  * Eager payloads are copied out of the SRQ buffer into fresh be_alloc()
- * buffers of the exact size, and the SRQ buffer is reposted at once. We
+ * buffers of the exact size, and the SRQ buffer is reposted at the end
+ * of the progress call (be__worker_repost_later()), not kept. We
  * chose the copy over handing the SRQ buffer itself to the application:
  * a copy of at most eager_max (4 KiB) bytes costs well under a
  * microsecond, whereas lending SRQ buffers would pin 8 KiB per small
@@ -219,7 +220,8 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 		be_free(nb);
 		return rx_fail(e, f, "credit overflow: more credits returned than used");
 	}
-	if (f->credits)
+	/* Returned credits matter to sends waiting for them, if any. */
+	if (f->credits && (!be__list_empty(&e->active) || !be__list_empty(&e->ctrlq)))
 		be__engine_kick(e);
 	switch (f->type) {
 	case BE_FR_DATA:
@@ -331,10 +333,7 @@ static bool rx_process(struct be__engine *e, uint8_t *buf, uint32_t len, size_t 
 	}
 	if (ok) {
 		e->rx_backoff_us = 0;
-		be__wdev_repost(e->wd, buf);
-		be__credit_repost(&e->cr, trig || off > 0);
-		if (be__credit_update_due(&e->cr))
-			be__engine_kick(e);
+		be__worker_repost_later(e, buf, trig || off > 0);
 	}
 	be__engine_unref(e);
 	return ok;
@@ -371,12 +370,9 @@ void be__engine_on_recv_wc(struct be__wdev *wd, const struct be_xwc *wc)
 	}
 	e->rx_seen = true;
 	if (wc->opcode == BE_XWC_RECV_IMM) {
-		be__wdev_repost(wd, buf);
-		be__credit_repost(&e->cr, true);
+		be__worker_repost_later(e, buf, true);
 		e->st.write_imm_recv++;
 		be__large_on_imm(e, wc->imm, wc->byte_len);
-		if (be__credit_update_due(&e->cr))
-			be__engine_kick(e);
 		return;
 	}
 	if (wc->byte_len > wd->w->ctx->cfg.recv_buf_size) {

@@ -329,16 +329,6 @@ static int tx_fragment(struct be__engine *e, struct be__msg *m)
 		return TURN_WAIT;
 	if (last && be__credit_take(&e->cr, false))
 		return TURN_BLOCKED;
-	/* One allocation, one region: look its lkey up for the first
-	 * fragment only. */
-	if (!m->has_lkey) {
-		rc = tx_lkey(e, m->buf, &m->lkey);
-		if (rc) {
-			be__engine_fail(e, rc, "message buffer not registered");
-			return TURN_BLOCKED;
-		}
-		m->has_lkey = true;
-	}
 	sge.lkey = m->lkey;
 	sge.addr = (uint64_t)(uintptr_t)m->buf + m->off;
 	sge.length = n;
@@ -441,6 +431,16 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 	}
 	if (!sq->fifo && sq->nfrag >= cfg->max_reqs)
 		return TURN_IDLE; /* re-activated by the next WriteResponse */
+	/* Sent before the Engine knew its eager size: look the buffer up
+	 * now; one bemalloc does not know fails alone, not the Engine. */
+	if (!m->has_lkey) {
+		if (tx_lkey(e, m->buf, &m->lkey)) {
+			be__list_del_init(&m->link);
+			be__worker_defer_msg(e->w, m, -EINVAL);
+			return TURN_DID;
+		}
+		m->has_lkey = true;
+	}
 	m->large = true;
 	if (tx_write_req(e, m) == TURN_BLOCKED)
 		return TURN_BLOCKED;
@@ -449,6 +449,42 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 	sq->nfrag++;
 	m->state = BE_MS_REQ;
 	return TURN_DID;
+}
+
+/*
+ * be__engine_send_now() - the short way for eager message @m of queue
+ * @sq: when nothing of the Engine waits (no queue active, no control
+ * frame), the message goes straight into the staging buffer, as its turn
+ * would have put it there, and the pass that follows (kicked here) only
+ * posts it. Order and fairness are those of the scheduler: @sq is empty,
+ * so @m is next on its socket, and no other queue waits for a turn.
+ * Returns 0 (@m is the staging buffer's now), -EAGAIN (queue it: the
+ * scheduler's rules apply), or -ENOTCONN when the Engine failed posting
+ * the previous staging buffer (@m untouched).
+ */
+int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg *m)
+{
+	struct be__frame f = { 0 };
+
+	if (e->state != BE_ES_ESTABLISHED || e->in_pass || m->len > e->eager_max ||
+	    m->len > e->peer.max_msg_size || be__list_linked(&sq->link) ||
+	    !be__list_empty(&sq->txq) || !be__list_empty(&sq->fragq) ||
+	    !be__list_empty(&e->active) || !be__list_empty(&e->ctrlq))
+		return -EAGAIN;
+	f.type = BE_FR_DATA;
+	f.flags = m->sock->mine ? BE_FRF_OPENER : 0;
+	f.sock = m->sock->id;
+	f.msg = m->id;
+	f.len = (uint32_t)m->len;
+	if (tx_emit(e, &f, m->buf, false))
+		return e->state == BE_ES_ESTABLISHED ? -EAGAIN : -ENOTCONN;
+	m->sq = sq;
+	m->state = BE_MS_SENT_EAGER;
+	be__list_add_tail(&e->cur->msgs, &m->link);
+	e->small_seq++;
+	e->small_sq = sq;
+	be__engine_kick(e);
+	return 0;
 }
 
 void be__engine_run(struct be__engine *e)

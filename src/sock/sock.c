@@ -152,8 +152,10 @@ err_sock:
 
 int be_sock_send(struct be_sock *s, void *buf, size_t len, be_send_cb cb, void *arg)
 {
+	struct be_alloc_region r = { 0 };
 	struct be__engine *e;
 	struct be__msg *m;
+	int rc;
 
 	if (!s || !cb || s->app_closed || (len && !buf))
 		return -EINVAL;
@@ -162,24 +164,38 @@ int be_sock_send(struct be_sock *s, void *buf, size_t len, be_send_cb cb, void *
 		return -ENOTCONN;
 	if (len > s->w->ctx->cfg.max_msg_size || len > UINT32_MAX)
 		return -EMSGSIZE;
-	if (len) {
-		struct be_alloc_region r;
-
-		if (be_alloc_lookup(buf, e->wd->cd->alloc_dev, &r) ||
-		    (const char *)buf + len > (const char *)r.base + r.len)
-			return -EINVAL;
-	}
+	/* The transport reads a large message where it is, so it must be
+	 * registered memory: its lkey, found here, is what the fragments
+	 * use. An eager one (known eager once the Engine is up) is copied
+	 * into a staging buffer at once and needs no lookup. */
+	if (len > e->eager_max &&
+	    (be_alloc_lookup(buf, e->wd->cd->alloc_dev, &r) ||
+	     (const char *)buf + len > (const char *)r.base + r.len))
+		return -EINVAL;
 	m = sock_msg_new(s, BE_MSG_DATA);
 	if (!m)
 		return -ENOMEM;
+	if (r.base) {
+		m->lkey = r.lkey;
+		m->has_lkey = true;
+	}
 	m->buf = buf;
 	m->len = len;
 	m->cb = cb;
 	m->arg = arg;
-	m->id = s->tx_next_id++;
+	m->id = s->tx_next_id;
+	rc = be__engine_send_now(e, sock_sq(s), m);
+	if (rc == -ENOTCONN) {
+		be__sock_unref(s);
+		be__worker_msg_put(s->w, m);
+		return rc;
+	}
+	s->tx_next_id++;
 	s->st.queued++;
-	sock_enqueue(s, m);
-	be__engine_kick(e);
+	if (rc) {
+		sock_enqueue(s, m);
+		be__engine_kick(e);
+	}
 	return 0;
 }
 

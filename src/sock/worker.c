@@ -14,8 +14,10 @@
  * its SRQ and never frees them before the worker dies (they are listed in
  * wd->bufs). Engines reserve their peers' credits from the SRQ: the sum of
  * credits granted to live Engines never exceeds the buffers the wdev
- * owns, and a buffer is reposted as soon as its frames were handled, so a
- * peer that respects its credits always finds a posted receive. The SRQ
+ * owns, and a buffer is reposted (and only then its credit returned) at
+ * the end of the progress call that handled its frames, after the replies
+ * its callbacks sent went out, so a peer that respects its credits always
+ * finds a posted receive. The SRQ
  * grows (up to srq_max_depth and the device's limit) when a new Engine
  * needs more; the CQ is sized so that all posted receives plus every
  * Engine's send queue fit.
@@ -106,23 +108,80 @@ unsigned int be_worker_engine_count(struct be_worker *w)
 
 void be__wdev_repost(struct be__wdev *wd, void *buf)
 {
-	struct be_alloc_region r;
 	struct be_xrecv_wr wr, *bad;
+	uintptr_t a = (uintptr_t)buf;
 	int rc;
 
-	rc = be_alloc_lookup(buf, wd->cd->alloc_dev, &r);
-	if (rc) {
-		be_log_err("worker: receive buffer %p not registered: %s", buf, be_strerror(rc));
-		return;
+	if (a < wd->lkey_base || a >= wd->lkey_end) {
+		struct be_alloc_region r;
+
+		rc = be_alloc_lookup(buf, wd->cd->alloc_dev, &r);
+		if (rc) {
+			be_log_err("worker: receive buffer %p not registered: %s", buf,
+				   be_strerror(rc));
+			return;
+		}
+		wd->lkey_base = (uintptr_t)r.base;
+		wd->lkey_end = (uintptr_t)r.base + r.len;
+		wd->lkey = r.lkey;
 	}
 	wr.next = NULL;
-	wr.wr_id = (uint64_t)(uintptr_t)buf;
-	wr.sge.addr = (uint64_t)(uintptr_t)buf;
+	wr.wr_id = (uint64_t)a;
+	wr.sge.addr = (uint64_t)a;
 	wr.sge.length = wd->w->ctx->cfg.recv_buf_size;
-	wr.sge.lkey = r.lkey;
+	wr.sge.lkey = wd->lkey;
 	rc = wd->cd->ops->srq_post_recv(wd->srq, &wr, &bad);
 	if (rc)
 		be_log_err("worker: srq_post_recv failed: %s", be_strerror(rc));
+}
+
+/*
+ * be__worker_repost_later() - @buf, a receive of @e whose frames were
+ * handled, goes back to the SRQ at the end of this progress call, and
+ * only then is its credit owed to the peer (a credit must never reach
+ * the peer before its receive is posted). Deferred so that replies the
+ * receive callbacks sent are posted first: the repost is not on the
+ * round trip's critical path. Outside progress: at once.
+ */
+static void worker_repost_one(struct be__engine *e, void *buf, bool trig)
+{
+	be__wdev_repost(e->wd, buf);
+	if (e->state == BE_ES_FAILED)
+		return;
+	be__credit_repost(&e->cr, trig);
+	if (be__credit_update_due(&e->cr))
+		be__engine_kick(e);
+}
+
+static void worker_flush_reposts(struct be_worker *w)
+{
+	uint32_t i, n = w->nrepost;
+
+	w->nrepost = 0;
+	for (i = 0; i < n; i++) {
+		struct be__repost *r = &w->repost[i];
+
+		worker_repost_one(r->e, r->buf, r->trig);
+		be__engine_unref(r->e);
+	}
+}
+
+void be__worker_repost_later(struct be__engine *e, void *buf, bool trig)
+{
+	struct be_worker *w = e->w;
+	struct be__repost *r;
+
+	if (!w->in_progress) {
+		worker_repost_one(e, buf, trig);
+		return;
+	}
+	if (w->nrepost == BE_WORKER_REPOST_MAX)
+		worker_flush_reposts(w);
+	r = &w->repost[w->nrepost++];
+	r->e = e;
+	r->buf = buf;
+	r->trig = trig;
+	e->refs++;
 }
 
 /* Allocate and post @n more receive buffers. */
@@ -560,6 +619,7 @@ int be_worker_progress(struct be_worker *w)
 			n += worker_poll_events(wd);
 		rc = worker_poll_cq(wd);
 		if (rc < 0) {
+			worker_flush_reposts(w);
 			w->in_progress--;
 			return rc;
 		}
@@ -575,6 +635,7 @@ int be_worker_progress(struct be_worker *w)
 	for (round = 0; round < 4; round++) {
 		int k = worker_run_kicks(w);
 
+		worker_flush_reposts(w);
 		worker_reap(w);
 		k += be__worker_run_deferred(w);
 		n += k;
