@@ -222,6 +222,9 @@ struct sk_sock {
 
 struct sk_cli {
 	const struct sk_opts *o;
+	/* The clock read when the last answers arrived, for the next send:
+	 * one clock read per round trip, as in raw-lat. 0: read it anew. */
+	uint64_t now;
 	struct sk_sock *socks;
 	double *samples;
 	size_t nsamples, cap;
@@ -267,7 +270,8 @@ static int sk_send(struct sk_cli *c, struct sk_sock *k, size_t len, char tag)
 		memset(b, 0x5a, len > 4096 ? 4096 : len);
 		b[0] = tag;
 	}
-	k->sent_ns[k->tail++ % SK_MAXQ] = perf_now_ns();
+	k->sent_ns[k->tail++ % SK_MAXQ] = c->now ? c->now : perf_now_ns();
+	c->now = 0;
 	rc = be_sock_send(k->s, b, len, sk_cli_sent, c);
 	if (rc) {
 		be_free(b);
@@ -306,6 +310,7 @@ static int sk_wait(struct be_worker *w, struct sk_cli *c, struct sk_sock *k, uin
 			uint64_t now = perf_now_ns();
 			uint64_t i;
 
+			c->now = now;
 			for (i = before; i < k->answered; i++) {
 				double us = (double)(now - k->sent_ns[i % SK_MAXQ]) / 1000.0;
 
