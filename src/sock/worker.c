@@ -598,6 +598,13 @@ static void worker_reap(struct be_worker *w)
 	}
 }
 
+/* Nothing queued for the rounds of be_worker_progress(). */
+static bool worker_idle(const struct be_worker *w)
+{
+	return be__list_empty(&w->kick) && !w->nrepost && be__list_empty(&w->reap) &&
+	       be__list_empty(&w->done) && be__list_empty(&w->closeq);
+}
+
 int be_worker_progress(struct be_worker *w)
 {
 	int n = 0, i, rc, round;
@@ -631,8 +638,9 @@ int be_worker_progress(struct be_worker *w)
 	 * worker from its completions for long). */
 	be__list_splice_tail(&w->kick, &w->later);
 	/* Callbacks may queue more sends, which may complete more messages:
-	 * a few rounds batch what the callbacks queued into this progress. */
-	for (round = 0; round < 4; round++) {
+	 * a few rounds batch what the callbacks queued into this progress.
+	 * An idle poll (the busy-polling loop's usual case) skips them. */
+	for (round = 0; round < 4 && !worker_idle(w); round++) {
 		int k = worker_run_kicks(w);
 
 		worker_flush_reposts(w);
