@@ -4,7 +4,8 @@
  *   be-perf alloc     bemalloc vs glibc malloc
  *   be-perf raw-lat   transport WRITE_WITH_IMM ping-pong   (--transport)
  *   be-perf raw-bw    transport 1 MiB windowed writes
- *   be-perf lat|bw|hol|mux   Socket-level tests
+ *   be-perf lat|bw|hol|mux|idle   Socket-level tests
+ *   be-perf cost      software cost of a Socket round trip, one thread
  *
  * Every subcommand prints a readable table, or one JSON object per line
  * with --json.

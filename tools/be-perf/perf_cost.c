@@ -1,0 +1,200 @@
+/*
+ * perf_cost.c - be-perf cost: the software cost of a Socket round trip.
+ *
+ *   be-perf cost [--transport shm|tcp|verbs] [--size 64] [--iters N] [--json]
+ *
+ * One thread drives two workers of one context: a client Socket on the
+ * first, connected to a listener on the second, ping-pongs --size bytes
+ * (the server callback sends each message back). Both ends run on one
+ * core, so what is measured is the instructions of both ends (library,
+ * transport and the tool's own loop), without the cross-core cache
+ * traffic that dominates `lat` on shm. Reported: ns per round trip over
+ * the measured iterations. Run it under
+ *   valgrind --tool=callgrind be-perf cost --iters 100000
+ * for an instruction count that does not depend on the machine's load
+ * (see docs/PERFORMANCE.md).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <be/alloc.h>
+#include <be/be.h>
+#include <be/sock.h>
+
+#include "perf.h"
+
+struct cost {
+	uint64_t answered;
+	int errors;
+};
+
+static void cost_free_cb(struct be_sock *s, void *buf, int status, void *arg)
+{
+	struct cost *c = arg;
+
+	if (status)
+		c->errors++;
+	be_free(buf);
+}
+
+static void cost_srv_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	if (be_sock_send(s, buf, len, cost_free_cb, user))
+		be_free(buf);
+}
+
+static void cost_cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	((struct cost *)user)->answered++;
+	be_free(buf);
+}
+
+static void cost_close(struct be_sock *s, int reason, void *user)
+{
+	((struct cost *)user)->errors++;
+}
+
+static int cost_accept(struct be_listener *l, struct be_sock *s, void *user)
+{
+	be_sock_set_user(s, user);
+	return 0;
+}
+
+/* Ping-pong @n times; 0, or -EIO / -ETIMEDOUT (no answer within ~10 s). */
+static int cost_run(struct be_worker *cw, struct be_worker *sw, struct be_sock *s,
+		    struct cost *c, size_t size, uint64_t n)
+{
+	uint64_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t start = perf_now_ns(), spins = 0;
+		char *b = be_alloc(size ? size : 1);
+
+		if (!b)
+			return -ENOMEM;
+		memset(b, 0x5a, size);
+		if (be_sock_send(s, b, size, cost_free_cb, c)) {
+			be_free(b);
+			return -EIO;
+		}
+		while (c->answered <= i) {
+			be_worker_progress(cw);
+			be_worker_progress(sw);
+			if (c->errors)
+				return -EIO;
+			if (++spins % 65536 == 0 && perf_now_ns() - start > 10000000000ull)
+				return -ETIMEDOUT;
+		}
+	}
+	return 0;
+}
+
+static int cost_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "transport", required_argument, NULL, 't' },
+		{ "size", required_argument, NULL, 's' },
+		{ "iters", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *transport = "shm";
+	uint64_t size = 64, iters = 200000, warmup;
+	struct be_sock_cbs scb = { .on_recv = cost_srv_recv, .on_close = cost_close,
+				   .on_accept = cost_accept };
+	struct be_sock_cbs ccb = { .on_recv = cost_cli_recv, .on_close = cost_close };
+	struct be_worker *cw = NULL, *sw = NULL;
+	struct be_listener *l = NULL;
+	struct be_sock *s = NULL;
+	struct be_ctx *ctx = NULL;
+	struct be_config cfg;
+	struct cost c = { 0 }, sc = { 0 };
+	char laddr[160], addr[200];
+	double ns = 0;
+	uint64_t t0;
+	int opt, rc, json = 0;
+
+	while ((opt = getopt_long(argc, argv, "t:s:n:jh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 't':
+			transport = optarg;
+			break;
+		case 's':
+			size = perf_parse_size(optarg);
+			break;
+		case 'n':
+			iters = perf_parse_size(optarg);
+			break;
+		case 'j':
+			json = 1;
+			break;
+		default:
+			fprintf(stderr, "usage: be-perf cost [--transport shm|tcp|verbs] [--size B] "
+					"[--iters N] [--json]\n");
+			return opt == 'h' ? 0 : 2;
+		}
+	}
+	if (!iters || size > (64u << 20)) {
+		fprintf(stderr, "be-perf cost: bad arguments (see --help)\n");
+		return 2;
+	}
+	warmup = iters / 10 + 1;
+	if (!strcmp(transport, "shm"))
+		snprintf(addr, sizeof(addr), "shm://be-perf-cost-%d", (int)getpid());
+	else if (!strcmp(transport, "tcp"))
+		snprintf(addr, sizeof(addr), "tcp://127.0.0.1:0");
+	else
+		snprintf(addr, sizeof(addr), "%s://127.0.0.1:0", transport);
+	be_config_init(&cfg);
+	rc = be_ctx_create(&cfg, &ctx);
+	if (!rc)
+		rc = be_worker_create(ctx, &cw);
+	if (!rc)
+		rc = be_worker_create(ctx, &sw);
+	if (!rc)
+		rc = be_listen(sw, addr, &scb, &sc, &l);
+	if (!rc)
+		rc = be_listener_addr(l, laddr, sizeof(laddr));
+	if (!rc)
+		rc = be_sock_connect(cw, laddr, &ccb, &c, &s);
+	if (!rc)
+		rc = cost_run(cw, sw, s, &c, size, warmup);
+	if (!rc) {
+		c.answered = 0;
+		t0 = perf_now_ns();
+		rc = cost_run(cw, sw, s, &c, size, iters);
+		ns = (double)(perf_now_ns() - t0) / (double)iters;
+	}
+	if (!rc && sc.errors)
+		rc = -EIO;
+	if (rc)
+		fprintf(stderr, "be-perf cost: %s\n", be_strerror(rc));
+	else if (json)
+		printf("{\"test\":\"cost\",\"transport\":\"%s\",\"size\":%" PRIu64
+		       ",\"iters\":%" PRIu64 ",\"ns_per_round_trip\":%.1f}\n",
+		       transport, size, iters, ns);
+	else
+		printf("be-perf cost: %s, %" PRIu64 " B, one thread, both ends: %.1f ns per "
+		       "round trip (%" PRIu64 " round trips)\n",
+		       transport, size, ns, iters);
+	if (s)
+		be_sock_close(s);
+	if (l)
+		be_listener_close(l);
+	if (sw)
+		be_worker_destroy(sw);
+	if (cw)
+		be_worker_destroy(cw);
+	if (ctx)
+		be_ctx_destroy(ctx);
+	return rc ? 1 : 0;
+}
+
+PERF_COMMAND(cost, "cost", "software cost of a Socket round trip: two workers, one thread",
+	     cost_main)
