@@ -276,13 +276,21 @@ BE_EXPORT int be_listener_addr(struct be_listener *l, char *buf, size_t len);
 BE_EXPORT void be_listener_close(struct be_listener *l);
 
 /*
- * be_sock_connect() - open a Socket to @addr. Reuses this worker's Engine
- * to @addr (same text after parsing) when one is alive; otherwise starts
- * connecting a new Engine. Returns at once: sends queue until the Engine
+ * be_sock_connect() - open a Socket to @addr. Reuses this worker's live
+ * Engine to the same endpoint, however @addr spells it: the reuse key is
+ * the address the transport connects to (tcp, verbs: "host:port" resolved
+ * to a numeric IP and port, so "tcp://localhost:5000",
+ * "tcp://127.0.0.1:05000" and "tcp://[::ffff:127.0.0.1]:5000" share one
+ * Engine, as do "[::1]" and "[0:0::1]"; shm: the name as given).
+ * Otherwise starts connecting a new Engine. A host name is resolved here
+ * with getaddrinfo(), which blocks (give workers numeric addresses where
+ * that matters); the rest returns at once: sends queue until the Engine
  * is established; a failed connect reaches the socket as on_close(err)
  * and fails its queued sends. Borrows @cbs (copied; on_accept unused).
- * Returns 0, -EINVAL, -EPROTONOSUPPORT, -EMFILE (max_sockets reached),
- * -ENOMEM, or the transport's -errno. Threads: worker.
+ * Returns 0, -EINVAL (malformed address, port 0), -EHOSTUNREACH (a name
+ * that does not resolve; nothing is created), -EPROTONOSUPPORT, -EMFILE
+ * (max_sockets reached), -ENOMEM, or the transport's -errno.
+ * Threads: worker.
  */
 BE_EXPORT int be_sock_connect(struct be_worker *w, const char *addr, const struct be_sock_cbs *cbs,
 			      void *user, struct be_sock **out);

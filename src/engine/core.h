@@ -42,6 +42,8 @@
 #include "xport/xport.h"
 
 #define BE_CTX_MAX_XPORTS 4
+/* "scheme://" + canonical address: the Engine reuse key. */
+#define BE_ENGINE_KEY_MAX (BE_XPORT_ADDR_MAX + 32)
 
 /* ---- context and worker ---- */
 
@@ -268,7 +270,8 @@ struct be__engine {
 	struct be__wdev *wd;
 	const struct be_xport_ops *ops;
 	struct be_xconn *conn;
-	char addr[BE_XPORT_ADDR_MAX + 16]; /* "scheme://rest"; reuse key when connector */
+	char addr[BE_XPORT_ADDR_MAX + 16]; /* "scheme://rest" as given, for logs and stats */
+	char key[BE_ENGINE_KEY_MAX]; /* connector: reuse key (be__engine_key); else "" */
 	bool connector;
 	bool reusable;             /* connector side and not failed: be_sock_connect may reuse */
 	uint8_t state;
@@ -350,8 +353,10 @@ void be__worker_defer_close(struct be_worker *w, struct be_sock *s, int reason);
 int be__worker_run_deferred(struct be_worker *w);
 
 /* engine.c */
-int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *key,
-		       const char *rest, struct be__engine **out);
+int be__engine_key(const struct be_xport_ops *ops, const char *scheme, const char *rest,
+		   char *key, size_t len);
+int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *addr,
+		       const char *key, struct be__engine **out);
 struct be__engine *be__engine_find(struct be_worker *w, const char *key);
 void be__engine_on_event(struct be__wdev *wd, struct be_xevent *ev);
 void be__engine_fail(struct be__engine *e, int err, const char *why);

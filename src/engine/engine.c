@@ -3,7 +3,8 @@
  * socket id tables, failure and teardown.
  *
  * Model. An Engine is created by be_sock_connect() (connector side,
- * reusable by later connects from the same worker to the same address) or
+ * reusable by later connects from the same worker to the same address,
+ * however spelled: see be__engine_key) or
  * by a CONNECT_REQUEST on a listener (acceptor side). Both sides send a
  * hello in the connect private data (proto.h); the acceptor validates the
  * connector's in the request and rejects with a reason, the connector
@@ -60,7 +61,7 @@ static void engine_set_peer(struct be__engine *e, const struct be__hello *h)
 	be__sendbuf_prealloc(e, 2);
 }
 
-static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, const char *key)
+static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, const char *addr)
 {
 	const struct be_config *cfg = &w->ctx->cfg;
 	struct be__engine *e = calloc(1, sizeof(*e));
@@ -74,7 +75,7 @@ static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, c
 	e->w = w;
 	e->wd = wd;
 	e->ops = wd->cd->ops;
-	snprintf(e->addr, sizeof(e->addr), "%s", key);
+	snprintf(e->addr, sizeof(e->addr), "%s", addr);
 	e->refs = 1;
 	be__list_init(&e->wlink);
 	be__list_init(&e->klink);
@@ -138,22 +139,58 @@ static struct be_xconn_attr engine_conn_attr(struct be__engine *e)
 	};
 }
 
-int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *key,
-		       const char *rest, struct be__engine **out)
+/*
+ * be__engine_key() - the reuse key of a connect to "@scheme://@rest" on
+ * transport @ops into @key (@len bytes): "scheme://" + the transport's
+ * canonical form of @rest (addr_canon: for tcp and verbs the resolved
+ * numeric "ip:port", so "localhost:05000" and "127.0.0.1:5000" give one
+ * key; shm names are their own). Blocks while a host name resolves.
+ * Returns 0, -EINVAL (bad address, key too long) or the transport's
+ * -errno for an address it cannot use (-EHOSTUNREACH: name unknown).
+ */
+int be__engine_key(const struct be_xport_ops *ops, const char *scheme, const char *rest,
+		   char *key, size_t len)
+{
+	size_t n;
+	int rc;
+
+	rc = snprintf(key, len, "%s://", scheme);
+	if (rc < 0 || (size_t)rc >= len)
+		return -EINVAL;
+	n = (size_t)rc;
+	if (ops->addr_canon)
+		return ops->addr_canon(rest, key + n, len - n);
+	rc = snprintf(key + n, len - n, "%s", rest);
+	return rc < 0 || (size_t)rc >= len - n ? -EINVAL : 0;
+}
+
+/*
+ * be__engine_connect() - start connecting a reusable Engine. @addr is the
+ * address as the application gave it (logs, stats); @key from
+ * be__engine_key(), whose canonical address after "://" is what the
+ * transport connects to, so the Engine reaches exactly what its key says.
+ */
+int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *addr,
+		       const char *key, struct be__engine **out)
 {
 	const struct be_config *cfg = &w->ctx->cfg;
+	const char *rest = strstr(key, "://");
 	struct be_xconn_attr attr;
 	uint8_t priv[BE_PROTO_HELLO_LEN];
 	struct be__hello h;
 	struct be__engine *e;
 	int rc;
 
-	e = engine_new(w, wd, key);
+	if (!rest || strlen(key) >= sizeof(e->key))
+		return -EINVAL;
+	rest += 3;
+	e = engine_new(w, wd, addr);
 	if (!e)
 		return -ENOMEM;
+	snprintf(e->key, sizeof(e->key), "%s", key);
 	rc = be__wdev_reserve(wd, cfg->credits);
 	if (rc) {
-		be_log_err("engine %s: no receive buffers for %u credits", key, cfg->credits);
+		be_log_err("engine %s: no receive buffers for %u credits", addr, cfg->credits);
 		goto err_free;
 	}
 	e->granted_to_peer = cfg->credits;
@@ -164,12 +201,12 @@ int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *key
 	attr = engine_conn_attr(e);
 	rc = e->ops->connect(wd->evch, rest, &attr, priv, sizeof(priv), &e->conn);
 	if (rc) {
-		be_log_err("engine %s: connect failed: %s", key, be_strerror(rc));
+		be_log_err("engine %s: connect failed: %s", addr, be_strerror(rc));
 		goto err_unreserve;
 	}
 	e->conn->user = e;
 	engine_link(e);
-	be_log_dbg("engine %s: connecting", key);
+	be_log_dbg("engine %s (%s): connecting", addr, key);
 	*out = e;
 	return 0;
 
@@ -180,6 +217,8 @@ err_free:
 	return rc;
 }
 
+/* A live connector Engine of @w whose key (be__engine_key) is @key. A
+ * list scan: it runs once per be_sock_connect, not per message. */
 struct be__engine *be__engine_find(struct be_worker *w, const char *key)
 {
 	struct be__list *p;
@@ -187,7 +226,7 @@ struct be__engine *be__engine_find(struct be_worker *w, const char *key)
 	for (p = w->engines.next; p != &w->engines; p = p->next) {
 		struct be__engine *e = be__list_entry(p, struct be__engine, wlink);
 
-		if (e->reusable && e->state != BE_ES_FAILED && strcmp(e->addr, key) == 0)
+		if (e->reusable && e->state != BE_ES_FAILED && strcmp(e->key, key) == 0)
 			return e;
 	}
 	return NULL;

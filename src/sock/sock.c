@@ -106,6 +106,8 @@ static void sock_enqueue(struct be_sock *s, struct be__msg *m)
 int be_sock_connect(struct be_worker *w, const char *addr, const struct be_sock_cbs *cbs,
 		    void *user, struct be_sock **out)
 {
+	const struct be_xport_ops *ops;
+	char key[BE_ENGINE_KEY_MAX];
 	struct be__engine *e;
 	struct be__wdev *wd;
 	struct be__msg *m;
@@ -119,15 +121,26 @@ int be_sock_connect(struct be_worker *w, const char *addr, const struct be_sock_
 	rc = sock_parse_addr(addr, scheme, sizeof(scheme), &rest);
 	if (rc)
 		return rc;
+	ops = be__xport_find(scheme);
+	if (!ops)
+		return -EPROTONOSUPPORT;
+	/* The reuse key is the address the transport will connect to, so
+	 * every spelling of one listener shares one Engine. It resolves host
+	 * names (blocking) before anything is created. */
+	rc = be__engine_key(ops, scheme, rest, key, sizeof(key));
+	if (rc) {
+		be_log_err("connect %s: %s", addr, be_strerror(rc));
+		return rc;
+	}
 	rc = be__worker_wdev(w, scheme, &wd);
 	if (rc)
 		return rc;
 	s = be__sock_new(w, cbs, user);
 	if (!s)
 		return -ENOMEM;
-	e = be__engine_find(w, addr);
+	e = be__engine_find(w, key);
 	if (!e) {
-		rc = be__engine_connect(w, wd, addr, rest, &e);
+		rc = be__engine_connect(w, wd, addr, key, &e);
 		if (rc)
 			goto err_sock;
 	}

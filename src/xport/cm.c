@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "xport/addr.h"
 #include "xport/verbs_int.h"
 
 #define CM_DEFAULT_TIMEOUT_MS 10000
@@ -68,75 +69,6 @@ static uint8_t cm_ack_timeout(void)
 	if (be__env_size("BE_VERBS_ACK_TIMEOUT", &v) == 1 && v <= 31)
 		return (uint8_t)v;
 	return 16;
-}
-
-/* "host:port", "[v6]:port" or ":port" into a sockaddr. */
-static int cm_parse_addr(const char *addr, int passive, struct sockaddr_storage *ss)
-{
-	char host[BE_XPORT_ADDR_MAX];
-	const char *colon, *port;
-	struct addrinfo hints, *res;
-	size_t hl;
-	int ret;
-
-	if (!addr)
-		return -EINVAL;
-	colon = strrchr(addr, ':');
-	if (!colon || !colon[1])
-		return -EINVAL;
-	port = colon + 1;
-	hl = (size_t)(colon - addr);
-	if (hl && addr[0] == '[' && addr[hl - 1] == ']') {
-		addr++;
-		hl -= 2;
-	}
-	if (hl >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, addr, hl);
-	host[hl] = '\0';
-	if (!passive && !host[0])
-		return -EINVAL;
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
-	ret = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
-	if (ret) {
-		be_log_err("verbs: cannot resolve \"%s\": %s", addr, gai_strerror(ret));
-		return ret == EAI_SYSTEM ? -errno : -EINVAL;
-	}
-	memset(ss, 0, sizeof(*ss));
-	memcpy(ss, res->ai_addr, BE_MIN((size_t)res->ai_addrlen, sizeof(*ss)));
-	freeaddrinfo(res);
-	if (!passive && ((ss->ss_family == AF_INET &&
-			  ((struct sockaddr_in *)ss)->sin_port == 0) ||
-			 (ss->ss_family == AF_INET6 &&
-			  ((struct sockaddr_in6 *)ss)->sin6_port == 0)))
-		return -EINVAL;
-	return 0;
-}
-
-static int cm_format_addr(const struct sockaddr *sa, char *buf, size_t len)
-{
-	char ip[INET6_ADDRSTRLEN];
-	int n;
-
-	if (!sa || !buf)
-		return -EINVAL;
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const void *)sa;
-
-		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-		n = snprintf(buf, len, "%s:%u", ip, ntohs(in->sin_port));
-	} else if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const void *)sa;
-
-		inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
-		n = snprintf(buf, len, "[%s]:%u", ip, ntohs(in6->sin6_port));
-	} else {
-		return -EAFNOSUPPORT;
-	}
-	return (n < 0 || (size_t)n >= len) ? -ENOSPC : 0;
 }
 
 /* Private data with its length in the first byte; returns the wire size. */
@@ -729,13 +661,16 @@ int be__verbs_listen(struct be_xevch *c, const char *addr, int backlog,
 	struct verbs_dev *dev = to_vdev(c->dev);
 	struct sockaddr_storage ss;
 	struct verbs_listener *vl;
+	socklen_t sl;
 	int ret;
 
 	if (!out)
 		return -EINVAL;
-	ret = cm_parse_addr(addr, 1, &ss);
-	if (ret)
+	ret = be__inet_resolve(addr, true, &ss, &sl);
+	if (ret) {
+		be_log_err("verbs: cannot listen on \"%s\": %s", addr ? addr : "", strerror(-ret));
 		return ret;
+	}
 	vl = calloc(1, sizeof(*vl));
 	if (!vl)
 		return -ENOMEM;
@@ -779,7 +714,7 @@ err_free:
 
 int be__verbs_listener_addr(struct be_xlistener *l, char *buf, size_t len)
 {
-	return cm_format_addr(rdma_get_local_addr(to_vlistener(l)->id), buf, len);
+	return be__inet_format(rdma_get_local_addr(to_vlistener(l)->id), buf, len);
 }
 
 void be__verbs_listener_close(struct be_xlistener *l)
@@ -810,6 +745,7 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 	struct verbs_evch *ch = to_vevch(c);
 	struct sockaddr_storage ss;
 	struct verbs_conn *vc;
+	socklen_t sl;
 	int ret;
 
 	if (!attr || !attr->send_cq || !out || (priv_len && !priv))
@@ -819,9 +755,11 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 			   BE_XPORT_PRIV_MAX);
 		return -EINVAL;
 	}
-	ret = cm_parse_addr(addr, 0, &ss);
-	if (ret)
+	ret = be__inet_resolve(addr, false, &ss, &sl);
+	if (ret) {
+		be_log_err("verbs: cannot connect to \"%s\": %s", addr ? addr : "", strerror(-ret));
 		return ret;
+	}
 	vc = calloc(1, sizeof(*vc));
 	if (!vc)
 		return -ENOMEM;
@@ -974,5 +912,5 @@ int be__verbs_conn_peer_addr(struct be_xconn *conn, char *buf, size_t len)
 
 	if (!vc->id)
 		return -ENOTCONN;
-	return cm_format_addr(rdma_get_peer_addr(vc->id), buf, len);
+	return be__inet_format(rdma_get_peer_addr(vc->id), buf, len);
 }

@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "xport/addr.h"
 #include "xport/tcp.h"
 
 #define TCP_HELLO_TIMEOUT_MS 10000 /* inbound socket must say HELLO by then */
@@ -59,74 +60,6 @@
 /* Sentinels in epoll data: queued-events eventfd and the timerfd. */
 static int tcp_efd_tag;
 static int tcp_tfd_tag;
-
-/* ---- addresses ------------------------------------------------------- */
-
-static int tcp_parse_addr(const char *addr, int passive, struct sockaddr_storage *ss,
-			  socklen_t *sslen)
-{
-	char buf[BE_XPORT_ADDR_MAX], *host, *port, *colon, *end;
-	struct addrinfo hints, *res = NULL;
-	unsigned long pnum;
-	size_t hl;
-	int r;
-
-	if (!addr || strlen(addr) >= sizeof(buf))
-		return -EINVAL;
-	strcpy(buf, addr);
-	colon = strrchr(buf, ':');
-	if (!colon)
-		return -EINVAL;
-	*colon = '\0';
-	host = buf;
-	port = colon + 1;
-	if (!*port)
-		return -EINVAL;
-	errno = 0;
-	pnum = strtoul(port, &end, 10);
-	if (errno || *end || pnum > 65535 || (!passive && pnum == 0))
-		return -EINVAL;
-	hl = strlen(host);
-	if (!hl && !passive)
-		return -EINVAL; /* connect needs a host; listen may take any */
-	if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-		host[hl - 1] = '\0';
-		host++;
-	}
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
-	r = getaddrinfo(*host ? host : NULL, port, &hints, &res);
-	if (r || !res) {
-		if (res)
-			freeaddrinfo(res);
-		return r == EAI_NONAME || r == EAI_AGAIN || r == EAI_FAIL ? -EHOSTUNREACH : -EINVAL;
-	}
-	memcpy(ss, res->ai_addr, res->ai_addrlen);
-	*sslen = res->ai_addrlen;
-	freeaddrinfo(res);
-	return 0;
-}
-
-static void tcp_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len)
-{
-	char ip[INET6_ADDRSTRLEN] = "?";
-
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *a = (const void *)ss;
-
-		inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
-		snprintf(buf, len, "%s:%u", ip, ntohs(a->sin_port));
-	} else if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *a = (const void *)ss;
-
-		inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
-		snprintf(buf, len, "[%s]:%u", ip, ntohs(a->sin6_port));
-	} else {
-		snprintf(buf, len, "?");
-	}
-}
 
 static void tcp_set_nodelay(int fd)
 {
@@ -1059,7 +992,8 @@ static void listener_accept(struct tcp_listener *l, struct tcp_evch *ch)
 		c->fd = fd;
 		c->state = TCP_C_WAIT_HELLO;
 		c->listener = l;
-		tcp_format_addr(&ss, c->peer, sizeof(c->peer));
+		if (be__inet_format((struct sockaddr *)&ss, c->peer, sizeof(c->peer)))
+			snprintf(c->peer, sizeof(c->peer), "?");
 		if (conn_evch_epoll(c, EPOLL_CTL_ADD, EPOLLIN) < 0) {
 			conn_free(c);
 			continue;
@@ -1143,7 +1077,7 @@ static int tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
 	if (!xch || !out)
 		return -EINVAL;
 	ch = container_of(xch, struct tcp_evch, x);
-	ret = tcp_parse_addr(addr, 1, &ss, &sl);
+	ret = be__inet_resolve(addr, true, &ss, &sl);
 	if (ret)
 		return ret;
 	l = calloc(1, sizeof(*l));
@@ -1168,7 +1102,9 @@ static int tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
 		ret = -errno;
 		goto err_close;
 	}
-	tcp_format_addr(&ss, l->addr, sizeof(l->addr));
+	ret = be__inet_format((struct sockaddr *)&ss, l->addr, sizeof(l->addr));
+	if (ret)
+		goto err_close;
 	ret = be__wake_watch(&ch->wake, l->fd, EPOLLIN, l);
 	if (ret)
 		goto err_close;
@@ -1244,7 +1180,7 @@ static int tcp_connect(struct be_xevch *xch, const char *addr, const struct be_x
 	ret = conn_check_attr(ch, attr);
 	if (ret)
 		return ret;
-	ret = tcp_parse_addr(addr, 0, &ss, &sl);
+	ret = be__inet_resolve(addr, false, &ss, &sl);
 	if (ret)
 		return ret;
 	c = conn_new(ch);
@@ -1397,4 +1333,5 @@ const struct be_xport_ops be__xport_tcp_ops = {
 	.conn_destroy = tcp_conn_destroy,
 	.post_send = be__tcp_post_send,
 	.conn_peer_addr = tcp_conn_peer_addr,
+	.addr_canon = be__inet_canon,
 };

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "xport/addr.h"
 #include "xport/verbs_int.h"
 
 /* A be_xsge is passed to verbs as an ibv_sge without copying. */
@@ -1570,4 +1571,5 @@ const struct be_xport_ops be__xport_verbs_ops = {
 	.conn_destroy = be__verbs_conn_destroy,
 	.post_send = verbs_post_send,
 	.conn_peer_addr = be__verbs_conn_peer_addr,
+	.addr_canon = be__inet_canon,
 };

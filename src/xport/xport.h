@@ -267,6 +267,14 @@ struct be_xport_ops {
 	int (*post_send)(struct be_xconn *conn, struct be_xsend_wr *wr, struct be_xsend_wr **bad);
 	/* Peer's address as text, for logs. */
 	int (*conn_peer_addr)(struct be_xconn *conn, char *buf, size_t len);
+
+	/* Optional. The canonical form of a connect @addr into @buf: two
+	 * addresses with the same form reach the same listener, and connect
+	 * takes it and reaches that listener without another lookup (tcp,
+	 * verbs: the resolved numeric "ip:port", addr.h). May block resolving
+	 * a name. Returns 0 or connect's -errno for a bad address. NULL: the
+	 * text is its own canonical form (shm: names are used as given). */
+	int (*addr_canon)(const char *addr, char *buf, size_t len);
 };
 
 /* The transports built into this library, by name ("verbs", "shm", "tcp"). */

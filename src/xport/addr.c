@@ -1,0 +1,163 @@
+/*
+ * addr.c - "host:port" addresses of the IP transports (see addr.h).
+ *
+ * tcp.c and cm.c both parse with be__inet_resolve(), and the core keys
+ * Engine reuse on be__inet_canon() of the same text, so the key is the
+ * address the transport connects to, whatever the spelling ("localhost",
+ * "127.1", "[0:0::1]", port "05000").
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/common.h"
+#include "xport/addr.h"
+#include "xport/xport.h"
+
+/* 0..65535 in decimal digits only (no sign, no spaces). */
+static int inet_parse_port(const char *s, unsigned long *out)
+{
+	unsigned long v = 0;
+
+	if (!*s)
+		return -EINVAL;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		v = v * 10 + (unsigned long)(*s - '0');
+		if (v > 65535)
+			return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static int inet_gai_err(int r)
+{
+	switch (r) {
+	case EAI_NONAME:
+	case EAI_AGAIN:
+	case EAI_FAIL:
+#ifdef EAI_NODATA
+	case EAI_NODATA:
+#endif
+#ifdef EAI_ADDRFAMILY
+	case EAI_ADDRFAMILY:
+#endif
+		return -EHOSTUNREACH;
+	case EAI_MEMORY:
+		return -ENOMEM;
+	case EAI_SYSTEM:
+		return errno > 0 ? -errno : -EHOSTUNREACH;
+	default:
+		return -EINVAL;
+	}
+}
+
+int be__inet_resolve(const char *addr, bool passive, struct sockaddr_storage *ss,
+		     socklen_t *sslen)
+{
+	char buf[BE_XPORT_ADDR_MAX], *host, *port, *colon;
+	struct addrinfo hints, *res = NULL;
+	unsigned long pnum;
+	size_t hl;
+	int r;
+
+	if (!addr || !ss || !sslen || strlen(addr) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, addr);
+	colon = strrchr(buf, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = '\0';
+	host = buf;
+	port = colon + 1;
+	if (inet_parse_port(port, &pnum) || (!passive && pnum == 0))
+		return -EINVAL;
+	hl = strlen(host);
+	if (!hl && !passive)
+		return -EINVAL; /* connect needs a host; listen may take any */
+	if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+		host[hl - 1] = '\0';
+		host++;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+	errno = 0;
+	r = getaddrinfo(*host ? host : NULL, port, &hints, &res);
+	if (r)
+		return inet_gai_err(r);
+	if (!res || (res->ai_family != AF_INET && res->ai_family != AF_INET6)) {
+		if (res)
+			freeaddrinfo(res);
+		return -EHOSTUNREACH;
+	}
+	memset(ss, 0, sizeof(*ss));
+	*sslen = (socklen_t)BE_MIN((size_t)res->ai_addrlen, sizeof(*ss));
+	memcpy(ss, res->ai_addr, *sslen);
+	freeaddrinfo(res);
+	return 0;
+}
+
+int be__inet_format(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN], scope[IF_NAMESIZE + 12] = "";
+	int n;
+
+	if (!sa || !buf)
+		return -EINVAL;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		n = snprintf(buf, len, "%s:%u", ip, ntohs(in->sin_port));
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		char ifn[IF_NAMESIZE];
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+		/* A link-local address means nothing without its interface. */
+		if (in6->sin6_scope_id) {
+			if (if_indextoname(in6->sin6_scope_id, ifn))
+				snprintf(scope, sizeof(scope), "%%%s", ifn);
+			else
+				snprintf(scope, sizeof(scope), "%%%u", in6->sin6_scope_id);
+		}
+		n = snprintf(buf, len, "[%s%s]:%u", ip, scope, ntohs(in6->sin6_port));
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	return (n < 0 || (size_t)n >= len) ? -ENOSPC : 0;
+}
+
+int be__inet_canon(const char *addr, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in in4;
+	const struct sockaddr *sa = (const struct sockaddr *)&ss;
+	socklen_t sl;
+	int rc;
+
+	rc = be__inet_resolve(addr, false, &ss, &sl);
+	if (rc)
+		return rc;
+	if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)&ss;
+
+		/* "[::ffff:a.b.c.d]" reaches the same listener as "a.b.c.d". */
+		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+			memset(&in4, 0, sizeof(in4));
+			in4.sin_family = AF_INET;
+			in4.sin_port = in6->sin6_port;
+			memcpy(&in4.sin_addr, &in6->sin6_addr.s6_addr[12], 4);
+			sa = (const struct sockaddr *)&in4;
+		}
+	}
+	return be__inet_format(sa, buf, len);
+}
