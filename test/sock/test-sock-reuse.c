@@ -8,7 +8,8 @@
  * every one of them carries its messages. A second listener gets a second
  * Engine. The worker's stats keep the address as the application gave
  * it. A host name that does not resolve fails be_sock_connect() with
- * -EHOSTUNREACH and creates nothing.
+ * -EHOSTUNREACH and creates nothing. The canonical form (be__inet_canon)
+ * is numeric, reads back as itself, and rejects malformed ports.
  */
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -18,6 +19,8 @@
 #include <string.h>
 
 #include "stest.h"
+#include "util/common.h"
+#include "xport/addr.h"
 
 #define MAXSPELL 16
 #define NMSG 3
@@ -168,6 +171,46 @@ static void connect_all(struct be_worker *w, char sp[][SPLEN], int n, unsigned e
 	}
 }
 
+/* The canonical form itself (tcp runs it; it is the same for verbs):
+ * numeric, idempotent, and strict about ports. */
+static void check_canon(void)
+{
+	static const struct {
+		const char *in, *out;
+	} ok[] = {
+		{ "127.0.0.1:5000", "127.0.0.1:5000" },
+		{ "127.1:05000", "127.0.0.1:5000" },
+		{ "[127.0.0.1]:5000", "127.0.0.1:5000" },
+		{ "[::FFFF:7F00:1]:5000", "127.0.0.1:5000" },
+		{ "[0:0:0:0:0:0:0:1]:1", "[::1]:1" },
+		{ "[2001:DB8::0:1]:65535", "[2001:db8::1]:65535" },
+	};
+	static const char *bad[] = {
+		"127.0.0.1", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:+5",
+		"127.0.0.1: 5", "127.0.0.1:5x", ":5000", "",
+	};
+	char buf[128], again[128];
+	size_t i;
+
+	for (i = 0; i < BE_ARRAY_SIZE(ok); i++) {
+		ASSERT_OK(be__inet_canon(ok[i].in, buf, sizeof(buf)));
+		if (strcmp(buf, ok[i].out))
+			TEST_FAIL("canon(\"%s\") = \"%s\", want \"%s\"", ok[i].in, buf, ok[i].out);
+	}
+	for (i = 0; i < BE_ARRAY_SIZE(bad); i++)
+		if (be__inet_canon(bad[i], buf, sizeof(buf)) != -EINVAL)
+			TEST_FAIL("canon(\"%s\") did not fail with -EINVAL", bad[i]);
+	ASSERT_EQ(be__inet_canon("no such host:1", buf, sizeof(buf)), -EHOSTUNREACH);
+	ASSERT_EQ(be__inet_canon("127.0.0.1:5000", buf, 8), -ENOSPC);
+	/* A scoped (link-local) address keeps its interface, and the
+	 * canonical form reads back as itself. */
+	if (be__inet_canon("[FE80::1%1]:7", buf, sizeof(buf)) == 0) {
+		ASSERT(strncmp(buf, "[fe80::1%", 9) == 0);
+		ASSERT_OK(be__inet_canon(buf, again, sizeof(again)));
+		ASSERT(strcmp(again, buf) == 0);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct be_sock_cbs ccbs = { .on_recv = cli_recv };
@@ -183,6 +226,8 @@ int main(int argc, char **argv)
 	unsigned engines;
 
 	st_init(&t, argc, argv);
+	if (!strcmp(t.transport, "tcp"))
+		check_canon();
 	srv.echo = true;
 	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
 
