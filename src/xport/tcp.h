@@ -44,6 +44,7 @@
 #define TCP_DEFAULT_TIMEOUT_MS 10000
 #define TCP_RBUF_SIZE (32u * 1024)   /* per-conn staging for headers and small payloads */
 #define TCP_RX_BUDGET (8u << 20)     /* bytes read per conn per progress call */
+#define TCP_RX_TAIL 4096u            /* rbuf bytes read behind a payload */
 
 /*
  * Wire format: every frame starts with this 32-byte header, fields little
@@ -84,6 +85,7 @@ struct tcp_hdr {
 	uint32_t ack;
 };
 _Static_assert(sizeof(struct tcp_hdr) == TCP_HDR_LEN, "tcp header is 32 bytes");
+_Static_assert(TCP_RX_TAIL >= TCP_HDR_LEN && TCP_RX_TAIL <= TCP_RBUF_SIZE, "rx tail fits rbuf");
 
 void be__tcp_hdr_pack(uint8_t *out, const struct tcp_hdr *h);
 void be__tcp_hdr_unpack(struct tcp_hdr *h, const uint8_t *in);

@@ -18,9 +18,19 @@
  * is expected; once a header is validated, the payload goes straight to
  * its destination (the SRQ buffer for SEND, [addr, +len) for WRITE):
  * what already sits in rbuf is copied (at most TCP_RBUF_SIZE bytes), the
- * rest is read with readv() into the destination, with rbuf as the second
- * iovec for whatever follows. Large payloads thus see no user-space copy
- * and small frames need no syscall each.
+ * rest is read with readv() into the destination, with TCP_RX_TAIL bytes
+ * of rbuf as the second iovec for whatever follows. Large payloads thus
+ * see no user-space copy (a large frame right behind another is staged
+ * for at most TCP_RX_TAIL bytes, not a whole rbuf), and small frames need
+ * no syscall each.
+ *
+ * Latency of receives: once a frame completed a receive (SEND,
+ * WRITE_IMM), conn_rx() places what rbuf already holds but issues no
+ * further read: cq_poll returns the completion now instead of after the
+ * rest of the byte budget. A small message that arrives behind a long
+ * stream of WRITEs is then handed over as soon as it is placed, not
+ * after up to TCP_RX_BUDGET more bytes of the stream (level-triggered
+ * epoll brings the conn back for the rest on the next poll).
  *
  * Acks: every frame header carries the receiver's count of data frames
  * placed so far (cumulative). When nothing is going the other way, the
@@ -358,9 +368,12 @@ static int conn_rx_begin(struct tcp_conn *c)
 	return 1;
 }
 
-/* The payload of the data frame in c->rx is in place. */
-static void conn_rx_end(struct tcp_conn *c)
+/* The payload of the data frame in c->rx is in place. Returns 1 if that
+ * completed a receive (SEND or WRITE_IMM), else 0. */
+static int conn_rx_end(struct tcp_conn *c)
 {
+	int recv = c->rx.type != TCP_F_WRITE;
+
 	c->rx_count++;
 	if (c->rx.type == TCP_F_SEND)
 		conn_push_recv_wc(c, &c->rx_recv, BE_XWC_RECV, BE_XWC_SUCCESS, c->rx.len, 0);
@@ -368,6 +381,7 @@ static void conn_rx_end(struct tcp_conn *c)
 		conn_push_recv_wc(c, &c->rx_recv, BE_XWC_RECV_IMM, BE_XWC_SUCCESS, c->rx.len,
 				  c->rx.imm);
 	c->rx_has_recv = 0;
+	return recv;
 }
 
 static void conn_hangup(struct tcp_conn *c, ssize_t n)
@@ -379,11 +393,15 @@ static void conn_hangup(struct tcp_conn *c, ssize_t n)
 	be__tcp_conn_fail(c, BE_XWC_RETRY_EXC_ERR, err, 0);
 }
 
-/* Read and place frames until the socket is empty or the budget is spent. */
+/*
+ * Read and place frames until the socket is empty, the budget is spent or
+ * a receive completed (then only what rbuf holds is placed: no more reads,
+ * see "Latency of receives").
+ */
 static void conn_rx(struct tcp_conn *c)
 {
 	size_t got = 0, want;
-	int drained = 0;
+	int drained = 0, delivered = 0;
 	ssize_t n;
 
 	while (c->state == TCP_C_ESTABLISHED) {
@@ -399,7 +417,7 @@ static void conn_rx(struct tcp_conn *c)
 				if (r < 0)
 					return;
 				if (r > 0 && !c->rx_left)
-					conn_rx_end(c);
+					delivered |= conn_rx_end(c);
 				continue;
 			}
 		} else if (avail) {
@@ -410,12 +428,13 @@ static void conn_rx(struct tcp_conn *c)
 			c->rx_left -= m;
 			c->rpos += m;
 			if (!c->rx_left)
-				conn_rx_end(c);
+				delivered |= conn_rx_end(c);
 			continue;
 		}
 		/* A short read emptied the socket: do not pay for an EAGAIN;
-		 * level-triggered epoll reports whatever comes next. */
-		if (got >= TCP_RX_BUDGET || drained)
+		 * level-triggered epoll reports whatever comes next (and the
+		 * rest of the stream, when a completed receive stops us). */
+		if (got >= TCP_RX_BUDGET || drained || delivered)
 			break;
 		if (c->rpos == c->rend) {
 			c->rpos = c->rend = 0;
@@ -425,13 +444,15 @@ static void conn_rx(struct tcp_conn *c)
 			c->rend = avail;
 		}
 		if (c->rx_left) {
-			/* rbuf is empty here: payload first, what follows after. */
+			/* rbuf is empty here: payload first, the start of what
+			 * follows after (TCP_RX_TAIL: a large frame behind is
+			 * read into place by the next readv, not staged). */
 			struct iovec iov[2] = {
 				{ c->rx_dst, c->rx_left },
-				{ c->rbuf, TCP_RBUF_SIZE },
+				{ c->rbuf, TCP_RX_TAIL },
 			};
 
-			want = (size_t)c->rx_left + TCP_RBUF_SIZE;
+			want = (size_t)c->rx_left + TCP_RX_TAIL;
 			n = readv(c->fd, iov, 2);
 		} else {
 			want = TCP_RBUF_SIZE - c->rend;
@@ -454,7 +475,7 @@ static void conn_rx(struct tcp_conn *c)
 			} else {
 				c->rend = (uint32_t)((size_t)n - c->rx_left);
 				c->rx_left = 0;
-				conn_rx_end(c);
+				delivered |= conn_rx_end(c);
 			}
 		} else {
 			c->rend += (uint32_t)n;
