@@ -7,9 +7,10 @@
  * frames (WriteResponses, closes, keepalives: they unblock the peer), then
  * gives turns round-robin to the scheduling queues on e->active. A turn
  * does one unit of work: one eager message, one WriteRequest, or one
- * fragment of a large message. So a small message on a socket waits for
- * at most one fragment of each other busy socket, never for a whole large
- * transfer (no head-of-line blocking). With frag_sched off every message
+ * fragment of a large message. Within a pass the small units go first and
+ * their SEND is posted before the pass's fragments, so a small message
+ * waits at most for the fragments already in flight, never for a whole
+ * large transfer (no head-of-line blocking). With frag_sched off every message
  * goes through the Engine's single FIFO queue instead, and a large message
  * blocks everything behind it, for comparison (be-perf hol).
  *
@@ -487,11 +488,43 @@ int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg 
 	return 0;
 }
 
+/* Is @sq's next unit of work a fragment? */
+static bool tx_next_is_frag(const struct be__sq *sq)
+{
+	const struct be__list *p = be__list_first(&sq->fragq);
+
+	return p && be__list_entry(p, struct be__msg, link)->state == BE_MS_GRANTED;
+}
+
+/* Give @sq its turn and requeue it by the outcome. Returns false when
+ * nothing more can go in this pass. */
+static bool tx_give_turn(struct be__engine *e, struct be__sq *sq, struct be__list *later,
+			 struct be__list *waiting)
+{
+	int r = tx_turn(e, sq);
+
+	if (e->state != BE_ES_ESTABLISHED)
+		return false;
+	if (r == TURN_BLOCKED) {
+		be__list_add_head(&e->active, &sq->link);
+		return false;
+	}
+	if (r == TURN_WAIT) {
+		/* A completion reopens the window and kicks us; the others'
+		 * small messages need not wait for it. */
+		be__list_add_tail(waiting, &sq->link);
+	} else if (r != TURN_IDLE && (!be__list_empty(&sq->txq) || !be__list_empty(&sq->fragq))) {
+		/* One fragment per queue and pass: the rest waits for the
+		 * next pass, after the worker polled its CQ. */
+		be__list_add_tail(r == TURN_FRAG ? later : &e->active, &sq->link);
+	}
+	return true;
+}
+
 void be__engine_run(struct be__engine *e)
 {
-	struct be__list later, waiting;
+	struct be__list later, waiting, frags;
 	bool blocked = false;
-	int r;
 
 	if (e->state != BE_ES_ESTABLISHED || e->in_pass)
 		return;
@@ -499,6 +532,7 @@ void be__engine_run(struct be__engine *e)
 	e->refs++;
 	be__list_init(&later);
 	be__list_init(&waiting);
+	be__list_init(&frags);
 	while (!blocked && !be__list_empty(&e->ctrlq) && e->state == BE_ES_ESTABLISHED) {
 		struct be__ctrl *c = be__list_entry(be__list_first(&e->ctrlq), struct be__ctrl,
 						    link);
@@ -513,27 +547,29 @@ void be__engine_run(struct be__engine *e)
 		be__list_del_init(&c->link);
 		free(c);
 	}
+	/* Small units first: queues whose turn is a fragment wait on @frags
+	 * while the others go, and the SENDs those staged are posted before
+	 * the fragments, so a small message never queues behind a fragment
+	 * of the same pass on the link (or behind its copy, on shm and tcp). */
 	while (!blocked && !be__list_empty(&e->active) && e->state == BE_ES_ESTABLISHED) {
 		struct be__sq *sq = be__list_entry(be__list_first(&e->active), struct be__sq, link);
 
 		be__list_del_init(&sq->link);
-		r = tx_turn(e, sq);
-		if (e->state != BE_ES_ESTABLISHED)
-			break;
-		if (r == TURN_BLOCKED) {
-			be__list_add_head(&e->active, &sq->link);
-			blocked = true;
-		} else if (r == TURN_WAIT) {
-			/* A completion reopens the window and kicks us; the
-			 * others' small messages need not wait for it. */
-			be__list_add_tail(&waiting, &sq->link);
-		} else if (r != TURN_IDLE &&
-			   (!be__list_empty(&sq->txq) || !be__list_empty(&sq->fragq))) {
-			/* One fragment per queue and pass: the rest waits for
-			 * the next pass, after the worker polled its CQ. */
-			be__list_add_tail(r == TURN_FRAG ? &later : &e->active, &sq->link);
-		}
+		if (tx_next_is_frag(sq))
+			be__list_add_tail(&frags, &sq->link);
+		else
+			blocked = !tx_give_turn(e, sq, &later, &waiting);
 	}
+	if (!be__list_empty(&frags) && !blocked && e->state == BE_ES_ESTABLISHED && e->cur &&
+	    tx_flush(e))
+		blocked = true;
+	while (!blocked && !be__list_empty(&frags) && e->state == BE_ES_ESTABLISHED) {
+		struct be__sq *sq = be__list_entry(be__list_first(&frags), struct be__sq, link);
+
+		be__list_del_init(&sq->link);
+		blocked = !tx_give_turn(e, sq, &later, &waiting);
+	}
+	be__list_splice_head(&e->active, &frags); /* blocked: their turn comes first */
 	be__list_splice_head(&e->active, &waiting); /* first in line next pass */
 	if (!be__list_empty(&later)) {
 		be__list_splice_tail(&e->active, &later);
