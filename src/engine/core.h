@@ -116,6 +116,8 @@ struct be_worker {
 	atomic_bool running, stop;
 	int in_progress;                 /* > 0 while progress runs (callbacks) */
 	uint64_t npolls;                 /* progress calls, for periodic work */
+	uint64_t delivered;              /* messages handed to on_recv */
+	bool later_held;                 /* the last progress left w->later alone */
 	struct be__repost repost[BE_WORKER_REPOST_MAX];
 	uint32_t nrepost;
 	struct be__msg *msg_cache;       /* free message records (a stack) */

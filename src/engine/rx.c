@@ -53,6 +53,7 @@ static void rx_deliver_one(struct be_sock *s, void *buf, size_t len)
 		be_free(buf);
 		return;
 	}
+	s->w->delivered++;
 	be__sock_ref(s);
 	s->cbs.on_recv(s, buf, len, s->user);
 	be__sock_unref(s);

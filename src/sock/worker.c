@@ -613,6 +613,7 @@ int be_worker_progress(struct be_worker *w)
 	 * or WORKER_EV_MAX_NS (see worker_timers), and at once after epoll
 	 * reported one. */
 	bool events = (++w->npolls % WORKER_EV_EVERY) == 0 || w->ev_ready;
+	uint64_t delivered = w->delivered;
 
 	w->in_progress++;
 	w->ev_ready = false;
@@ -635,8 +636,17 @@ int be_worker_progress(struct be_worker *w)
 	worker_timers(w);
 	/* Engines that yielded in the last progress go again, after this
 	 * progress polled the CQ (so a pass of fragments never keeps the
-	 * worker from its completions for long). */
-	be__list_splice_tail(&w->kick, &w->later);
+	 * worker from its completions for long). Not when this progress
+	 * handed messages to the application, though: it returns to the
+	 * caller first, who may answer them (a run-to-completion loop
+	 * sends after progress returns), and the fragments go in the next
+	 * call; never twice in a row, so a stream cannot starve. */
+	if (w->delivered != delivered && !w->later_held && !be__list_empty(&w->later)) {
+		w->later_held = true;
+	} else {
+		be__list_splice_tail(&w->kick, &w->later);
+		w->later_held = false;
+	}
 	/* Callbacks may queue more sends, which may complete more messages:
 	 * a few rounds batch what the callbacks queued into this progress.
 	 * An idle poll (the busy-polling loop's usual case) skips them. */
