@@ -14,6 +14,7 @@
 #   hol --size 64 beside 16 MiB messages, round-robin (p50, p99) and
 #   --no-sched, FIFO (p99)
 #   UCX shm ucp_am_lat 64 B (ucx_perftest, UCX_TLS=sm,self)
+#   cost --size 64 (shm): one thread drives both ends, ns per round trip
 # and once per run (first repetition):
 #   idle --seconds 5 (--quick: 2), shm and tcp: CPU of an idle Engine
 #   mux --sockets 10000 --iters 20 (--quick: 5), shm: memory per Socket
@@ -47,10 +48,10 @@ cmp_build
 
 # ---- iterations ------------------------------------------------------------
 if [ $quick -eq 1 ]; then
-	lat_n=5000; tcp_lat_n=2000; bw_n=200; bw1_n=50; hol_n=500; fifo_n=100
+	lat_n=5000; tcp_lat_n=2000; bw_n=200; bw1_n=50; hol_n=500; fifo_n=100; cost_n=5000
 	idle_s=2; mux_n=5; ucx_n=5000
 else
-	lat_n=50000; tcp_lat_n=20000; bw_n=2000; bw1_n=500; hol_n=20000; fifo_n=500
+	lat_n=50000; tcp_lat_n=20000; bw_n=2000; bw1_n=500; hol_n=20000; fifo_n=500; cost_n=200000
 	idle_s=5; mux_n=20; ucx_n=50000
 fi
 # hol --no-sched: each ping-pong may wait behind a whole 16 MiB message
@@ -73,6 +74,8 @@ bp() {
 # What this be-perf can do (another branch adds idle and raw-bw --bufs).
 has_idle=0
 "$beperf" --help 2>/dev/null | grep -q '^  idle ' && has_idle=1
+has_cost=0
+"$beperf" --help 2>/dev/null | grep -q '^  cost ' && has_cost=1
 bufs16=(--bufs 16); bufs1=(--bufs 1); bufs_note=", 16 bufs"; bufs1_note=", 1 buf"
 if ! "$beperf" raw-bw --help 2>/dev/null | grep -q -- '--bufs'; then
 	bufs16=(); bufs1=(); bufs_note=" (no --bufs: 1 buf)"; bufs1_note=""
@@ -94,11 +97,13 @@ for x in shm tcp; do
 	def sk_${x}_fifo99 lat99 "$x hol 64 B beside 16 MiB, --no-sched" 1
 done
 def ucx_shm_am_lat lat "UCX shm ucp_am_lat 64 B"
+def sk_shm_cost ns/RT "shm Socket cost 64 B, one thread, both ends" 1
 def_once sk_shm_idle pct "shm idle Engine, ${idle_s} s (both ends)" 1
 def_once sk_tcp_idle pct "tcp idle Engine, ${idle_s} s (both ends)" 1
 def_once sk_shm_mux bytes "shm mux $mux_sockets sockets: memory/Socket" 1
 
 [ $has_ucx -eq 1 ] || skip ucx_shm_am_lat "ucx_perftest not installed (apt-get install ucx-utils)"
+[ $has_cost -eq 1 ] || skip sk_shm_cost "this be-perf has no cost test"
 if [ $has_idle -eq 0 ]; then
 	skip sk_shm_idle "this be-perf has no idle test"
 	skip sk_tcp_idle "this be-perf has no idle test"
@@ -127,6 +132,9 @@ one_rep() { # REP: one repetition of every test; the once-per-run ones in rep 1
 			--no-sched
 	done
 	[ $has_ucx -eq 0 ] || run ucx_shm_am_lat ucx_lat ucx "$ucx_shm_tls" ucp_am_lat 64 $ucx_n
+	[ $has_cost -eq 0 ] ||
+		run sk_shm_cost "jfield ns_per_round_trip" bp cost --transport shm --size 64 \
+			--iters $cost_n
 	[ "$1" = 1 ] || return 0
 	if [ $has_idle -eq 1 ]; then
 		for x in shm tcp; do

@@ -1,7 +1,8 @@
 /*
  * perf_cost.c - be-perf cost: the software cost of a Socket round trip.
  *
- *   be-perf cost [--transport shm|tcp|verbs] [--size 64] [--iters N] [--json]
+ *   be-perf cost [--transport shm|tcp|verbs] [--size 64] [--iters N]
+ *                [--timeout S] [--json]
  *
  * One thread drives two workers of one context: a client Socket on the
  * first, connected to a listener on the second, ping-pongs --size bytes
@@ -65,9 +66,10 @@ static int cost_accept(struct be_listener *l, struct be_sock *s, void *user)
 	return 0;
 }
 
-/* Ping-pong @n times; 0, or -EIO / -ETIMEDOUT (no answer within ~10 s). */
+/* Ping-pong @n times; 0, or -EIO / -ETIMEDOUT (no answer within
+ * @timeout_s seconds). */
 static int cost_run(struct be_worker *cw, struct be_worker *sw, struct be_sock *s,
-		    struct cost *c, size_t size, uint64_t n)
+		    struct cost *c, size_t size, uint64_t n, uint64_t timeout_s)
 {
 	uint64_t i;
 
@@ -87,7 +89,7 @@ static int cost_run(struct be_worker *cw, struct be_worker *sw, struct be_sock *
 			be_worker_progress(sw);
 			if (c->errors)
 				return -EIO;
-			if (++spins % 65536 == 0 && perf_now_ns() - start > 10000000000ull)
+			if (++spins % 65536 == 0 && perf_now_ns() - start > timeout_s * 1000000000ull)
 				return -ETIMEDOUT;
 		}
 	}
@@ -100,12 +102,13 @@ static int cost_main(int argc, char **argv)
 		{ "transport", required_argument, NULL, 't' },
 		{ "size", required_argument, NULL, 's' },
 		{ "iters", required_argument, NULL, 'n' },
+		{ "timeout", required_argument, NULL, 'T' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *transport = "shm";
-	uint64_t size = 64, iters = 200000, warmup;
+	uint64_t size = 64, iters = 200000, timeout_s = 10, warmup;
 	struct be_sock_cbs scb = { .on_recv = cost_srv_recv, .on_close = cost_close,
 				   .on_accept = cost_accept };
 	struct be_sock_cbs ccb = { .on_recv = cost_cli_recv, .on_close = cost_close };
@@ -120,7 +123,7 @@ static int cost_main(int argc, char **argv)
 	uint64_t t0;
 	int opt, rc, json = 0;
 
-	while ((opt = getopt_long(argc, argv, "t:s:n:jh", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "t:s:n:T:jh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 't':
 			transport = optarg;
@@ -131,16 +134,19 @@ static int cost_main(int argc, char **argv)
 		case 'n':
 			iters = perf_parse_size(optarg);
 			break;
+		case 'T':
+			timeout_s = perf_parse_size(optarg);
+			break;
 		case 'j':
 			json = 1;
 			break;
 		default:
 			fprintf(stderr, "usage: be-perf cost [--transport shm|tcp|verbs] [--size B] "
-					"[--iters N] [--json]\n");
+					"[--iters N] [--timeout S] [--json]\n");
 			return opt == 'h' ? 0 : 2;
 		}
 	}
-	if (!iters || size > (64u << 20)) {
+	if (!iters || !timeout_s || size > (64u << 20)) {
 		fprintf(stderr, "be-perf cost: bad arguments (see --help)\n");
 		return 2;
 	}
@@ -164,11 +170,11 @@ static int cost_main(int argc, char **argv)
 	if (!rc)
 		rc = be_sock_connect(cw, laddr, &ccb, &c, &s);
 	if (!rc)
-		rc = cost_run(cw, sw, s, &c, size, warmup);
+		rc = cost_run(cw, sw, s, &c, size, warmup, timeout_s);
 	if (!rc) {
 		c.answered = 0;
 		t0 = perf_now_ns();
-		rc = cost_run(cw, sw, s, &c, size, iters);
+		rc = cost_run(cw, sw, s, &c, size, iters, timeout_s);
 		ns = (double)(perf_now_ns() - t0) / (double)iters;
 	}
 	if (!rc && sc.errors)
