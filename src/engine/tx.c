@@ -459,6 +459,7 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
  * would have put it there, and the pass that follows (kicked here) only
  * posts it. Order and fairness are those of the scheduler: @sq is empty,
  * so @m is next on its socket, and no other queue waits for a turn.
+ * A lone inline message is even posted at once.
  * Returns 0 (@m is the staging buffer's now), -EAGAIN (queue it: the
  * scheduler's rules apply), or -ENOTCONN when the Engine failed posting
  * the previous staging buffer (@m untouched).
@@ -484,6 +485,14 @@ int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg 
 	be__list_add_tail(&e->cur->msgs, &m->link);
 	e->small_seq++;
 	e->small_sq = sq;
+	/* The first message of a burst, if it goes inline, is posted now:
+	 * a request or an answer is usually alone, and the end of the
+	 * progress call is a few hundred cycles away. What the burst sends
+	 * next batches into the next staging buffer, posted by the pass. */
+	if (e->cur->nframes == 1 && e->cur->used <= e->max_inline) {
+		tx_flush(e);
+		return 0;
+	}
 	be__engine_kick(e);
 	return 0;
 }
