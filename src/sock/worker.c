@@ -135,14 +135,7 @@ void be__wdev_repost(struct be__wdev *wd, void *buf)
 		be_log_err("worker: srq_post_recv failed: %s", be_strerror(rc));
 }
 
-/*
- * be__worker_repost_later() - @buf, a receive of @e whose frames were
- * handled, goes back to the SRQ at the end of this progress call, and
- * only then is its credit owed to the peer (a credit must never reach
- * the peer before its receive is posted). Deferred so that replies the
- * receive callbacks sent are posted first: the repost is not on the
- * round trip's critical path. Outside progress: at once.
- */
+/* Repost @buf, then owe @e its credit. */
 static void worker_repost_one(struct be__engine *e, void *buf, bool trig)
 {
 	be__wdev_repost(e->wd, buf);
@@ -166,6 +159,14 @@ static void worker_flush_reposts(struct be_worker *w)
 	}
 }
 
+/*
+ * be__worker_repost_later() - @buf, a receive of @e whose frames were
+ * handled, goes back to the SRQ at the end of this progress call, and
+ * only then is its credit owed to the peer (a credit must never reach
+ * the peer before its receive is posted). Deferred so that replies the
+ * receive callbacks sent are posted first: the repost is not on the
+ * round trip's critical path. Outside progress: at once.
+ */
 void be__worker_repost_later(struct be__engine *e, void *buf, bool trig)
 {
 	struct be_worker *w = e->w;
