@@ -313,10 +313,9 @@ typedef void (*be_send_cb)(struct be_sock *s, void *buf, int status, void *arg);
  * arrive in order. Closing @s completes pending sends with -ECANCELED.
  * Returns 0, -EINVAL (NULL cb; or a buffer bemalloc does not know, for a
  * message above the Engine's eager size: an eager one is copied at once
- * and not looked up), -EMSGSIZE (above max_msg_size), -ENOTCONN (socket
- * closed by the peer or the Engine failed), -ENOMEM. A message sent
- * before its Engine was established is checked when it goes out: @cb
- * then gets -EINVAL. Threads: worker.
+ * and not looked up; before the handshake every buffer is looked up),
+ * -EMSGSIZE (above max_msg_size), -ENOTCONN (socket closed by the peer or
+ * the Engine failed), -ENOMEM. Threads: worker.
  */
 BE_EXPORT int be_sock_send(struct be_sock *s, void *buf, size_t len, be_send_cb cb, void *arg);
 

@@ -175,8 +175,7 @@ struct be__msg {
 	uint64_t raddr;
 	uint32_t rkey, token;
 	size_t off;                /* bytes posted */
-	uint32_t lkey;             /* of buf, once has_lkey */
-	bool has_lkey;
+	uint32_t lkey;             /* of buf, found by be_sock_send */
 	uint32_t unretired;        /* posted WRs not yet retired */
 	uint64_t retry_at;
 	uint32_t backoff_us;
@@ -374,6 +373,7 @@ void be__engine_stats(struct be__engine *e, struct be_engine_stats *out);
 void be__engine_kick(struct be__engine *e);
 void be__engine_run(struct be__engine *e);
 int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg *m);
+int be__engine_lkey(const struct be__engine *e, const void *p, size_t len, uint32_t *lkey);
 void be__sq_activate(struct be__engine *e, struct be__sq *sq);
 int be__engine_ctrl(struct be__engine *e, const struct be__frame *f);
 void be__engine_on_send_wc(struct be__engine *e, const struct be_xwc *wc);

@@ -80,13 +80,19 @@ int be__engine_ctrl(struct be__engine *e, const struct be__frame *f)
 
 /* ---- staging buffers ---- */
 
-static int tx_lkey(struct be__engine *e, const void *p, uint32_t *lkey)
+/*
+ * be__engine_lkey() - the lkey on @e's device of [@p, @p + @len), which
+ * must lie in one bemalloc region: what a WR may read in place. Returns
+ * 0 or -EINVAL (bemalloc does not know @p, or the range leaves its
+ * region).
+ */
+int be__engine_lkey(const struct be__engine *e, const void *p, size_t len, uint32_t *lkey)
 {
 	struct be_alloc_region r;
-	int rc = be_alloc_lookup(p, e->wd->cd->alloc_dev, &r);
 
-	if (rc)
-		return rc;
+	if (be_alloc_lookup(p, e->wd->cd->alloc_dev, &r) ||
+	    (const char *)p + len > (const char *)r.base + r.len)
+		return -EINVAL;
 	*lkey = r.lkey;
 	return 0;
 }
@@ -98,7 +104,7 @@ static struct be__sendbuf *tx_sendbuf_new(struct be__engine *e)
 	if (!sb)
 		return NULL;
 	sb->buf = be_alloc(e->sbuf_size);
-	if (!sb->buf || tx_lkey(e, sb->buf, &sb->lkey)) {
+	if (!sb->buf || be__engine_lkey(e, sb->buf, e->sbuf_size, &sb->lkey)) {
 		be_free(sb->buf);
 		free(sb);
 		return NULL;
@@ -432,16 +438,6 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 	}
 	if (!sq->fifo && sq->nfrag >= cfg->max_reqs)
 		return TURN_IDLE; /* re-activated by the next WriteResponse */
-	/* Sent before the Engine knew its eager size: look the buffer up
-	 * now; one bemalloc does not know fails alone, not the Engine. */
-	if (!m->has_lkey) {
-		if (tx_lkey(e, m->buf, &m->lkey)) {
-			be__list_del_init(&m->link);
-			be__worker_defer_msg(e->w, m, -EINVAL);
-			return TURN_DID;
-		}
-		m->has_lkey = true;
-	}
 	m->large = true;
 	if (tx_write_req(e, m) == TURN_BLOCKED)
 		return TURN_BLOCKED;

@@ -165,9 +165,9 @@ err_sock:
 
 int be_sock_send(struct be_sock *s, void *buf, size_t len, be_send_cb cb, void *arg)
 {
-	struct be_alloc_region r = { 0 };
 	struct be__engine *e;
 	struct be__msg *m;
+	uint32_t lkey = 0;
 	int rc;
 
 	if (!s || !cb || s->app_closed || (len && !buf))
@@ -179,19 +179,15 @@ int be_sock_send(struct be_sock *s, void *buf, size_t len, be_send_cb cb, void *
 		return -EMSGSIZE;
 	/* The transport reads a large message where it is, so it must be
 	 * registered memory: its lkey, found here, is what the fragments
-	 * use. An eager one (known eager once the Engine is up) is copied
-	 * into a staging buffer at once and needs no lookup. */
-	if (len > e->eager_max &&
-	    (be_alloc_lookup(buf, e->wd->cd->alloc_dev, &r) ||
-	     (const char *)buf + len > (const char *)r.base + r.len))
+	 * use. An eager one is copied into a staging buffer at once and
+	 * needs no lookup. Until the handshake eager_max is 0: every
+	 * buffer is looked up, as any may turn out large. */
+	if (len > e->eager_max && be__engine_lkey(e, buf, len, &lkey))
 		return -EINVAL;
 	m = sock_msg_new(s, BE_MSG_DATA);
 	if (!m)
 		return -ENOMEM;
-	if (r.base) {
-		m->lkey = r.lkey;
-		m->has_lkey = true;
-	}
+	m->lkey = lkey;
 	m->buf = buf;
 	m->len = len;
 	m->cb = cb;
