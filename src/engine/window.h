@@ -12,10 +12,10 @@
  * signaled completion means every earlier WR completed as well. So only
  * some WRs are signaled: those whose completion frees something at once
  * (SENDs release their staging buffer, the last fragment completes a
- * message; an inline SEND frees nothing), and any WR once a quarter of the ring or of the window went
- * unsignaled. The latter rule guarantees that a full window always holds a
- * signaled WR whose completion reopens it. A completion retires every
- * record up to its sequence number.
+ * message; an inline SEND frees nothing), and any WR once a quarter of
+ * the ring or of the window went unsignaled. The latter rule guarantees
+ * that a full window always holds a signaled WR whose completion reopens
+ * it. A completion retires every record up to its sequence number.
  */
 #ifndef BE_ENGINE_WINDOW_H
 #define BE_ENGINE_WINDOW_H
