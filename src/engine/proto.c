@@ -151,18 +151,23 @@ const char *be__frame_type_str(uint8_t type)
 }
 
 /* Header: type 0, flags 1, credits 2, sock 4, msg 8, len 12. */
+void be__frame_encode_hdr(uint8_t *buf, const struct be__frame *f)
+{
+	buf[0] = f->type;
+	buf[1] = f->flags;
+	wr16(buf + 2, f->credits);
+	wr32(buf + 4, f->sock);
+	wr32(buf + 8, f->msg);
+	wr32(buf + 12, f->type == BE_FR_DATA ? f->len : be__frame_body_len(f->type));
+}
+
 uint32_t be__frame_encode(uint8_t *buf, const struct be__frame *f, const void *payload)
 {
 	uint32_t len = f->type == BE_FR_DATA ? f->len : be__frame_body_len(f->type);
 	uint32_t size = be__frame_size(len);
 	uint8_t *b = buf + BE_FRAME_HDR;
 
-	buf[0] = f->type;
-	buf[1] = f->flags;
-	wr16(buf + 2, f->credits);
-	wr32(buf + 4, f->sock);
-	wr32(buf + 8, f->msg);
-	wr32(buf + 12, len);
+	be__frame_encode_hdr(buf, f);
 	switch (f->type) {
 	case BE_FR_DATA:
 		if (len)

@@ -117,6 +117,10 @@ uint32_t be__frame_body_len(uint8_t type);
  */
 uint32_t be__frame_encode(uint8_t *buf, const struct be__frame *f, const void *payload);
 
+/* The BE_FRAME_HDR header bytes of @f alone, at @buf: a DATA frame whose
+ * payload and padding the transport gathers from elsewhere. */
+void be__frame_encode_hdr(uint8_t *buf, const struct be__frame *f);
+
 /*
  * be__frame_next() - decode the frame at *@off in @buf[0..@len). Returns
  * 1 with @f filled and *@off advanced, 0 at the end of the buffer, or

@@ -449,16 +449,65 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 }
 
 /*
+ * tx_send_alone() - post eager message @m (frame @f) as an inline SEND of
+ * its own: the header from the stack, the payload from @m's buffer and
+ * the padding from zeros, gathered and copied by the transport at post.
+ * For a lone small message on an idle Engine (a request, an answer) this
+ * skips the staging buffer and a copy. Borrows @m->buf only during the
+ * post; @m completes (its callback is deferred to the progress call) as
+ * an inline staging buffer's messages would. Returns 0, -EAGAIN (no
+ * credit or WR slot now: take the staging way, whose rules wait for
+ * them), or -ENOTCONN (the post failed the Engine; @m untouched).
+ */
+static int tx_send_alone(struct be__engine *e, struct be__sq *sq, struct be__msg *m,
+			 struct be__frame *f)
+{
+	static const uint8_t zeros[BE_FRAME_ALIGN];
+	uint8_t hdr[BE_FRAME_HDR];
+	struct be_xsend_wr wr = { 0 };
+	struct be_xsge sge[3];
+	bool sig;
+
+	/* Checked first: the staging way counts the stall, once. */
+	if (e->win.count >= e->win.cap || !be__credit_can_take(&e->cr, false))
+		return -EAGAIN;
+	be__credit_take(&e->cr, false);
+	f->credits = be__credit_collect(&e->cr);
+	be__frame_encode_hdr(hdr, f);
+	sge[0] = (struct be_xsge){ .addr = (uint64_t)(uintptr_t)hdr, .length = BE_FRAME_HDR };
+	sge[1] = (struct be_xsge){ .addr = (uint64_t)(uintptr_t)m->buf, .length = f->len };
+	sge[2] = (struct be_xsge){ .addr = (uint64_t)(uintptr_t)zeros,
+				   .length = be__frame_size(f->len) - BE_FRAME_HDR - f->len };
+	wr.opcode = BE_XWR_SEND;
+	wr.sg_list = sge;
+	wr.num_sge = sge[2].length ? 3 : 2;
+	/* As tx_flush's inline SEND: no window bytes, no completion owed. */
+	wr.wr_id = be__window_push(&e->win, BE_WR_SEND_INLINE, 0, NULL, &sig);
+	wr.flags = BE_XWR_F_INLINE | (sig ? BE_XWR_F_SIGNALED : 0);
+	if (tx_post(e, &wr))
+		return -ENOTCONN;
+	e->st.sends_posted++;
+	e->tx_seen = true;
+	e->small_seq++;
+	e->small_sq = sq;
+	m->sq = sq;
+	m->state = BE_MS_SENT_EAGER;
+	be__msg_finish(e, m, 0);
+	return 0;
+}
+
+/*
  * be__engine_send_now() - the short way for eager message @m of queue
  * @sq: when nothing of the Engine waits (no queue active, no control
  * frame), the message goes straight into the staging buffer, as its turn
  * would have put it there, and the pass that follows (kicked here) only
  * posts it. Order and fairness are those of the scheduler: @sq is empty,
  * so @m is next on its socket, and no other queue waits for a turn.
- * A lone inline message is even posted at once.
- * Returns 0 (@m is the staging buffer's now), -EAGAIN (queue it: the
- * scheduler's rules apply), or -ENOTCONN when the Engine failed posting
- * the previous staging buffer (@m untouched).
+ * A lone inline message is even posted at once: on its own, from the
+ * application's buffer, when no staging buffer is open (tx_send_alone()).
+ * Returns 0 (@m is posted or the staging buffer's now), -EAGAIN (queue
+ * it: the scheduler's rules apply), or -ENOTCONN when the Engine failed
+ * posting (@m untouched).
  */
 int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg *m)
 {
@@ -474,6 +523,12 @@ int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg 
 	f.sock = m->sock->id;
 	f.msg = m->id;
 	f.len = (uint32_t)m->len;
+	if (!e->cur && be__frame_size(f.len) <= e->max_inline) {
+		int rc = tx_send_alone(e, sq, m, &f);
+
+		if (rc != -EAGAIN)
+			return rc;
+	}
 	if (tx_emit(e, &f, m->buf, false))
 		return e->state == BE_ES_ESTABLISHED ? -EAGAIN : -ENOTCONN;
 	m->sq = sq;
