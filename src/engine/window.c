@@ -8,7 +8,8 @@
 
 int be__window_init(struct be__window *w, uint32_t cap, uint64_t limit)
 {
-	*w = (struct be__window){ .cap = cap, .limit = limit, .next_seq = 1 };
+	*w = (struct be__window){ .cap = cap, .limit = limit, .next_seq = 1,
+				  .sig_count = cap / 4, .sig_bytes = limit / 4 };
 	if (!cap || !limit)
 		return -EINVAL;
 	w->ring = calloc(cap, sizeof(*w->ring));
@@ -19,6 +20,15 @@ void be__window_free(struct be__window *w)
 {
 	free(w->ring);
 	w->ring = NULL;
+}
+
+/* Ring index of the record @i after the oldest (@i < cap): no division
+ * on the send path. */
+static inline uint32_t window_slot(const struct be__window *w, uint32_t i)
+{
+	uint32_t k = w->head + i;
+
+	return k >= w->cap ? k - w->cap : k;
 }
 
 bool be__window_fits(struct be__window *w, uint64_t bytes)
@@ -34,7 +44,7 @@ bool be__window_fits(struct be__window *w, uint64_t bytes)
 uint64_t be__window_push(struct be__window *w, enum be__wr_kind kind, uint32_t bytes, void *ptr,
 			 bool *signal)
 {
-	struct be__wr_rec *r = &w->ring[(w->head + w->count) % w->cap];
+	struct be__wr_rec *r = &w->ring[window_slot(w, w->count)];
 
 	r->seq = w->next_seq++;
 	r->bytes = bytes;
@@ -46,8 +56,8 @@ uint64_t be__window_push(struct be__window *w, enum be__wr_kind kind, uint32_t b
 		w->max_in_flight = w->in_flight;
 	w->unsig_count++;
 	w->unsig_bytes += bytes;
-	*signal = (kind != BE_WR_FRAG && kind != BE_WR_SEND_INLINE) || w->unsig_count >= w->cap / 4 ||
-		  w->unsig_bytes >= w->limit / 4 || w->count == w->cap;
+	*signal = (kind != BE_WR_FRAG && kind != BE_WR_SEND_INLINE) || w->unsig_count >= w->sig_count ||
+		  w->unsig_bytes >= w->sig_bytes || w->count == w->cap;
 	if (*signal) {
 		w->unsig_count = 0;
 		w->unsig_bytes = 0;
@@ -60,14 +70,14 @@ bool be__window_busy(const struct be__window *w)
 	uint32_t i;
 
 	for (i = 0; i < w->count; i++)
-		if (w->ring[(w->head + i) % w->cap].ptr)
+		if (w->ring[window_slot(w, i)].ptr)
 			return true;
 	return false;
 }
 
 void be__window_unpush(struct be__window *w)
 {
-	struct be__wr_rec *r = &w->ring[(w->head + w->count - 1) % w->cap];
+	struct be__wr_rec *r = &w->ring[window_slot(w, w->count - 1)];
 
 	w->count--;
 	w->in_flight -= r->bytes;
@@ -86,7 +96,7 @@ int be__window_pop(struct be__window *w, uint64_t upto, struct be__wr_rec *out)
 	if (r->seq > upto)
 		return 0;
 	*out = *r;
-	w->head = (w->head + 1) % w->cap;
+	w->head = window_slot(w, 1);
 	w->count--;
 	w->in_flight -= r->bytes;
 	return 1;

@@ -46,6 +46,8 @@ struct be__window {
 	uint64_t max_in_flight;
 	uint32_t unsig_count;
 	uint64_t unsig_bytes;
+	uint32_t sig_count;        /* signal at least every cap / 4 WRs */
+	uint64_t sig_bytes;        /* and every limit / 4 bytes */
 	uint64_t stalls;
 };
 
