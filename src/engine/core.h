@@ -101,7 +101,9 @@ struct be__call {
 
 struct be_worker {
 	struct be_ctx *ctx;
-	struct be__wdev *wd[BE_CTX_MAX_XPORTS];
+	struct be__wdev *wd[BE_CTX_MAX_XPORTS]; /* by the context's device index */
+	struct be__wdev *open[BE_CTX_MAX_XPORTS]; /* the non-NULL of wd[], for progress */
+	int nopen;
 	struct be__list engines;         /* live and failed-not-reaped */
 	struct be__list reap;            /* failed engines awaiting teardown */
 	struct be__list kick;            /* engines with sends to schedule */

@@ -329,6 +329,7 @@ int be__worker_wdev(struct be_worker *w, const char *xport, struct be__wdev **ou
 		goto err;
 	}
 	w->wd[idx] = wd;
+	w->open[w->nopen++] = wd;
 	*out = wd;
 	return 0;
 
@@ -619,11 +620,9 @@ int be_worker_progress(struct be_worker *w)
 	w->in_progress++;
 	w->ev_ready = false;
 	n += worker_run_calls(w);
-	for (i = 0; i < BE_CTX_MAX_XPORTS; i++) {
-		struct be__wdev *wd = w->wd[i];
+	for (i = 0; i < w->nopen; i++) {
+		struct be__wdev *wd = w->open[i];
 
-		if (!wd)
-			continue;
 		if (events)
 			n += worker_poll_events(wd);
 		rc = worker_poll_cq(wd);
