@@ -302,6 +302,7 @@ struct be__engine {
 	struct be__sq *small_sq;
 	uint32_t mixed_left;       /* fragments still sent at frag_size */
 	uint32_t max_inline;
+	bool gather3;              /* WRs take 3 SGEs: tx_send_alone() may be used */
 	uint32_t granted_to_peer;  /* credits reserved in wd */
 
 	struct be_sock **mine, **theirs;

@@ -92,6 +92,7 @@ static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, c
 	e->frag_size = wd->cd->frag_size;
 	e->frag_bulk = wd->cd->frag_bulk;
 	e->max_inline = BE_MIN(wd->cd->attr.max_inline, 256u);
+	e->gather3 = wd->cd->attr.max_sge >= 3;
 	e->last_rx_ns = e->last_tx_ns = be__now_ns();
 	e->deadline_ns = e->last_rx_ns + (uint64_t)cfg->connect_timeout_ms * 1000000ull;
 	be__worker_timer_at(w, e->deadline_ns + 1);

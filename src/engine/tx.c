@@ -523,7 +523,7 @@ int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg 
 	f.sock = m->sock->id;
 	f.msg = m->id;
 	f.len = (uint32_t)m->len;
-	if (!e->cur && be__frame_size(f.len) <= e->max_inline) {
+	if (!e->cur && e->gather3 && be__frame_size(f.len) <= e->max_inline) {
 		int rc = tx_send_alone(e, sq, m, &f);
 
 		if (rc != -EAGAIN)

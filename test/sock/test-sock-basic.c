@@ -2,8 +2,12 @@
  * Check the basic life of sockets: connecting several sockets to one
  * address reuses one Engine on each side; eager, empty and large
  * messages are echoed intact and in order; buffers bemalloc does not know
- * are refused where they would be sent in place; the stats JSON lists the
- * engine; closing the client's sockets gives the server's on_close(0).
+ * are refused where they would be sent in place; a lone message of every
+ * length up to past the inline limit (each alone on an idle Engine: sent
+ * from its own buffer with the padding gathered from elsewhere, or past
+ * the limit through a staging buffer) comes back intact; the stats JSON
+ * lists the engine; closing the client's sockets gives the server's
+ * on_close(0).
  */
 #include <string.h>
 
@@ -11,12 +15,15 @@
 
 #define NSOCK 3
 #define NMSG 6
+#define LONE_MAX 300 /* past the inline limit (256 bytes of frame) */
 
 static const size_t sizes[NMSG] = { 5, 0, 4096, 4097, 1 << 20, 100 };
 
 struct cli {
 	int got[NSOCK];
 	int bad;
+	int lone;      /* >= 0: the length of the lone message in flight */
+	int lone_got;  /* lone messages echoed */
 };
 
 static struct be_sock *socks[NSOCK];
@@ -31,6 +38,15 @@ static void cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
 		if (socks[i] == s)
 			break;
 	ASSERT_LT(i, NSOCK);
+	if (c->lone >= 0) {
+		ASSERT_EQ(len, (size_t)c->lone);
+		if (!st_check(buf, len, 7000u + (uint32_t)len))
+			c->bad++;
+		c->lone = -1;
+		c->lone_got++;
+		be_free(buf);
+		return;
+	}
 	ASSERT_LT(c->got[i], NMSG);
 	ASSERT_EQ(len, sizes[c->got[i]]);
 	ASSERT(buf);
@@ -53,6 +69,11 @@ static bool all_echoed(void *arg)
 	return sends.done == NSOCK * NMSG;
 }
 
+static bool lone_echoed(void *arg)
+{
+	return cli.lone < 0 && sends.done == *(int *)arg;
+}
+
 static bool all_closed(void *arg)
 {
 	return srv.closed == NSOCK;
@@ -70,6 +91,7 @@ int main(int argc, char **argv)
 	int i, j, n;
 
 	st_init(&t, argc, argv);
+	cli.lone = -1;
 	srv.echo = true;
 	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
 	ASSERT(strncmp(addr, t.transport, strlen(t.transport)) == 0);
@@ -128,6 +150,19 @@ int main(int argc, char **argv)
 	ASSERT(strstr(json, "\"msgs_sent\":6,"));
 	ASSERT(strstr(json, "\"large_sent\":2,"));
 	ASSERT(strstr(json, "\"queued\":0}"));
+
+	/* One message at a time, each alone on an idle Engine. */
+	for (j = 0; j <= LONE_MAX; j++) {
+		int want = sends.done + 1;
+
+		cli.lone = j;
+		ASSERT_OK(be_sock_send(socks[0], st_msg((size_t)j, 7000u + (uint32_t)j), (size_t)j,
+				       st_send_cb, &sends));
+		st_pump(ws, 2, lone_echoed, &want);
+	}
+	ASSERT_EQ(cli.lone_got, LONE_MAX + 1);
+	ASSERT_EQ(cli.bad, 0);
+	ASSERT_EQ(sends.ok, NSOCK * NMSG + LONE_MAX + 1);
 
 	for (i = 0; i < NSOCK; i++)
 		be_sock_close(socks[i]);
