@@ -359,6 +359,10 @@ struct be_engine_stats {
 	uint64_t send_window;         /* configured window in bytes */
 	uint64_t max_bytes_in_flight; /* peak posted-not-completed bytes; <= send_window */
 	uint64_t window_stalls;       /* times the window held a WR back */
+	uint64_t mixed_window;        /* bound on bytes in flight when a fragment goes beside
+				       * small messages of other sockets (0: send_window) */
+	uint64_t max_mixed_in_flight; /* peak bytes in flight after such a fragment; <= mixed_window */
+	uint64_t mixed_stalls;        /* times the mixed window held a fragment back */
 	uint64_t keepalives_sent, keepalives_recv;
 	uint64_t nomem_sent;          /* WriteResponses "no memory" we answered */
 	uint64_t nomem_recv;          /* ... we received */

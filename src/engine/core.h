@@ -56,6 +56,7 @@ struct be__cdev {
 	uint32_t frag_size;              /* default fragment size on this device */
 	uint64_t send_window;            /* default send window of its Engines */
 	uint32_t frag_bulk;              /* fragment size with no small messages about */
+	uint64_t mixed_window;           /* soft limit of its Engines' windows (0: none) */
 };
 
 struct be_ctx {

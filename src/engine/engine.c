@@ -72,6 +72,7 @@ static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, c
 		free(e);
 		return NULL;
 	}
+	be__window_set_soft(&e->win, wd->cd->mixed_window);
 	e->w = w;
 	e->wd = wd;
 	e->ops = wd->cd->ops;
@@ -616,6 +617,9 @@ void be__engine_stats(struct be__engine *e, struct be_engine_stats *out)
 	out->send_window = e->win.limit;
 	out->max_bytes_in_flight = e->win.max_in_flight;
 	out->window_stalls = e->win.stalls;
+	out->mixed_window = e->win.soft_limit;
+	out->max_mixed_in_flight = e->win.soft_max;
+	out->mixed_stalls = e->win.soft_stalls;
 	out->sockets = e->nsocks;
 	out->frag_size = e->frag_size;
 	out->state = e->state;

@@ -23,7 +23,10 @@
  * Limits: a SEND or WRITE_WITH_IMM needs a credit (credit.h); every WR
  * needs room in the send window and the WR ring (window.h). When either is
  * missing the pass stops; a completion, a returned credit, or a timer
- * kicks the Engine again.
+ * kicks the Engine again. While other queues send small messages, a
+ * fragment also needs room in the mixed window (the window's soft limit,
+ * on devices that have one): a small message then waits behind at most
+ * that many bytes of the stream, not the whole window.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -307,8 +310,9 @@ static int tx_emit(struct be__engine *e, struct be__frame *f, const void *payloa
  * another Socket may wait behind (on the link; on shm and tcp also the
  * CPU copy that keeps the worker from its CQ), so fragments are frag_size
  * while other queues send small messages, and for TX_MIXED_FRAGS
- * fragments after the last one; with the stream alone on the Engine they
- * grow to frag_bulk, which costs fewer WRs and passes per byte.
+ * fragments after the last one (also the span of the mixed window); with
+ * the stream alone on the Engine they grow to frag_bulk, which costs fewer
+ * WRs and passes per byte.
  */
 #define TX_MIXED_FRAGS 64
 
@@ -333,6 +337,12 @@ static int tx_fragment(struct be__engine *e, struct be__msg *m)
 	int rc;
 
 	if (!tx_room(e, n, true))
+		return TURN_WAIT;
+	/* Beside small messages, the stream keeps at most the mixed window
+	 * in flight (the window's soft limit): that is what a small message
+	 * posted now queues behind. */
+	e->win.soft_on = e->mixed_left > 0;
+	if (!be__window_soft_fits(&e->win, n))
 		return TURN_WAIT;
 	if (last && be__credit_take(&e->cr, false))
 		return TURN_BLOCKED;

@@ -41,6 +41,23 @@ bool be__window_fits(struct be__window *w, uint64_t bytes)
 	return false;
 }
 
+void be__window_set_soft(struct be__window *w, uint64_t soft_limit)
+{
+	w->soft_limit = soft_limit;
+	w->sig_bytes = (soft_limit ? soft_limit : w->limit) / 4;
+}
+
+bool be__window_soft_fits(struct be__window *w, uint64_t bytes)
+{
+	/* A signaled WR is in flight iff records older than the unsignaled
+	 * run since the last signal are: its completion will reopen us. */
+	if (!w->soft_on || !w->soft_limit || w->in_flight + bytes <= w->soft_limit ||
+	    w->count <= w->unsig_count)
+		return true;
+	w->soft_stalls++;
+	return false;
+}
+
 uint64_t be__window_push(struct be__window *w, enum be__wr_kind kind, uint32_t bytes, void *ptr,
 			 bool *signal)
 {
@@ -58,6 +75,8 @@ uint64_t be__window_push(struct be__window *w, enum be__wr_kind kind, uint32_t b
 	w->unsig_bytes += bytes;
 	*signal = (kind != BE_WR_FRAG && kind != BE_WR_SEND_INLINE) || w->unsig_count >= w->sig_count ||
 		  w->unsig_bytes >= w->sig_bytes || w->count == w->cap;
+	if (w->soft_on && (kind == BE_WR_FRAG || kind == BE_WR_FRAG_LAST) && w->in_flight > w->soft_max)
+		w->soft_max = w->in_flight;
 	if (*signal) {
 		w->unsig_count = 0;
 		w->unsig_bytes = 0;

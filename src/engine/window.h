@@ -16,6 +16,17 @@
  * the ring or of the window went unsignaled. The latter rule guarantees
  * that a full window always holds a signaled WR whose completion reopens
  * it. A completion retires every record up to its sequence number.
+ *
+ * Soft limit. While small messages share the connection with a stream,
+ * what a small message waits behind is the stream's bytes in flight
+ * (on tcp: the bytes queued in the sockets ahead of it). A window may
+ * have a soft limit for that: while the Engine turns @soft_on, fragments
+ * fill at most @soft_limit bytes of it. With a soft limit, WRs are
+ * signaled every quarter of it (not of the window), so completions
+ * reopen it fragment by fragment, and the records in flight that nobody
+ * signaled stay under a quarter of it: a fragment of at most 3/4 of the
+ * soft limit that does not fit always has a signaled WR ahead of it to
+ * wait for. (Should there be none, it goes anyway, and is signaled.)
  */
 #ifndef BE_ENGINE_WINDOW_H
 #define BE_ENGINE_WINDOW_H
@@ -42,13 +53,17 @@ struct be__window {
 	uint32_t cap, head, count;
 	uint64_t next_seq;
 	uint64_t limit;            /* window in bytes */
+	uint64_t soft_limit;       /* bound for fragments while soft_on (0: none) */
+	bool soft_on;
 	uint64_t in_flight;        /* bytes posted, not retired */
 	uint64_t max_in_flight;
 	uint32_t unsig_count;
 	uint64_t unsig_bytes;
 	uint32_t sig_count;        /* signal at least every cap / 4 WRs */
-	uint64_t sig_bytes;        /* and every limit / 4 bytes */
+	uint64_t sig_bytes;        /* and every limit / 4 bytes (soft_limit / 4) */
 	uint64_t stalls;
+	uint64_t soft_stalls;      /* fragments held back by the soft limit */
+	uint64_t soft_max;         /* peak in flight after a fragment while soft_on */
 };
 
 int be__window_init(struct be__window *w, uint32_t cap, uint64_t limit);
@@ -56,6 +71,14 @@ void be__window_free(struct be__window *w);
 
 /* Room for a WR of @bytes? Counts a stall when not. */
 bool be__window_fits(struct be__window *w, uint64_t bytes);
+
+/* Give the window a soft limit of @soft_limit bytes (0: none); off
+ * until the caller sets soft_on. */
+void be__window_set_soft(struct be__window *w, uint64_t soft_limit);
+
+/* Room for a fragment of @bytes under the soft limit (see the model)?
+ * Counts a soft stall when not. */
+bool be__window_soft_fits(struct be__window *w, uint64_t bytes);
 
 /* Record a WR about to be posted. Returns its sequence number (the wr_id)
  * and sets *@signal. The caller checked be__window_fits(). */

@@ -44,6 +44,7 @@ static void json_engine(struct json_out *o, struct be__engine *e)
 	F(credits_granted); F(credits_peer_max); F(max_credits_in_use);
 	F(max_peer_credits_in_use); F(credit_stalls); F(credit_frames_sent);
 	F(send_window); F(max_bytes_in_flight); F(window_stalls);
+	F(mixed_window); F(max_mixed_in_flight); F(mixed_stalls);
 	F(keepalives_sent); F(keepalives_recv); F(nomem_sent); F(nomem_recv);
 	F(alloc_backoffs); F(protocol_errors); F(sockets); F(sockets_opened);
 #undef F
