@@ -95,7 +95,11 @@ struct be_config {
 	 * completed. It bounds what a small message can queue behind on the
 	 * link, so 0 picks it from the fragment size: BE_WINDOW_FRAGS
 	 * fragments (32 KiB up to 25 Gb/s, 128 KiB up to 100 Gb/s, 256 KiB
-	 * above; 256 KiB on shm, 512 KiB on tcp). BE_SEND_WINDOW, default 0. */
+	 * above; 256 KiB on shm, 512 KiB on tcp). While other Sockets of the
+	 * Engine send small messages, a stream on tcp keeps at most 4
+	 * fragments of it in flight (the mixed window, in the Engine stats):
+	 * there every byte in flight waits in the kernels' socket buffers
+	 * ahead of a small message. BE_SEND_WINDOW, default 0. */
 	uint64_t send_window;
 	/* Fragment size of large messages. 0 picks it from the device's link
 	 * speed: 2 KiB up to 25 Gb/s, 8 KiB up to 100 Gb/s, 16 KiB above; 16
