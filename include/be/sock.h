@@ -293,7 +293,11 @@ BE_EXPORT void be_listener_close(struct be_listener *l);
  * and fails its queued sends. Borrows @cbs (copied; on_accept unused).
  * Returns 0, -EINVAL (malformed address, port 0), -EHOSTUNREACH (a name
  * that does not resolve; nothing is created), -EPROTONOSUPPORT, -EMFILE
- * (max_sockets reached), -ENOMEM, or the transport's -errno.
+ * (max_sockets reached), -ENOSPC (a new Engine is needed and this worker
+ * has no receive buffers left for its credits: srq_max_depth / credits
+ * Engines per worker and transport; nothing is created), -ENOMEM, or the
+ * transport's -errno. A peer worker in the same state refuses the
+ * connection: the socket gets on_close(-ECONNREFUSED).
  * Threads: worker.
  */
 BE_EXPORT int be_sock_connect(struct be_worker *w, const char *addr, const struct be_sock_cbs *cbs,
