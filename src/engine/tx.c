@@ -464,13 +464,11 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
  * the padding from zeros, gathered and copied by the transport at post.
  * For a lone small message on an idle Engine (a request, an answer) this
  * skips the staging buffer and a copy. Borrows @m->buf only during the
- * post; @m completes (its callback is deferred to the progress call) as
- * an inline staging buffer's messages would. Returns 0, -EAGAIN (no
+ * post. Returns 0 (posted: @m's buffer is free again), -EAGAIN (no
  * credit or WR slot now: take the staging way, whose rules wait for
- * them), or -ENOTCONN (the post failed the Engine; @m untouched).
+ * them), or -ENOTCONN (the post failed the Engine).
  */
-static int tx_send_alone(struct be__engine *e, struct be__sq *sq, struct be__msg *m,
-			 struct be__frame *f)
+static int tx_send_alone(struct be__engine *e, struct be__msg *m, struct be__frame *f)
 {
 	static const uint8_t zeros[BE_FRAME_ALIGN];
 	uint8_t hdr[BE_FRAME_HDR];
@@ -498,11 +496,6 @@ static int tx_send_alone(struct be__engine *e, struct be__sq *sq, struct be__msg
 		return -ENOTCONN;
 	e->st.sends_posted++;
 	e->tx_seen = true;
-	e->small_seq++;
-	e->small_sq = sq;
-	m->sq = sq;
-	m->state = BE_MS_SENT_EAGER;
-	be__msg_finish(e, m, 0);
 	return 0;
 }
 
@@ -522,6 +515,7 @@ static int tx_send_alone(struct be__engine *e, struct be__sq *sq, struct be__msg
 int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg *m)
 {
 	struct be__frame f = { 0 };
+	int rc = -EAGAIN;
 
 	if (e->state != BE_ES_ESTABLISHED || e->in_pass || m->len > e->eager_max ||
 	    m->len > e->peer.max_msg_size || be__list_linked(&sq->link) ||
@@ -534,18 +528,23 @@ int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg 
 	f.msg = m->id;
 	f.len = (uint32_t)m->len;
 	if (!e->cur && e->gather3 && be__frame_size(f.len) <= e->max_inline) {
-		int rc = tx_send_alone(e, sq, m, &f);
-
-		if (rc != -EAGAIN)
+		rc = tx_send_alone(e, m, &f);
+		if (rc == -ENOTCONN)
 			return rc;
 	}
-	if (tx_emit(e, &f, m->buf, false))
+	if (rc && tx_emit(e, &f, m->buf, false))
 		return e->state == BE_ES_ESTABLISHED ? -EAGAIN : -ENOTCONN;
 	m->sq = sq;
 	m->state = BE_MS_SENT_EAGER;
-	be__list_add_tail(&e->cur->msgs, &m->link);
 	e->small_seq++;
 	e->small_sq = sq;
+	if (!rc) {
+		/* Posted on its own: done, as an inline staging buffer's
+		 * messages are (the callback runs in the progress call). */
+		be__msg_finish(e, m, 0);
+		return 0;
+	}
+	be__list_add_tail(&e->cur->msgs, &m->link);
 	/* The first message of a burst, if it goes inline, is posted now:
 	 * a request or an answer is usually alone, and the end of the
 	 * progress call is a few hundred cycles away. What the burst sends
