@@ -695,13 +695,13 @@ int be_worker_wait(struct be_worker *w, int timeout_ms)
 	}
 	if (timeout_ms == 0)
 		return 0;
-	for (i = 0; i < BE_CTX_MAX_XPORTS; i++) {
-		struct be__wdev *wd = w->wd[i];
+	for (i = 0; i < w->nopen; i++) {
+		struct be__wdev *wd = w->open[i];
 
 		/* Arm every time, even if a previous arm has not fired: arming
 		 * is where a transport flushes what it owes the peer before we
 		 * sleep (tcp's deferred acks), besides asking for a wakeup. */
-		if (wd && wd->cd->ops->cq_arm(wd->cq) == 0)
+		if (wd->cd->ops->cq_arm(wd->cq) == 0)
 			wd->cq_armed = true;
 	}
 	n = be_worker_progress(w);
@@ -816,9 +816,8 @@ void be_worker_destroy(struct be_worker *w)
 	}
 	be__worker_run_deferred(w);
 	worker_run_calls(w);
-	for (i = 0; i < BE_CTX_MAX_XPORTS; i++)
-		if (w->wd[i])
-			wdev_destroy(w->wd[i]);
+	for (i = 0; i < w->nopen; i++)
+		wdev_destroy(w->open[i]);
 	worker_msg_cache_free(w);
 	be__wake_close(&w->wake);
 	atomic_fetch_sub(&w->ctx->workers, 1);
