@@ -417,6 +417,51 @@ static void sq_gather(uint8_t *dst, const struct shm_op *op)
 	}
 }
 
+/* Copy bytes [@from, @to) of @op's gathered data to @dst. */
+static void sq_gather_part(uint8_t *dst, const struct shm_op *op, uint64_t from, uint64_t to)
+{
+	uint64_t at = 0;
+	int i;
+
+	for (i = 0; i < op->num_sge && at < to; i++) {
+		uint64_t len = op->sge[i].length;
+		uint64_t b = BE_MAX(from, at), e = BE_MIN(to, at + len);
+
+		if (b < e)
+			memcpy(dst + (b - from),
+			       (const uint8_t *)(uintptr_t)op->sge[i].addr + (b - at), e - b);
+		at += len;
+	}
+}
+
+/*
+ * sq_fill_record() - write a record's body: @nlead bytes from @lead (the
+ * WRITE_IMM_INL target, or nothing), then @op's data; the caller stores
+ * the tag after it. The lines after the first are written first and the
+ * first line, header included, last, in a burst right before its tag.
+ * The consumer spins on the first line and reads the second with it
+ * (cq_poll_rx()), so when it sees the tag the rest of a two-line record
+ * (a 64-byte message) comes over in the same transfer. Written in
+ * order, the header's store could hand the first line to the consumer's
+ * poll before the tag's store took it back, and the second line was
+ * fetched only after the tag was seen: together ~8 % of the shm Socket
+ * round trip (docs/PERFORMANCE.md).
+ */
+static void sq_fill_record(struct shm_rec *rec, const void *lead, uint32_t nlead,
+			   const struct shm_op *op)
+{
+	uint64_t head = SHM_LINE - SHM_REC_HDR - nlead; /* data bytes in line 1 */
+
+	if (op->total > head)
+		sq_gather_part(rec->data + nlead + head, op, head, op->total);
+	__asm__ __volatile__("" ::: "memory"); /* keep the line order */
+	rec->byte_len = (uint32_t)op->total;
+	rec->imm = op->imm;
+	if (nlead)
+		memcpy(rec->data, lead, nlead);
+	sq_gather_part(rec->data + nlead, op, 0, BE_MIN(head, op->total));
+}
+
 /*
  * sq_exec() - execute @op for swqe @e. Returns SQ_EXEC_DONE (e is WAIT or
  * DONE; on a local or remote access error the conn went to error) or
@@ -472,19 +517,16 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 	if (pos == UINT64_MAX)
 		return SQ_EXEC_FULL;
 	rec = (struct shm_rec *)(void *)(c->tx_data + (pos & (c->ring_size - 1)));
-	rec->byte_len = (uint32_t)op->total;
-	rec->imm = op->imm;
 	if (rop == SHM_REC_SEND) {
-		sq_gather(rec->data, op);
+		sq_fill_record(rec, NULL, 0, op);
 	} else if (rop == SHM_REC_WRITE_IMM_INL) {
-		struct shm_rec_inl *in = (struct shm_rec_inl *)(void *)rec->data;
+		struct shm_rec_inl in = { op->remote_addr, op->rkey, 0 };
 
-		in->raddr = op->remote_addr;
-		in->rkey = op->rkey;
-		in->pad = 0;
-		sq_gather(rec->data + sizeof(*in), op);
+		sq_fill_record(rec, &in, sizeof(in), op);
 	} else {
 		sq_gather(dst, op);
+		rec->byte_len = (uint32_t)op->total;
+		rec->imm = op->imm;
 	}
 	c->tx_recs++;
 	if (rop == SHM_REC_WRITE_IMM && op->total > SHM_IMM_INLINE) {
@@ -812,6 +854,12 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		struct be_xrecv_wr *r;
 		struct be_xwc *w;
 
+		/* The next line too, in the same breath as the tag and whatever
+		 * it says: the producer writes it before the tag's line, so a
+		 * two-line record arrives in one transfer, not two in a row
+		 * (sq_fill_record()). An unused read otherwise. */
+		(void)shm_load_rlx((const uint64_t *)(const void *)(c->rx_data +
+								      ((off + SHM_LINE) & mask)));
 		if (!(tag & SHM_TAG_VALID) || (tag & SHM_TAG_POS_MASK) != head)
 			break;
 		op = shm_tag_op(tag);

@@ -17,6 +17,10 @@
  *
  *   tag = pos | op << 1 | signaled << 4 | 1      (pos is a multiple of 64)
  *
+ * The producer writes a record's later lines before its first, and the
+ * consumer reads the line after the tag's together with it, so a two-line
+ * record comes over in one transfer (shm_data.c, sq_fill_record()).
+ *
  * A stale word can never look like a valid tag at the consumer's position
  * because the consumer zeroes the first word of every line it consumed
  * before it publishes its head: every line of the free space starts with a
