@@ -220,9 +220,12 @@ struct shm_conn {
 	uint64_t tx_tail;          /* producer position */
 	uint64_t tx_head;          /* last consumer head read */
 	uint64_t rx_head;          /* consumer position */
+	uint64_t rx_pub;           /* consumer position last published */
+	bool rx_pub_wake;          /* a signaled record since: wake the producer */
 	uint32_t tx_recs;          /* receive-taking records produced */
 	uint32_t rx_recs;          /* receive-taking records consumed */
 	uint32_t rq_pub;           /* rq_avail last published */
+	uint32_t hint_done, hint_avail; /* recs_done, rq_avail as read last */
 	uint32_t regs_seen;        /* region announcements handled (regs_queued) */
 	int peer_rx_efd;           /* wake the peer's recv cq */
 	int peer_tx_efd;           /* wake the peer's send cq */

@@ -463,6 +463,24 @@ static void sq_fill_record(struct shm_rec *rec, const void *lead, uint32_t nlead
 }
 
 /*
+ * sq_imm_may_rnr() - could a WRITE_IMM posted now find no receive? From
+ * the receive hint (shm_ring.h) as read last, read again only when that
+ * copy shows no receive to spare. The copy errs on the safe side: since
+ * it was published the consumer took at most the records sent after it,
+ * and it only gains receives by reposting. Reading the consumer's head
+ * line at every post would wait for it each time the consumer had just
+ * published (rx_publish()), which in a ping-pong is every time.
+ */
+static bool sq_imm_may_rnr(struct shm_conn *c)
+{
+	if (c->hint_avail > c->tx_recs - c->hint_done)
+		return false;
+	c->hint_done = shm_load_rlx(&c->tx_ctl->recs_done);
+	c->hint_avail = shm_load_rlx(&c->tx_ctl->rq_avail);
+	return c->hint_avail <= c->tx_recs - c->hint_done;
+}
+
+/*
  * sq_exec() - execute @op for swqe @e. Returns SQ_EXEC_DONE (e is WAIT or
  * DONE; on a local or remote access error the conn went to error) or
  * SQ_EXEC_FULL (nothing done: no ring space).
@@ -506,9 +524,7 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 	}
 	if (op->opcode == BE_XWR_SEND)
 		rop = SHM_REC_SEND;
-	else if (op->total <= SHM_IMM_INLINE &&
-		 shm_load_rlx(&c->tx_ctl->rq_avail) <=
-			 c->tx_recs - shm_load_rlx(&c->tx_ctl->recs_done))
+	else if (op->total <= SHM_IMM_INLINE && sq_imm_may_rnr(c))
 		rop = SHM_REC_WRITE_IMM_INL; /* RNR possible: see shm_ring.h */
 	else
 		rop = SHM_REC_WRITE_IMM;
@@ -645,6 +661,8 @@ static int sq_validate(const struct shm_conn *c, const struct be_xsend_wr *wr, u
 	return 0;
 }
 
+static void rx_publish(struct shm_conn *c);
+
 static const uint8_t sq_wc_opcode[] = {
 	[BE_XWR_SEND] = BE_XWC_SEND,
 	[BE_XWR_WRITE] = BE_XWC_WRITE,
@@ -717,6 +735,10 @@ int be__shm_post_send(struct be_xconn *xc, struct be_xsend_wr *wr, struct be_xse
 	}
 	if (ret && bad)
 		*bad = wr;
+	/* An answer went out: what it answered is acknowledged right
+	 * behind it (see rx_publish()). */
+	if (c->state == SHM_CS_CONNECTED)
+		rx_publish(c);
 	if (c->tx_tail != tail0)
 		sq_notify_peer(c);
 	if (local && c->scq)
@@ -835,18 +857,56 @@ static void rx_srq_limit(struct shm_conn *c, struct shm_srq *s)
 		be__shm_evch_queue(to_sevch(c->base.evch), &ev);
 }
 
+/*
+ * rx_publish() - acknowledge the records taken since the last call: zero
+ * the first word of every line they used (so no stale byte can pass for
+ * a tag), publish recs_done, rq_avail and head, and wake the producer if
+ * it sleeps waiting for that.
+ *
+ * Called after the next post on the conn, at the conn's next poll (on
+ * either cq) and before a cq sleeps; not as the records are taken: these
+ * stores hit lines the producer reads, and on x86 every later store waits
+ * behind them, so the answer a receive callback posts (its record's tag)
+ * would wait until those lines were taken from the producer. Behind the
+ * answer they cost it nothing (with sq_imm_may_rnr(): -16 % on the shm
+ * Socket round trip and on raw-lat, docs/PERFORMANCE.md). The price, and
+ * the one difference from an RC QP: a receiver that takes a record and
+ * then neither polls, posts nor sleeps holds back its sender's completion.
+ */
+static void rx_publish(struct shm_conn *c)
+{
+	uint64_t mask = c->ring_size - 1, p;
+	struct shm_srq *s = c->srq;
+
+	if (c->rx_pub == c->rx_head)
+		return;
+	/* A PAD's tail lines were zero already; zeroing them again is
+	 * simpler than finding them, and happens once a lap. */
+	for (p = c->rx_pub; p != c->rx_head; p += SHM_LINE)
+		*(uint64_t *)(void *)(c->rx_data + (p & mask)) = 0;
+	c->rx_pub = c->rx_head;
+	shm_store_rlx(&c->rx_ctl->recs_done, c->rx_recs);
+	c->rq_pub = s ? s->tail - s->head : 0;
+	shm_store_rlx(&c->rx_ctl->rq_avail, c->rq_pub);
+	shm_store_rel(&c->rx_ctl->head, c->rx_head);
+	if (c->rx_pub_wake || shm_load_rlx(&c->rx_ctl->tx_want_space))
+		rx_wake_sender(c);
+	c->rx_pub_wake = false;
+}
+
 static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 {
-	uint64_t size = c->ring_size, mask = size - 1, head = c->rx_head;
+	uint64_t size = c->ring_size, mask = size - 1, head;
 	struct shm_srq *s = c->srq;
 	uint32_t err = 0;
-	bool wake = false;
 	int got = 0;
 
 	if (c->state != SHM_CS_CONNECTED)
 		return 0;
+	rx_publish(c);
+	head = c->rx_head;
 	while (got < n) {
-		uint64_t off = head & mask, len, o;
+		uint64_t off = head & mask, len;
 		struct shm_rec *rec = (struct shm_rec *)(void *)(c->rx_data + off);
 		uint64_t tag = shm_load_acq(&rec->tag);
 		struct shm_rec_inl in = { 0, 0, 0 };
@@ -866,7 +926,6 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		/* Peer-written fields are read once, then checked. */
 		blen = shm_load_rlx(&rec->byte_len);
 		if (op == SHM_REC_PAD) {
-			shm_store_rlx(&rec->tag, 0);
 			head += size - off;
 			continue;
 		}
@@ -925,12 +984,8 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 				memcpy((void *)(uintptr_t)in.raddr, rec->data + sizeof(in), blen);
 		}
 		rx_srq_limit(c, s);
-		/* Keep the free space free of anything that looks like a tag. */
-		shm_store_rlx(&rec->tag, 0);
-		for (o = SHM_LINE; o < len; o += SHM_LINE)
-			*(uint64_t *)(void *)(c->rx_data + off + o) = 0;
 		if (tag & SHM_TAG_SIGNALED)
-			wake = true;
+			c->rx_pub_wake = true;
 		head += len;
 		c->rx_recs++;
 	}
@@ -938,14 +993,9 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		c->rx_head = head;
 		if (s)
 			s->last = c;
-		shm_store_rlx(&c->rx_ctl->recs_done, c->rx_recs);
-		c->rq_pub = s ? s->tail - s->head : 0;
-		shm_store_rlx(&c->rx_ctl->rq_avail, c->rq_pub);
-		shm_store_rel(&c->rx_ctl->head, head);
-		if (wake || shm_load_rlx(&c->rx_ctl->tx_want_space))
-			rx_wake_sender(c);
 	}
 	if (err) {
+		rx_publish(c);
 		if (err == BE_XWC_GENERAL_ERR)
 			be_log_err("shm: malformed record from peer pid %d", (int)c->peer_pid);
 		shm_store_rlx(&c->rx_ctl->err_pos, head);
@@ -991,6 +1041,8 @@ int be__shm_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 		wc[got++] = cq->lq[cq->lq_head++ & (cq->lq_cap - 1)];
 	for (c = cq->send_head; c && got < n; c = next) {
 		next = c->s_next;
+		if (c->state == SHM_CS_CONNECTED)
+			rx_publish(c); /* a conn whose recv cq is another one */
 		if (c->sq_head != c->sq_tail)
 			got += cq_poll_tx(c, wc + got, n - got);
 	}
@@ -1025,12 +1077,18 @@ int be__shm_cq_arm(struct be_xcq *xcq)
 	cq = to_scq(xcq);
 	cq->armed = true;
 	cq->hup_check = true;
-	for (c = cq->send_head; c; c = c->s_next)
-		if (c->state == SHM_CS_CONNECTED)
-			__atomic_store_n(&c->tx_ctl->tx_armed, 1, __ATOMIC_SEQ_CST);
-	for (c = cq->recv_head; c; c = c->r_next)
-		if (c->state == SHM_CS_CONNECTED)
-			__atomic_store_n(&c->rx_ctl->rx_armed, 1, __ATOMIC_SEQ_CST);
+	for (c = cq->send_head; c; c = c->s_next) {
+		if (c->state != SHM_CS_CONNECTED)
+			continue;
+		rx_publish(c);
+		__atomic_store_n(&c->tx_ctl->tx_armed, 1, __ATOMIC_SEQ_CST);
+	}
+	for (c = cq->recv_head; c; c = c->r_next) {
+		if (c->state != SHM_CS_CONNECTED)
+			continue;
+		rx_publish(c);
+		__atomic_store_n(&c->rx_ctl->rx_armed, 1, __ATOMIC_SEQ_CST);
+	}
 	shm_fence();
 	/* Re-check everything the flags cover, so no wakeup is lost. */
 	pending = cq->lq_head != cq->lq_tail;

@@ -29,7 +29,9 @@
  * The consumer publishes how far it consumed in ctl.head (its own cache
  * line); the producer reads it to reuse space and, since records are
  * consumed in order, as the acknowledgement of every SEND and WRITE_IMM up
- * to that position. A consumer-side failure (no receive posted, receive too
+ * to that position. It publishes after its next post on the conn, at its
+ * next poll or before sleeping, not as it consumes (shm_data.c,
+ * rx_publish()), so the stores do not hold back the answer it posts. A consumer-side failure (no receive posted, receive too
  * small) is reported in ctl.err_pos/err_status and the consumer stops.
  *
  * Wakeups. Each side may sleep on its cq fd. Before sleeping it sets

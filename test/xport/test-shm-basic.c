@@ -28,6 +28,7 @@ static void test_send_write(struct side *a, struct side *b, struct mem *ma, stru
 	ASSERT((const void *)(wc[0].conn) == (const void *)(a->conn));
 	ASSERT((const void *)(wc[0].srq) == (const void *)(a->srq));
 	ASSERT(memcmp(ma->p, mb->p, 100) == 0);
+	side_ack(a);
 	side_wc(b, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 	ASSERT_EQ(wc[0].opcode, BE_XWC_SEND);
@@ -48,6 +49,7 @@ static void test_send_write(struct side *a, struct side *b, struct mem *ma, stru
 	ASSERT_EQ(wc[0].byte_len, 4096);
 	ASSERT_UEQ(wc[0].wr_id, 12);
 	ASSERT(memcmp(ma->p + 65536, mb->p + 4096, 8192) == 0);
+	side_ack(a);
 	side_wc(b, wc, 2);
 	ASSERT_UEQ(wc[0].wr_id, 22);
 	ASSERT_EQ(wc[0].opcode, BE_XWC_WRITE);
@@ -86,6 +88,7 @@ static void test_inline_unsignaled(struct side *a, struct side *b, struct mem *m
 		ASSERT_EQ(ma->p[4096 * i], 'A' + i);
 		ASSERT_EQ(ma->p[4096 * i + 63], 'A' + i);
 	}
+	side_ack(a);
 	side_wc(b, wc, 1); /* only the signaled one */
 	ASSERT_UEQ(wc[0].wr_id, 102);
 	side_no_wc(b);

@@ -140,6 +140,7 @@ static void run_race(uint32_t len)
 	ASSERT_OK(post_one(&b1, BE_XWR_WRITE_IMM, &mb1, 0, 64, mem_addr(&ma, 4096), ma.mr.rkey,
 			   1, BE_XWR_F_SIGNALED, 10));
 	side_wc(&a, wc, 1);
+	side_ack(&a);
 	side_wc(&b1, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 	/* b2 takes the last receive. */

@@ -190,6 +190,15 @@ static inline void side_wc(struct side *s, struct be_xwc *wc, int n)
 	}
 }
 
+/* A receiver acknowledges the records it took at its next poll (or post
+ * on that conn, or arm): one poll of @s, which finds nothing. */
+static inline void side_ack(struct side *s)
+{
+	struct be_xwc wc;
+
+	ASSERT_EQ(ops->cq_poll(s->cq, &wc, 1), 0);
+}
+
 /* No completion shows up on @s within a few polls. */
 static inline void side_no_wc(struct side *s)
 {

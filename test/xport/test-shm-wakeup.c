@@ -1,7 +1,8 @@
 /*
  * Check cq wakeups on shm: an armed cq's fd is not readable while nothing
  * is pending, becomes readable when the peer posts a SEND (receiver side),
- * when the peer consumes a signaled SEND (sender side) and when a local
+ * when the peer acknowledges a signaled SEND it consumed (sender side: at
+ * the receiver's next poll, post or arm) and when a local
  * completion appears (a WRITE); cq_ack clears it. Arming while something
  * is already pending makes the fd readable at once (no lost wakeup).
  */
@@ -48,7 +49,10 @@ int main(void)
 	/* Still pending (not polled): re-arming wakes at once. */
 	ASSERT_EQ(readable(&a), 1);
 	side_wc(&a, wc, 1);
-	/* The receiver consumed the signaled SEND: the sender wakes. */
+	/* The receiver took the signaled SEND; its next poll acknowledges
+	 * it, and the sender wakes. */
+	ASSERT_EQ(readable(&b), 0);
+	side_ack(&a);
 	ASSERT_EQ(readable(&b), 1);
 	side_wc(&b, wc, 1);
 	ASSERT_UEQ(wc[0].wr_id, 1);
