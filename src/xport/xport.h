@@ -31,6 +31,12 @@
  *   the immediate and the written length. A SEND larger than the receive
  *   buffer fails (BE_XWC_LOC_LEN_ERR on the receiver, BE_XWC_REM_OP_ERR on
  *   the sender) and the connection goes to error.
+ * - A software transport's receiver (shm, tcp) acknowledges what it took
+ *   at the latest when it next polls (finding nothing), posts on that conn
+ *   or arms its cq; its sender's completion may wait until then. So a
+ *   receiver that took a message and then does none of the three may
+ *   hold its sender back, where an RC QP would not; a worker always does
+ *   one of them (test-ack-idle).
  * - No receive posted when a SEND/WRITE_IMM arrives: with rnr_retry 0 this
  *   is BE_XWC_RNR_RETRY_EXC on the sender and the conn goes to error. The
  *   core's credits make it impossible; seeing it is a bug.
