@@ -221,6 +221,7 @@ struct shm_conn {
 	uint64_t tx_head;          /* last consumer head read */
 	uint64_t rx_head;          /* consumer position */
 	uint64_t rx_pub;           /* consumer position last published */
+	uint64_t rx_zeroed;        /* lines below it start with a zero word */
 	bool rx_pub_wake;          /* a signaled record since: wake the producer */
 	uint32_t tx_recs;          /* receive-taking records produced */
 	uint32_t rx_recs;          /* receive-taking records consumed */

@@ -873,17 +873,22 @@ static void rx_srq_limit(struct shm_conn *c, struct shm_srq *s)
  * the one difference from an RC QP: a receiver that takes a record and
  * then neither polls, posts nor sleeps holds back its sender's completion.
  */
-static void rx_publish(struct shm_conn *c)
+static void rx_zero_to(struct shm_conn *c, uint64_t end)
 {
 	uint64_t mask = c->ring_size - 1, p;
+
+	for (p = c->rx_zeroed; p < end; p += SHM_LINE)
+		*(uint64_t *)(void *)(c->rx_data + (p & mask)) = 0;
+	c->rx_zeroed = end;
+}
+
+static void rx_publish(struct shm_conn *c)
+{
 	struct shm_srq *s = c->srq;
 
 	if (c->rx_pub == c->rx_head)
 		return;
-	/* A PAD's tail lines were zero already; zeroing them again is
-	 * simpler than finding them, and happens once a lap. */
-	for (p = c->rx_pub; p != c->rx_head; p += SHM_LINE)
-		*(uint64_t *)(void *)(c->rx_data + (p & mask)) = 0;
+	rx_zero_to(c, c->rx_head);
 	c->rx_pub = c->rx_head;
 	shm_store_rlx(&c->rx_ctl->recs_done, c->rx_recs);
 	c->rq_pub = s ? s->tail - s->head : 0;
@@ -926,7 +931,13 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		/* Peer-written fields are read once, then checked. */
 		blen = shm_load_rlx(&rec->byte_len);
 		if (op == SHM_REC_PAD) {
+			/* Once a lap: zero what came before it and its tag at
+			 * once; the lines after it were never written, so they
+			 * start with a zero word already. */
+			rx_zero_to(c, head);
+			shm_store_rlx(&rec->tag, 0);
 			head += size - off;
+			c->rx_zeroed = head;
 			continue;
 		}
 		if ((op != SHM_REC_SEND && op != SHM_REC_WRITE_IMM &&
