@@ -95,7 +95,8 @@ struct be_config {
 	 * completed. It bounds what a small message can queue behind on the
 	 * link, so 0 picks it from the fragment size: BE_WINDOW_FRAGS
 	 * fragments (32 KiB up to 25 Gb/s, 128 KiB up to 100 Gb/s, 256 KiB
-	 * above; 256 KiB on shm, 512 KiB on tcp). While other Sockets of the
+	 * above; 512 KiB on tcp), and on shm four bulk fragments (1 MiB: shm
+	 * has no link to queue on). While other Sockets of the
 	 * Engine send small messages, a stream on tcp keeps at most 4
 	 * fragments of it in flight (the mixed window, in the Engine stats):
 	 * there every byte in flight waits in the kernels' socket buffers
@@ -104,9 +105,9 @@ struct be_config {
 	/* Fragment size of large messages. 0 picks it from the device's link
 	 * speed: 2 KiB up to 25 Gb/s, 8 KiB up to 100 Gb/s, 16 KiB above; 16
 	 * KiB on shm, 32 KiB on tcp (a small message of another Socket waits
-	 * for about one fragment), and lets fragments grow to 4x (within a
-	 * quarter of the window) while no other Socket of the Engine sends
-	 * small messages. A value set here is used as it is, always.
+	 * for about one fragment), and lets fragments grow to 4x, 16x on shm
+	 * (within a quarter of the window), while no other Socket of the
+	 * Engine sends small messages. A value set here is used as it is, always.
 	 * BE_FRAG_SIZE, default 0. */
 	uint32_t frag_size;
 	/* 1: interleave fragments of different Sockets round-robin on each
