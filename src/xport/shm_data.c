@@ -444,7 +444,7 @@ static void sq_gather_part(uint8_t *dst, const struct shm_op *op, uint64_t from,
  * (a 64-byte message) comes over in the same transfer. Written in
  * order, the header's store could hand the first line to the consumer's
  * poll before the tag's store took it back, and the second line was
- * fetched only after the tag was seen: together ~8 % of the shm Socket
+ * fetched only after the tag was seen: together ~10 % of the shm Socket
  * round trip (docs/PERFORMANCE.md).
  */
 static void sq_fill_record(struct shm_rec *rec, const void *lead, uint32_t nlead,
@@ -857,22 +857,8 @@ static void rx_srq_limit(struct shm_conn *c, struct shm_srq *s)
 		be__shm_evch_queue(to_sevch(c->base.evch), &ev);
 }
 
-/*
- * rx_publish() - acknowledge the records taken since the last call: zero
- * the first word of every line they used (so no stale byte can pass for
- * a tag), publish recs_done, rq_avail and head, and wake the producer if
- * it sleeps waiting for that.
- *
- * Called after the next post on the conn, at the conn's next poll (on
- * either cq) and before a cq sleeps; not as the records are taken: these
- * stores hit lines the producer reads, and on x86 every later store waits
- * behind them, so the answer a receive callback posts (its record's tag)
- * would wait until those lines were taken from the producer. Behind the
- * answer they cost it nothing (with sq_imm_may_rnr(): -16 % on the shm
- * Socket round trip and on raw-lat, docs/PERFORMANCE.md). The price, and
- * the one difference from an RC QP: a receiver that takes a record and
- * then neither polls, posts nor sleeps holds back its sender's completion.
- */
+/* Zero the first word of every consumed line up to @end: no stale byte
+ * of the free space can then pass for a tag. */
 static void rx_zero_to(struct shm_conn *c, uint64_t end)
 {
 	uint64_t mask = c->ring_size - 1, p;
@@ -882,6 +868,21 @@ static void rx_zero_to(struct shm_conn *c, uint64_t end)
 	c->rx_zeroed = end;
 }
 
+/*
+ * rx_publish() - acknowledge the records taken since the last call: zero
+ * their lines (rx_zero_to()), publish recs_done, rq_avail and head, and
+ * wake the producer if it sleeps waiting for that.
+ *
+ * Called after the next post on the conn, at the conn's next poll (on
+ * either cq) and before a cq sleeps; not as the records are taken: these
+ * stores hit lines the producer reads, and on x86 every later store waits
+ * behind them, so the answer a receive callback posts (its record's tag)
+ * would wait until those lines were taken from the producer. Behind the
+ * answer they cost it nothing (with sq_imm_may_rnr(): -12 % on the shm
+ * Socket round trip, -7 % on raw-lat, docs/PERFORMANCE.md). The price, and
+ * the one difference from an RC QP: a receiver that takes a record and
+ * then neither polls, posts nor sleeps holds back its sender's completion.
+ */
 static void rx_publish(struct shm_conn *c)
 {
 	struct shm_srq *s = c->srq;
