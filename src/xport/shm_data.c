@@ -407,16 +407,6 @@ static int sq_remote(struct shm_conn *c, uint32_t rkey, uint64_t addr, uint64_t 
 	return SQ_REMOTE_OK;
 }
 
-static void sq_gather(uint8_t *dst, const struct shm_op *op)
-{
-	int i;
-
-	for (i = 0; i < op->num_sge; i++) {
-		memcpy(dst, (const void *)(uintptr_t)op->sge[i].addr, op->sge[i].length);
-		dst += op->sge[i].length;
-	}
-}
-
 /* Copy bytes [@from, @to) of @op's gathered data to @dst. */
 static void sq_gather_part(uint8_t *dst, const struct shm_op *op, uint64_t from, uint64_t to)
 {
@@ -432,6 +422,12 @@ static void sq_gather_part(uint8_t *dst, const struct shm_op *op, uint64_t from,
 			       (const uint8_t *)(uintptr_t)op->sge[i].addr + (b - at), e - b);
 		at += len;
 	}
+}
+
+/* Copy all of @op's gathered data to @dst. */
+static void sq_gather(uint8_t *dst, const struct shm_op *op)
+{
+	sq_gather_part(dst, op, 0, UINT64_MAX);
 }
 
 /*
@@ -1053,8 +1049,8 @@ int be__shm_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 		wc[got++] = cq->lq[cq->lq_head++ & (cq->lq_cap - 1)];
 	for (c = cq->send_head; c && got < n; c = next) {
 		next = c->s_next;
-		if (c->state == SHM_CS_CONNECTED)
-			rx_publish(c); /* a conn whose recv cq is another one */
+		if (c->rcq != cq && c->state == SHM_CS_CONNECTED)
+			rx_publish(c); /* the recv loop below does the others */
 		if (c->sq_head != c->sq_tail)
 			got += cq_poll_tx(c, wc + got, n - got);
 	}
@@ -1092,7 +1088,8 @@ int be__shm_cq_arm(struct be_xcq *xcq)
 	for (c = cq->send_head; c; c = c->s_next) {
 		if (c->state != SHM_CS_CONNECTED)
 			continue;
-		rx_publish(c);
+		if (c->rcq != cq)
+			rx_publish(c); /* the recv loop below does the others */
 		__atomic_store_n(&c->tx_ctl->tx_armed, 1, __ATOMIC_SEQ_CST);
 	}
 	for (c = cq->recv_head; c; c = c->r_next) {
