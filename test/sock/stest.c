@@ -199,6 +199,20 @@ void st_pair(struct st *t, struct be_ctx **ctx, struct be_worker *ws[2], struct 
 	ASSERT_OK(be_listener_addr(*l, addr, len));
 }
 
+void st_unpair(struct be_ctx *ctx, struct be_worker *ws[2], struct st_server *srv,
+	       struct be_listener *l)
+{
+	int i;
+
+	for (i = 0; i < srv->nsocks; i++)
+		be_sock_close(srv->socks[i]);
+	free(srv->socks);
+	be_listener_close(l);
+	be_worker_destroy(ws[1]);
+	be_worker_destroy(ws[0]);
+	be_ctx_destroy(ctx);
+}
+
 void st_send_cb(struct be_sock *s, void *buf, int status, void *arg)
 {
 	struct st_sends *c = arg;

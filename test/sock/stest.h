@@ -64,6 +64,10 @@ extern const struct be_sock_cbs st_server_cbs;
  */
 void st_pair(struct st *t, struct be_ctx **ctx, struct be_worker *ws[2], struct st_server *srv,
 	     struct be_listener **l, char *addr, size_t len);
+/* st_unpair() - undo st_pair(): close the sockets @srv accepted, then
+ * listener @l, both workers and the context. */
+void st_unpair(struct be_ctx *ctx, struct be_worker *ws[2], struct st_server *srv,
+	       struct be_listener *l);
 
 /* Sum of send callbacks seen, with the count per status. */
 struct st_sends {

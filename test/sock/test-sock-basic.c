@@ -168,14 +168,8 @@ int main(int argc, char **argv)
 		be_sock_close(socks[i]);
 	st_pump(ws, 2, all_closed, NULL);
 	ASSERT_EQ(srv.close_reason, 0);
-	for (i = 0; i < srv.nsocks; i++) {
+	for (i = 0; i < srv.nsocks; i++)
 		ASSERT_EQ(be_sock_send(srv.socks[i], NULL, 0, st_send_cb, &sends), -ENOTCONN);
-		be_sock_close(srv.socks[i]);
-	}
-	free(srv.socks);
-	be_listener_close(l);
-	be_worker_destroy(ws[1]);
-	be_worker_destroy(ws[0]);
-	be_ctx_destroy(ctx);
+	st_unpair(ctx, ws, &srv, l);
 	return 0;
 }

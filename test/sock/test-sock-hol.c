@@ -34,7 +34,6 @@ static int run(struct st *t, int sched)
 	struct be_listener *l;
 	struct be_ctx *ctx;
 	char addr[160];
-	int i;
 
 	scbs.on_recv = srv_recv;
 	memset(&srv, 0, sizeof(srv));
@@ -56,13 +55,7 @@ static int run(struct st *t, int sched)
 	ASSERT_EQ(be_worker_engine_count(ws[1]), 1);
 	be_sock_close(ca);
 	be_sock_close(cb);
-	for (i = 0; i < srv.nsocks; i++)
-		be_sock_close(srv.socks[i]);
-	free(srv.socks);
-	be_listener_close(l);
-	be_worker_destroy(ws[1]);
-	be_worker_destroy(ws[0]);
-	be_ctx_destroy(ctx);
+	st_unpair(ctx, ws, &srv, l);
 	return order[0];
 }
 

@@ -77,13 +77,7 @@ int main(int argc, char **argv)
 		ASSERT(strstr(json, "\"sockets\":0,"));
 		ASSERT(strstr(json, "\"sockets_opened\":10000,"));
 	}
-	for (i = 0; i < srv.nsocks; i++)
-		be_sock_close(srv.socks[i]);
-	free(srv.socks);
 	free(socks);
-	be_listener_close(l);
-	be_worker_destroy(ws[1]);
-	be_worker_destroy(ws[0]);
-	be_ctx_destroy(ctx);
+	st_unpair(ctx, ws, &srv, l);
 	return 0;
 }

@@ -121,12 +121,6 @@ int main(int argc, char **argv)
 	for (i = 0; i < NSTREAM; i++)
 		be_sock_close(ca[i]);
 	be_sock_close(cb);
-	for (i = 0; i < srv.nsocks; i++)
-		be_sock_close(srv.socks[i]);
-	free(srv.socks);
-	be_listener_close(l);
-	be_worker_destroy(ws[1]);
-	be_worker_destroy(ws[0]);
-	be_ctx_destroy(ctx);
+	st_unpair(ctx, ws, &srv, l);
 	return 0;
 }
