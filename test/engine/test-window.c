@@ -42,6 +42,21 @@ static void test_basic(void)
 	be__window_free(&w);
 }
 
+/* A stalled window: some signaled WR (the oldest not completed of
+ * @signaled, @ns of them pushed) must exist; completing it retires at
+ * least one record. */
+static void window_reopen(struct be__window *w, const uint64_t *signaled, int *hs, int ns)
+{
+	struct be__wr_rec r;
+	int got = 0;
+
+	ASSERT_LT(*hs, ns);
+	while (be__window_pop(w, signaled[*hs % 4096], &r))
+		got++;
+	(*hs)++;
+	ASSERT_GT(got, 0);
+}
+
 /* Random pushes of fragments; completions only for signaled WRs. */
 static void test_signal_progress(void)
 {
@@ -63,15 +78,7 @@ static void test_signal_progress(void)
 			ASSERT(w.in_flight <= w.limit || w.count == 1);
 			ASSERT(w.count <= w.cap);
 		} else {
-			struct be__wr_rec r;
-			int got = 0;
-
-			/* Stalled: some signaled WR must exist to reopen it. */
-			ASSERT_LT(hs, ns);
-			while (be__window_pop(&w, signaled[hs % 4096], &r))
-				got++;
-			hs++;
-			ASSERT_GT(got, 0);
+			window_reopen(&w, signaled, &hs, ns);
 		}
 	}
 	ASSERT(w.max_in_flight <= w.limit);
@@ -148,15 +155,7 @@ static void test_soft_progress(void)
 			ASSERT(w.in_flight <= w.limit);
 			ASSERT(!w.soft_on || w.in_flight <= w.soft_limit);
 		} else {
-			struct be__wr_rec r;
-			int got = 0;
-
-			/* Stalled: some signaled WR must exist to reopen it. */
-			ASSERT_LT(hs, ns);
-			while (be__window_pop(&w, signaled[hs % 4096], &r))
-				got++;
-			hs++;
-			ASSERT_GT(got, 0);
+			window_reopen(&w, signaled, &hs, ns);
 		}
 	}
 	ASSERT_GT(w.soft_stalls, 0);
