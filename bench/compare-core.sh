@@ -9,6 +9,7 @@
 # (default 5; --quick: 1 and few iterations), interleaved (rep 1 of every
 # test, then rep 2, ...) so that load drift hits every test alike:
 #   raw-lat --size 64                       lat --size 64 (p50 and p99)
+#                                           lat --after-progress (p50, info)
 #   raw-bw --size 1M --window 16 --bufs 16  bw --size 1M --window 16
 #   raw-bw --size 1M --window 1 --bufs 1    bw --size 1M --window 1 (info)
 #   hol --size 64 beside 16 MiB messages, round-robin (p50, p99) and
@@ -88,6 +89,7 @@ for x in shm tcp; do
 	def raw_${x}_lat lat "$x raw-lat 64 B" 1
 	def sk_${x}_lat lat "$x Socket lat 64 B" 1
 	def sk_${x}_lat99 lat99 "$x Socket lat 64 B" 1
+	def sk_${x}_latap lat "$x Socket lat 64 B --after-progress" 1
 	def raw_${x}_bw bw "$x raw-bw 1 MiB window 16$bufs_note" 1
 	def sk_${x}_bw bw "$x Socket bw 1 MiB window 16" 1
 	def raw_${x}_bw1 bw "$x raw-bw 1 MiB window 1$bufs1_note" 1
@@ -118,6 +120,8 @@ one_rep() { # REP: one repetition of every test; the once-per-run ones in rep 1
 		run raw_${x}_lat "jfield p50_us" bp raw-lat --transport $x --size 64 --iters $n
 		run sk_${x}_lat "jfield p50_us" bp lat --transport $x --size 64 --iters $n
 		derive sk_${x}_lat99 "jfield p99_us"
+		run sk_${x}_latap "jfield p50_us" bp lat --transport $x --size 64 --iters $n \
+			--after-progress
 		run raw_${x}_bw "jfield mb_s" bp raw-bw --transport $x --size 1M --window 16 \
 			"${bufs16[@]}" --iters $bw_n
 		run sk_${x}_bw "jfield mb_s" bp bw --transport $x --size 1M --window 16 --busy \
@@ -149,6 +153,8 @@ cmp_reps one_rep
 # ---- ratios and targets ----------------------------------------------------
 ratio shm_lat_vs_raw sk_shm_lat raw_shm_lat "<=" 1.3 \
 	"shm Socket lat p50 / raw-lat p50"
+ratio shm_latap_vs_raw sk_shm_latap raw_shm_lat info - \
+	"shm Socket lat --after-progress p50 / raw-lat p50"
 ratio tcp_lat_vs_raw sk_tcp_lat raw_tcp_lat info - \
 	"tcp Socket lat p50 / raw-lat p50"
 ratio shm_lat_vs_ucx_am sk_shm_lat ucx_shm_am_lat "<=" 1.0 \

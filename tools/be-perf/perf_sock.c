@@ -3,6 +3,9 @@
  * public Socket API (include/be/sock.h), on any transport.
  *
  *   lat  one socket, ping-pong of --size bytes; one-way latency = RTT/2.
+ *        The client sends each request from its receive callback, in the
+ *        answer's buffer (as the server echoes); --after-progress sends
+ *        from its loop once be_worker_progress() returned, in a new one.
  *   bw   --sockets sockets stream --size-byte messages, --window messages
  *        in flight per socket; the server answers each with an 8-byte
  *        ack. Throughput, and the send->ack time per message.
@@ -56,6 +59,7 @@ struct sk_opts {
 	const char *addr;
 	int server, json, sched, timeout_s, stats;
 	int adaptive;          /* be_worker_wait() instead of busy progress */
+	int after_progress;    /* lat: send from the loop, not the callback */
 	int seconds;           /* idle: how long to wait */
 	uint64_t size, big, iters, warmup;
 	uint32_t sockets, window;
@@ -218,6 +222,10 @@ struct sk_sock {
 	uint64_t sent_ns[SK_MAXQ]; /* FIFO of send times of outstanding messages */
 	uint32_t head, tail;
 	uint64_t answered;
+	/* lat from the callback: the client, and the answers to wait for
+	 * before the callback stops sending (0: not in that mode). */
+	struct sk_cli *cli;
+	uint64_t cb_total;
 };
 
 struct sk_cli {
@@ -233,7 +241,13 @@ struct sk_cli {
 	int errors;
 	int closed;
 	uint64_t mem_per_sock;    /* bytes one more Socket costs (client side) */
+	uint64_t cb_t0;           /* lat from the callback: clock and CPU when */
+	double cb_cpu0;           /* the last warmup answer arrived */
 };
+
+static int sk_send(struct sk_cli *c, struct sk_sock *k, size_t len, char tag);
+static void sk_sample(struct sk_cli *c, double us);
+static void sk_cli_lat_cb(struct sk_sock *k, void *buf, size_t len);
 
 static void sk_cli_sent(struct be_sock *s, void *buf, int status, void *arg)
 {
@@ -248,9 +262,62 @@ static void sk_cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
 {
 	struct sk_sock *k = user;
 
+	if (k->cb_total) {
+		sk_cli_lat_cb(k, buf, len);
+		return;
+	}
 	be_free(buf);
 	k->answered++;
 	k->head++;
+}
+
+/*
+ * sk_cli_lat_cb() - lat's client answering from its receive callback, as
+ * the server does and as a run-to-completion application would: one
+ * clock read per round trip (as in raw-lat), then the echo goes straight
+ * back out in the buffer it came in (the application owns it now), before
+ * the rest of the progress call. Without --after-progress this is lat's
+ * loop; with it, the client sends from its loop after be_worker_progress()
+ * returned, in a fresh buffer.
+ */
+static void sk_cli_lat_cb(struct sk_sock *k, void *buf, size_t len)
+{
+	struct sk_cli *c = k->cli;
+	uint64_t now = perf_now_ns();
+	int rc;
+
+	k->answered++;
+	k->head++;
+	if (k->answered > c->o->warmup)
+		sk_sample(c, (double)(now - k->sent_ns[(k->answered - 1) % SK_MAXQ]) / 2e3);
+	else if (k->answered == c->o->warmup) {
+		c->cb_t0 = now;
+		c->cb_cpu0 = perf_cpu_seconds();
+	}
+	if (k->answered >= k->cb_total) {
+		be_free(buf);
+		return;
+	}
+	if (len != c->o->size || (len && ((char *)buf)[0] != 'E')) {
+		/* Not the echo of what was sent: counted, and the loop stops. */
+		be_free(buf);
+		c->errors++;
+		return;
+	}
+	if (!len) {
+		be_free(buf);
+		c->now = now;
+		rc = sk_send(c, k, 0, 'E');
+	} else {
+		k->sent_ns[k->tail++ % SK_MAXQ] = now;
+		rc = be_sock_send(k->s, buf, len, sk_cli_sent, c);
+		if (rc) {
+			be_free(buf);
+			k->tail--;
+		}
+	}
+	if (rc)
+		c->errors++;
 }
 
 static void sk_cli_close(struct be_sock *s, int reason, void *user)
@@ -352,15 +419,21 @@ static void sk_report(const struct sk_opts *o, struct sk_cli *c, double secs, ui
 		       ",\"iters\":%" PRIu64 ",\"p50_us\":%.3f,\"p99_us\":%.3f,\"avg_us\":%.3f"
 		       ",\"mb_s\":%.2f,\"cpu_s_per_gb\":%.4f,\"sockets\":%u"
 		       ",\"bytes_per_socket\":%" PRIu64 ",\"scheduling\":\"%s\""
-		       ",\"polling\":\"%s\"}\n",
+		       ",\"polling\":\"%s\"%s}\n",
 		       names[o->mode], o->transport, o->size, o->iters, s.p50, s.p99, s.avg, mb_s,
 		       cpu_gb, o->sockets, c->mem_per_sock,
-		       o->sched ? "round-robin" : "fifo", o->adaptive ? "adaptive" : "busy");
+		       o->sched ? "round-robin" : "fifo", o->adaptive ? "adaptive" : "busy",
+		       o->mode != SK_LAT ? "" :
+		       o->after_progress ? ",\"client\":\"after-progress\"" :
+					   ",\"client\":\"callback\"");
 		return;
 	}
-	printf("be-perf %s: %s, %" PRIu64 " B, %u socket(s), scheduling %s, %s polling\n",
+	printf("be-perf %s: %s, %" PRIu64 " B, %u socket(s), scheduling %s, %s polling%s\n",
 	       names[o->mode], o->transport, o->size, o->sockets,
-	       o->sched ? "round-robin" : "fifo", o->adaptive ? "adaptive" : "busy");
+	       o->sched ? "round-robin" : "fifo", o->adaptive ? "adaptive" : "busy",
+	       o->mode != SK_LAT ? "" :
+	       o->after_progress ? ", client sends after progress" :
+				   ", client sends from its callback");
 	printf("  latency us (%s): p50 %.3f  p99 %.3f  avg %.3f  (n=%zu)\n",
 	       o->mode == SK_BW ? "send->ack" : "one-way", s.p50, s.p99, s.avg, s.n);
 	printf("  throughput %.2f MB/s, CPU %.4f s/GB (both processes)\n", mb_s, cpu_gb);
@@ -420,6 +493,29 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 	t0 = perf_now_ns();
 	switch (o->mode) {
 	case SK_LAT:
+		if (!o->after_progress) {
+			struct sk_sock *k = &c.socks[0];
+			struct sk_idle idle = { 0 };
+
+			k->cli = &c;
+			k->cb_total = total;
+			c.cb_t0 = t0;
+			c.cb_cpu0 = cpu0;
+			rc = sk_send(&c, k, o->size, 'E');
+			while (!rc && k->answered < total) {
+				uint64_t before = k->answered;
+
+				sk_poll(o, w);
+				if (c.errors)
+					rc = -EIO;
+				else if (sk_idle_expired(o, &idle, k->answered != before))
+					rc = -ETIMEDOUT;
+			}
+			t0 = c.cb_t0;
+			cpu0 = c.cb_cpu0;
+			bytes = 2 * o->size * o->iters;
+			break;
+		}
 		for (i = 0; i < total && !rc; i++) {
 			if (i == o->warmup) {
 				t0 = perf_now_ns();
@@ -564,6 +660,9 @@ static void sk_usage(const char *cmd)
 	       "  --sockets N     bw/mux: sockets on the one Engine\n"
 	       "  --window N      bw: messages in flight per socket (default 16)\n"
 	       "  --no-sched      FIFO per Engine instead of round-robin fragments\n"
+	       "  --after-progress lat: the client sends each request from its loop after\n"
+	       "                  progress returned, in a fresh buffer (default: from its\n"
+	       "                  receive callback, echoing the answer's buffer)\n"
 	       "  --timeout S     give up after S seconds without progress (default 30)\n"
 	       "  --seconds S     idle: how long both ends wait (default 10)\n"
 	       "  --busy          poll without sleeping (default except bw)\n"
@@ -604,6 +703,8 @@ static int sk_main(int argc, char **argv, enum sk_mode mode)
 			o.stats = 1;
 		} else if (!strcmp(a, "--no-sched")) {
 			o.sched = 0;
+		} else if (!strcmp(a, "--after-progress")) {
+			o.after_progress = 1;
 		} else if (!v) {
 			fprintf(stderr, "be-perf %s: bad option '%s'\n", o.cmd, a);
 			return 2;
