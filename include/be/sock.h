@@ -88,9 +88,17 @@ struct be_config {
 	uint32_t srq_depth;
 	uint32_t srq_max_depth;
 	/* Receive credits granted to the peer of each Engine: how many SENDs
-	 * (and WRITE_WITH_IMMs) it may have outstanding toward us. 4..65535.
-	 * BE_CREDITS, default 64. */
+	 * (and WRITE_WITH_IMMs) it may have outstanding toward us. A grant
+	 * starts at credits_init, grows (doubling) up to credits while the
+	 * peer uses three quarters of it and the SRQ may grow, and shrinks
+	 * back (halving) once it stayed mostly unused for 8 timer ticks (2
+	 * keepalive intervals): receive buffers follow the traffic, and a
+	 * worker holds about srq_max_depth / credits_init Engines (1024 with
+	 * the defaults) instead of srq_max_depth / credits. credits 4..65535,
+	 * BE_CREDITS, default 64; credits_init 4..credits (larger: credits;
+	 * 0: credits, a fixed grant), BE_CREDITS_INIT, default 8. */
 	uint32_t credits;
+	uint32_t credits_init;
 	/* Software send window: bytes one Engine may have posted and not yet
 	 * completed. It bounds what a small message can queue behind on the
 	 * link, so 0 picks it from the fragment size: BE_WINDOW_FRAGS
@@ -117,8 +125,8 @@ struct be_config {
 	/* Send queue depth per Engine and completion queue depth per worker
 	 * and transport (clamped to the device's limit). The CQ must hold
 	 * every receive posted plus every Engine's send queue, so a worker
-	 * holds about cq_depth / (sq_depth + credits) Engines, and
-	 * srq_max_depth / credits (the lower bound wins; 128 with the
+	 * holds about cq_depth / (sq_depth + credits_init) Engines, and
+	 * srq_max_depth / credits_init (the lower bound wins; 481 with the
 	 * defaults). BE_SQ_DEPTH default 128, BE_CQ_DEPTH default 65536. */
 	uint32_t sq_depth;
 	uint32_t cq_depth;
@@ -359,10 +367,16 @@ struct be_engine_stats {
 	uint64_t frames_batched;      /* frames that shared a SEND with another */
 	uint64_t fragments;           /* RDMA WRITE fragments posted */
 	uint64_t write_imm_recv;      /* WRITE_WITH_IMM completions received */
-	uint64_t credits_granted;     /* credits our peer granted us at connect */
-	uint64_t credits_peer_max;    /* credits we granted the peer */
+	uint64_t credits_granted;     /* peak grant our peer gave us */
+	uint64_t credits_peer_max;    /* peak grant we gave the peer */
+	uint64_t credits_granted_now; /* the peer's grant to us now */
+	uint64_t credits_peer_now;    /* our grant to the peer now (receives reserved) */
 	uint64_t max_credits_in_use;  /* peak credits held by our sends; <= credits_granted */
 	uint64_t max_peer_credits_in_use; /* peak receives the peer held here; <= credits_peer_max */
+	uint64_t credit_grows;        /* times we grew the peer's grant (CREDIT_GROW) */
+	uint64_t credit_grow_denied;  /* ... wanted to, but the SRQ could not take more */
+	uint64_t credit_revokes;      /* times we asked receives back (CREDIT_REVOKE) */
+	uint64_t credits_reclaimed;   /* receives the peer gave back (CREDIT_RELEASE) */
 	uint64_t credit_stalls;       /* times a SEND waited for a credit */
 	uint64_t credit_frames_sent;  /* explicit CREDIT frames */
 	uint64_t send_window;         /* configured window in bytes */
@@ -398,7 +412,8 @@ BE_EXPORT int be_sock_stats_json(struct be_sock *s, char *buf, size_t len);
 
 /*
  * be_worker_stats_json() - the worker's Engines (each with its counters)
- * as one JSON object into @buf, NUL-terminated. Returns the length it
+ * and its receive buffers per transport ("recv": buffers posted, receives
+ * reserved by the Engines' grants, bytes) as one JSON object into @buf, NUL-terminated. Returns the length it
  * needs without the NUL (like snprintf), or -EINVAL. Threads: worker.
  */
 BE_EXPORT int be_worker_stats_json(struct be_worker *w, char *buf, size_t len);

@@ -304,7 +304,8 @@ struct be__engine {
 	uint32_t mixed_left;       /* fragments still sent at frag_size */
 	uint32_t max_inline;
 	bool gather3;              /* WRs take 3 SGEs: tx_send_alone() may be used */
-	uint32_t granted_to_peer;  /* credits reserved in wd */
+	uint32_t granted_to_peer;  /* credits reserved in wd: our grant to the peer */
+	bool grow_denied;          /* a grant growth failed: not again before the tick */
 
 	struct be_sock **mine, **theirs;
 	uint32_t cap_mine, cap_theirs;
@@ -345,8 +346,14 @@ int be__ctx_dev(struct be_ctx *ctx, const char *name, struct be__cdev **out);
 
 /* worker.c */
 int be__worker_wdev(struct be_worker *w, const char *xport, struct be__wdev **out);
+/* An Engine's first grant (@credits receives) and its send queue's CQ
+ * entries; -ENOSPC when the SRQ or the CQ cannot take them. */
 int be__wdev_reserve(struct be__wdev *wd, uint32_t credits);
+/* Undo be__wdev_reserve() for an Engine whose grant is now @credits. */
 void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits);
+/* A grant growing or shrinking by @n receives (elastic credits). */
+int be__wdev_reserve_recv(struct be__wdev *wd, uint32_t n);
+void be__wdev_unreserve_recv(struct be__wdev *wd, uint32_t n);
 void be__wdev_repost(struct be__wdev *wd, void *buf);
 void be__worker_repost_later(struct be__engine *e, void *buf, bool trig);
 void be__worker_defer_msg(struct be_worker *w, struct be__msg *m, int status);
@@ -391,6 +398,15 @@ void be__engine_on_recv_wc(struct be__wdev *wd, const struct be_xwc *wc);
 void be__engine_rx_retry(struct be__engine *e, uint64_t now);
 void be__engine_rx_free(struct be__engine *e);
 void be__sock_deliver(struct be_sock *s);
+
+/* credit_elastic.c: growing and shrinking the peer's grant (credit.h).
+ * grow after each receive the peer spent (@starved: a frame of it said it
+ * waited for a credit); tick at each timer tick; frame handles
+ * CREDIT_GROW / _REVOKE / _RELEASE and returns NULL or the protocol
+ * violation. */
+void be__credit_elastic_grow(struct be__engine *e, bool starved);
+void be__credit_elastic_tick(struct be__engine *e);
+const char *be__credit_elastic_frame(struct be__engine *e, const struct be__frame *f);
 
 /* large.c */
 int be__large_on_req(struct be__engine *e, struct be_sock *s, const struct be__frame *f);

@@ -11,7 +11,9 @@
  *
  * Deadlock. An explicit CREDIT frame itself costs a credit. Data may use a
  * credit only while at least one more remains (the reserve); the reserve
- * is spent only on frames that return credits (CREDIT, KEEPALIVE). When a
+ * is spent only on frames that return credits (CREDIT, or a KEEPALIVE
+ * while credits are owed: one that returns none could leave both sides
+ * at zero, each owing the other). When a
  * side is down to the reserve, its peer holds every other credit as owed
  * receives (or they are in flight) and will return them; when a side has
  * spent its reserve, that frame returned credits to the peer, who thus can
@@ -21,6 +23,31 @@
  *
  * Validation: a peer returning more credits than it could owe, or using
  * more receives than granted, is a protocol error.
+ *
+ * Elastic grants. A grant starts small (credits_init) and follows the
+ * traffic, so a worker's receive buffers go to the peers that use them
+ * and a worker serves many more Engines than srq_max_depth / credits:
+ *  - grow: when the peer holds three quarters of its grant, or says it
+ *    waited for a credit (the STARVED flag on the next frame it sends:
+ *    on tcp the receiver drains as it goes and never sees three
+ *    quarters in use, but the sender still waits for the returns), the
+ *    receiver reserves more buffers on its SRQ (doubling, up to
+ *    `credits`) and then says so (CREDIT_GROW n): the new receives exist
+ *    before the peer may use them, so the grant is never more than what
+ *    is posted.
+ *  - shrink: a grant that stayed mostly unused is halved, toward
+ *    credits_init. The receiver cannot take back receives the sender may
+ *    be spending, so it asks (CREDIT_REVOKE n); the sender gives up what
+ *    it holds, k <= n, keeping two (its reserve and the answer's), and
+ *    answers CREDIT_RELEASE k, which waits for a credit like data (it
+ *    may return none, so it must not take the reserve); only then does the receiver lower the
+ *    grant and free the k buffers. At that point the receiver cannot
+ *    hold more of the peer's receives than the lowered grant: everything
+ *    the sender sent up to the RELEASE has arrived (reliable, in order),
+ *    and the sender then held at most the lowered grant. One revoke at a
+ *    time; no growth while one is pending.
+ * The reserve argument above is untouched: a grant never drops below
+ * BE_PROTO_MIN_CREDITS and a sender keeps its reserve through a revoke.
  */
 #ifndef BE_ENGINE_CREDIT_H
 #define BE_ENGINE_CREDIT_H
@@ -28,21 +55,84 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/proto.h"
+
 struct be__credit {
 	/* Sender side: receives the peer granted us. */
 	uint32_t granted;       /* the peer's grant */
 	uint32_t avail;         /* credits we hold now */
 	uint32_t max_in_use;    /* peak granted - avail */
 	uint64_t stalls;        /* times a post waited for a credit */
+	bool starved;           /* a post waited since the last frame went out */
 	/* Receiver side: receives we granted the peer. */
 	uint32_t peer_granted;
 	uint32_t peer_in_use;   /* consumed by the peer, not yet returned */
 	uint32_t owed;          /* of those, reposted: ready to return */
 	uint32_t owed_trig;     /* of those, consumed by frames other than credit-only ones */
 	uint32_t max_peer_in_use;
+	/* Elastic grants, receiver side. */
+	uint32_t grant_max;     /* the most we grant (cfg credits) */
+	uint32_t revoking;      /* receives asked back, answer pending (0: none) */
+	uint32_t tick_peak;     /* peak peer_in_use since the last tick */
+	uint32_t idle_ticks;    /* ticks in a row with tick_peak <= a quarter */
+	/* Peaks of both grants (for the stats). */
+	uint32_t granted_peak, peer_granted_peak;
 };
 
 void be__credit_init(struct be__credit *c, uint32_t granted_by_peer, uint32_t granted_to_peer);
+
+/* ---- elastic grants (model above) ---- */
+
+/* Receiver: should the peer's grant grow now? It holds three quarters of
+ * it or said it starved (@starved), it may grow, and no revoke is
+ * pending. */
+static inline bool be__credit_want_grow(const struct be__credit *c, bool starved)
+{
+	return c->peer_granted < c->grant_max && !c->revoking &&
+	       (starved || (uint64_t)c->peer_in_use * 4 >= (uint64_t)c->peer_granted * 3);
+}
+
+/* Sender: the flags a frame going out now carries (BE_FRF_STARVED once
+ * after a wait for credits). */
+static inline uint8_t be__credit_flags(struct be__credit *c)
+{
+	uint8_t fl = c->starved ? BE_FRF_STARVED : 0;
+
+	c->starved = false;
+	return fl;
+}
+
+/* Receiver: by how much to grow (doubling, within grant_max). */
+uint32_t be__credit_grow_step(const struct be__credit *c);
+
+/* Receiver: @n more receives were reserved and are granted (announce them
+ * with CREDIT_GROW n). */
+void be__credit_grow(struct be__credit *c, uint32_t n);
+
+/*
+ * be__credit_tick() - receiver, once per timer tick: returns how many
+ * receives to ask back (0: none), after @idle_ticks ticks in a row in
+ * which the peer held at most a quarter of a grant above @floor. The
+ * caller sends CREDIT_REVOKE with it; the revoke is then pending.
+ */
+uint32_t be__credit_tick(struct be__credit *c, uint32_t floor, uint32_t idle_ticks);
+
+/* Receiver: the peer gave back @k receives (CREDIT_RELEASE k). 0, or
+ * BE_EPROTO_PEER when no revoke was pending, @k is more than asked, or
+ * the peer would then hold more than its lowered grant. */
+int be__credit_release(struct be__credit *c, uint32_t k);
+
+/* Sender: the peer granted @n more receives (CREDIT_GROW n). 0, or
+ * BE_EPROTO_PEER when @n is 0 or the grant would pass 65535. */
+int be__credit_on_grow(struct be__credit *c, uint32_t n);
+
+/*
+ * be__credit_on_revoke() - sender: the peer asks @n receives back. Gives
+ * up k <= n of the credits held now, keeping two; returns k (>= 0, send
+ * CREDIT_RELEASE k, not from the reserve), or BE_EPROTO_PEER when
+ * @n is 0 or would take the grant below BE_PROTO_MIN_CREDITS.
+ */
+int be__credit_on_revoke(struct be__credit *c, uint32_t n);
 
 /* Take one credit; @reserve allows taking the last one (credit-returning
  * frames only). Returns 0 or -EAGAIN (counted as a stall). */
@@ -84,11 +174,14 @@ uint16_t be__credit_collect(struct be__credit *c);
  */
 static inline bool be__credit_update_due(const struct be__credit *c)
 {
-	uint32_t thresh = c->peer_granted / 4;
+	/* While a revoke is pending the peer may hold the lowered grant
+	 * already, its CREDIT_RELEASE waiting for a credit: judge by that. */
+	uint32_t grant = c->peer_granted - c->revoking;
+	uint32_t thresh = grant / 4;
 
 	if (!c->owed)
 		return false;
-	return c->owed_trig >= (thresh ? thresh : 1) || c->peer_granted - c->peer_in_use <= 1;
+	return c->owed_trig >= (thresh ? thresh : 1) || grant <= c->peer_in_use + 1;
 }
 
 #endif /* BE_ENGINE_CREDIT_H */

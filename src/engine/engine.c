@@ -39,7 +39,7 @@ static void engine_hello(struct be__engine *e, struct be__hello *h)
 		.version = BE_PROTO_VERSION,
 		.recv_buf_size = cfg->recv_buf_size,
 		.eager_max = cfg->eager_max,
-		.credits = cfg->credits,
+		.credits = e->granted_to_peer,
 		.max_sockets = cfg->max_sockets,
 		.max_msg_size = cfg->max_msg_size,
 		.keepalive_ms = cfg->keepalive_ms,
@@ -52,10 +52,9 @@ static void engine_set_peer(struct be__engine *e, const struct be__hello *h)
 
 	e->peer = *h;
 	be__credit_init(&e->cr, h->credits, e->granted_to_peer);
+	e->cr.grant_max = BE_MAX(cfg->credits, e->granted_to_peer);
 	e->sbuf_size = h->recv_buf_size;
 	e->eager_max = BE_MIN(cfg->eager_max, h->recv_buf_size - BE_FRAME_HDR);
-	e->st.credits_granted = h->credits;
-	e->st.credits_peer_max = e->granted_to_peer;
 	/* Staging buffers for control frames even when bemalloc is at its
 	 * limit later: a receiver out of memory must still say so. */
 	be__sendbuf_prealloc(e, 2);
@@ -190,12 +189,12 @@ int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *add
 	if (!e)
 		return -ENOMEM;
 	snprintf(e->key, sizeof(e->key), "%s", key);
-	rc = be__wdev_reserve(wd, cfg->credits);
+	rc = be__wdev_reserve(wd, cfg->credits_init);
 	if (rc) {
-		be_log_err("engine %s: no receive buffers for %u credits", addr, cfg->credits);
+		be_log_err("engine %s: no receive buffers for %u credits", addr, cfg->credits_init);
 		goto err_free;
 	}
-	e->granted_to_peer = cfg->credits;
+	e->granted_to_peer = cfg->credits_init;
 	e->connector = true;
 	e->reusable = true;
 	engine_hello(e, &h);
@@ -213,7 +212,7 @@ int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *add
 	return 0;
 
 err_unreserve:
-	be__wdev_unreserve(wd, cfg->credits);
+	be__wdev_unreserve(wd, e->granted_to_peer);
 err_free:
 	engine_free(e);
 	return rc;
@@ -277,13 +276,13 @@ static void engine_on_request(struct be__wdev *wd, struct be_xevent *ev)
 		engine_reject(wd, ev->conn, BE_REJECT_RESOURCES);
 		return;
 	}
-	if (be__wdev_reserve(wd, cfg->credits)) {
+	if (be__wdev_reserve(wd, cfg->credits_init)) {
 		be_log_warn("engine %s: rejected: no receive buffers left", key);
 		engine_free(e);
 		engine_reject(wd, ev->conn, BE_REJECT_RESOURCES);
 		return;
 	}
-	e->granted_to_peer = cfg->credits;
+	e->granted_to_peer = cfg->credits_init;
 	e->conn = ev->conn;
 	e->acb = l->cbs;
 	e->auser = l->user;
@@ -295,7 +294,7 @@ static void engine_on_request(struct be__wdev *wd, struct be_xevent *ev)
 	rc = wd->cd->ops->accept(ev->conn, &attr, priv, sizeof(priv));
 	if (rc) {
 		be_log_warn("engine %s: accept failed: %s", key, be_strerror(rc));
-		be__wdev_unreserve(wd, cfg->credits);
+		be__wdev_unreserve(wd, e->granted_to_peer);
 		wd->cd->ops->conn_destroy(ev->conn);
 		engine_free(e);
 		return;
@@ -595,6 +594,7 @@ void be__engine_tick(struct be__engine *e, uint64_t now)
 	be__keepalive_tick(e, now);
 	if (e->state != BE_ES_ESTABLISHED)
 		return;
+	be__credit_elastic_tick(e);
 	be__large_backoff_tick(e, now);
 	be__engine_rx_retry(e, now);
 	engine_idle_tick(e, now);
@@ -609,8 +609,10 @@ void be__engine_tick(struct be__engine *e, uint64_t now)
 void be__engine_stats(struct be__engine *e, struct be_engine_stats *out)
 {
 	*out = e->st;
-	out->credits_granted = e->cr.granted;
-	out->credits_peer_max = e->cr.peer_granted;
+	out->credits_granted = e->cr.granted_peak;
+	out->credits_peer_max = e->cr.peer_granted_peak;
+	out->credits_granted_now = e->cr.granted;
+	out->credits_peer_now = e->granted_to_peer;
 	out->max_credits_in_use = e->cr.max_in_use;
 	out->max_peer_credits_in_use = e->cr.max_peer_in_use;
 	out->credit_stalls = e->cr.stalls;

@@ -129,6 +129,9 @@ uint32_t be__frame_body_len(uint8_t type)
 	switch (type) {
 	case BE_FR_SOCK_OPEN_ACK:
 	case BE_FR_SOCK_CLOSE:
+	case BE_FR_CREDIT_GROW:
+	case BE_FR_CREDIT_REVOKE:
+	case BE_FR_CREDIT_RELEASE:
 		return 4;
 	case BE_FR_WRITE_REQ:
 	case BE_FR_WRITE_NOMEM:
@@ -144,7 +147,8 @@ const char *be__frame_type_str(uint8_t type)
 {
 	static const char *const names[] = {
 		"?", "DATA", "SOCK_OPEN", "SOCK_OPEN_ACK", "SOCK_CLOSE", "WRITE_REQ",
-		"WRITE_RESP", "WRITE_NOMEM", "CREDIT", "KEEPALIVE",
+		"WRITE_RESP", "WRITE_NOMEM", "CREDIT", "KEEPALIVE", "CREDIT_GROW",
+		"CREDIT_REVOKE", "CREDIT_RELEASE",
 	};
 
 	return type <= BE_FR_MAX_TYPE ? names[type] : "?";
@@ -176,6 +180,11 @@ uint32_t be__frame_encode(uint8_t *buf, const struct be__frame *f, const void *p
 	case BE_FR_SOCK_OPEN_ACK:
 	case BE_FR_SOCK_CLOSE:
 		wr32(b, (uint32_t)f->status);
+		break;
+	case BE_FR_CREDIT_GROW:
+	case BE_FR_CREDIT_REVOKE:
+	case BE_FR_CREDIT_RELEASE:
+		wr32(b, f->count);
 		break;
 	case BE_FR_WRITE_REQ:
 	case BE_FR_WRITE_NOMEM:
@@ -247,6 +256,11 @@ int be__frame_next(const uint8_t *buf, size_t len, size_t *off, uint32_t max_dat
 	case BE_FR_SOCK_OPEN_ACK:
 	case BE_FR_SOCK_CLOSE:
 		f->status = (int32_t)rd32(f->body);
+		break;
+	case BE_FR_CREDIT_GROW:
+	case BE_FR_CREDIT_REVOKE:
+	case BE_FR_CREDIT_RELEASE:
+		f->count = rd32(f->body);
 		break;
 	case BE_FR_WRITE_REQ:
 	case BE_FR_WRITE_NOMEM:

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define BE_PROTO_MAGIC 0x31434542u /* "BEC1" */
-#define BE_PROTO_VERSION 1u
+#define BE_PROTO_VERSION 2u /* 2: elastic credit grants (CREDIT_GROW ...) */
 
 /* ---- handshake: rdma_cm private data of connect, accept and reject ---- */
 
@@ -44,7 +44,7 @@ struct be__hello {
 	uint16_t flags;          /* 0; reserved */
 	uint32_t recv_buf_size;  /* our receive buffers: a peer SEND must fit */
 	uint32_t eager_max;      /* largest eager payload we send */
-	uint32_t credits;        /* receives we grant the peer */
+	uint32_t credits;        /* receives we grant the peer at first (may change) */
 	uint32_t max_sockets;    /* sockets the peer may open on this engine */
 	uint64_t max_msg_size;   /* largest message we accept */
 	uint32_t keepalive_ms;   /* our keepalive interval (informational) */
@@ -76,13 +76,17 @@ enum be__frame_type {
 	BE_FR_WRITE_NOMEM = 7, /* body: u64 length; sender retries later */
 	BE_FR_CREDIT = 8,      /* credits only */
 	BE_FR_KEEPALIVE = 9,   /* F_REPLY_REQ asks for a keepalive back */
-	BE_FR_MAX_TYPE = 9,
+	BE_FR_CREDIT_GROW = 10,    /* body: u32 n: n more receives granted to you */
+	BE_FR_CREDIT_REVOKE = 11,  /* body: u32 n: give back up to n receives */
+	BE_FR_CREDIT_RELEASE = 12, /* body: u32 k: k receives given back (answers a revoke) */
+	BE_FR_MAX_TYPE = 12,
 };
 
 #define BE_FRF_OPENER 0x01u    /* sender opened the socket (selects its id space) */
 #define BE_FRF_ACK 0x02u       /* SOCK_CLOSE answering a SOCK_CLOSE */
 #define BE_FRF_REPLY_REQ 0x04u /* KEEPALIVE: answer with a KEEPALIVE */
-#define BE_FRF_ALL 0x07u
+#define BE_FRF_STARVED 0x08u   /* any frame: the sender waited for a credit since its last one */
+#define BE_FRF_ALL 0x0fu
 
 struct be__frame {
 	uint8_t type;
@@ -98,7 +102,16 @@ struct be__frame {
 	uint64_t addr;    /* WRITE_RESP */
 	uint32_t rkey;    /* WRITE_RESP */
 	uint32_t token;   /* WRITE_RESP */
+	uint32_t count;   /* CREDIT_GROW, CREDIT_REVOKE, CREDIT_RELEASE */
 };
+
+/* Frames that carry nothing but credit and liveness: the receives they
+ * use are returned lazily (credit.h), so credit frames cannot ping-pong. */
+static inline int be__frame_credit_only(uint8_t type)
+{
+	return type == BE_FR_CREDIT || type == BE_FR_KEEPALIVE || type == BE_FR_CREDIT_GROW ||
+	       type == BE_FR_CREDIT_REVOKE || type == BE_FR_CREDIT_RELEASE;
+}
 
 /* Bytes a frame of @body_len occupies in a SEND buffer (with padding). */
 static inline uint32_t be__frame_size(uint32_t body_len)

@@ -224,6 +224,8 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 	/* Returned credits matter to sends waiting for them, if any. */
 	if (f->credits && (!be__list_empty(&e->active) || !be__list_empty(&e->ctrlq)))
 		be__engine_kick(e);
+	if (f->flags & BE_FRF_STARVED)
+		be__credit_elastic_grow(e, true);
 	switch (f->type) {
 	case BE_FR_DATA:
 		rc = rx_data(e, f, s, nb);
@@ -259,6 +261,15 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 		break;
 	case BE_FR_CREDIT:
 		break;
+	case BE_FR_CREDIT_GROW:
+	case BE_FR_CREDIT_REVOKE:
+	case BE_FR_CREDIT_RELEASE: {
+		const char *why = be__credit_elastic_frame(e, f);
+
+		if (why)
+			return rx_fail(e, f, why);
+		break;
+	}
 	case BE_FR_KEEPALIVE:
 		e->st.keepalives_recv++;
 		if (f->flags & BE_FRF_REPLY_REQ) {
@@ -309,7 +320,7 @@ static bool rx_process(struct be__engine *e, uint8_t *buf, uint32_t len, size_t 
 		rc = be__frame_next(buf, len, &off, max_data, &f, &why);
 		if (rc <= 0)
 			break;
-		if (f.type != BE_FR_CREDIT && f.type != BE_FR_KEEPALIVE)
+		if (!be__frame_credit_only(f.type))
 			trig = true;
 		rc = rx_frame(e, &f);
 		if (rc == -EAGAIN) {
@@ -369,6 +380,7 @@ void be__engine_on_recv_wc(struct be__wdev *wd, const struct be_xwc *wc)
 				"protocol error: peer used more receives than it was granted");
 		return;
 	}
+	be__credit_elastic_grow(e, false);
 	e->rx_seen = true;
 	if (wc->opcode == BE_XWC_RECV_IMM) {
 		be__worker_repost_later(e, buf, true);

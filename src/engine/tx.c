@@ -300,6 +300,7 @@ static int tx_emit(struct be__engine *e, struct be__frame *f, const void *payloa
 		return -EAGAIN;
 	}
 	f->credits = be__credit_collect(&e->cr);
+	f->flags |= be__credit_flags(&e->cr);
 	e->cur->used += be__frame_encode(e->cur->buf + e->cur->used, f, payload);
 	e->cur->nframes++;
 	return 0;
@@ -481,6 +482,7 @@ static int tx_send_alone(struct be__engine *e, struct be__msg *m, struct be__fra
 		return -EAGAIN;
 	be__credit_take(&e->cr, false);
 	f->credits = be__credit_collect(&e->cr);
+	f->flags |= be__credit_flags(&e->cr);
 	be__frame_encode_hdr(hdr, f);
 	sge[0] = (struct be_xsge){ .addr = (uint64_t)(uintptr_t)hdr, .length = BE_FRAME_HDR };
 	sge[1] = (struct be_xsge){ .addr = (uint64_t)(uintptr_t)m->buf, .length = f->len };
@@ -605,7 +607,11 @@ void be__engine_run(struct be__engine *e)
 	while (!blocked && !be__list_empty(&e->ctrlq) && e->state == BE_ES_ESTABLISHED) {
 		struct be__ctrl *c = be__list_entry(be__list_first(&e->ctrlq), struct be__ctrl,
 						    link);
-		bool reserve = c->f.type == BE_FR_CREDIT || c->f.type == BE_FR_KEEPALIVE;
+		/* The reserve goes only to a frame that returns credits, so
+		 * the peer can always answer it (credit.h): a KEEPALIVE that
+		 * would carry none waits like data. */
+		bool reserve = (c->f.type == BE_FR_CREDIT || c->f.type == BE_FR_KEEPALIVE) &&
+			       e->cr.owed > 0;
 
 		if (tx_emit(e, &c->f, NULL, reserve)) {
 			blocked = true;

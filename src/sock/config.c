@@ -4,9 +4,10 @@
  *
  * Why these defaults: 4 KiB eager covers parameter-server keys and small
  * embeddings in one copy; 8 KiB receive buffers let a SEND batch a full
- * eager message plus headers or several small ones; 64 credits x 8 KiB is
- * 512 KiB of receive memory per Engine, and 512 initial receives serve 8
- * peers before the SRQ grows; a 1 MiB window is about 80 us at 100 Gb/s,
+ * eager message plus headers or several small ones; a grant of 8 credits
+ * x 8 KiB is 64 KiB of receive memory per quiet Engine, 64 credits (512
+ * KiB) per busy one, and 512 initial receives serve 64 quiet peers before
+ * the SRQ grows; a 1 MiB window is about 80 us at 100 Gb/s,
  * enough to keep a link busy while bounding incast bursts; 50 us of
  * spinning catches a ping-pong's answer without burning a core when idle.
  */
@@ -52,6 +53,7 @@ void be_config_init(struct be_config *cfg)
 		.srq_depth = 512,
 		.srq_max_depth = 8192,
 		.credits = 64,
+		.credits_init = 8,
 		.send_window = 0,
 		.frag_size = 0,
 		.frag_sched = 1,
@@ -73,6 +75,7 @@ void be_config_init(struct be_config *cfg)
 	config_env32("BE_SRQ_DEPTH", &cfg->srq_depth);
 	config_env32("BE_SRQ_MAX_DEPTH", &cfg->srq_max_depth);
 	config_env32("BE_CREDITS", &cfg->credits);
+	config_env32("BE_CREDITS_INIT", &cfg->credits_init);
 	config_env64("BE_SEND_WINDOW", &cfg->send_window);
 	config_env32("BE_FRAG_SIZE", &cfg->frag_size);
 	config_env32("BE_FRAG_SCHED", &sched);
@@ -103,6 +106,10 @@ int be__config_check(struct be_config *cfg)
 		return -EINVAL;
 	cfg->recv_buf_size = BE_ALIGN_UP(cfg->recv_buf_size, BE_FRAME_ALIGN);
 	if (cfg->credits < BE_PROTO_MIN_CREDITS || cfg->credits > BE_PROTO_MAX_CREDITS)
+		return -EINVAL;
+	if (!cfg->credits_init || cfg->credits_init > cfg->credits)
+		cfg->credits_init = cfg->credits;
+	if (cfg->credits_init < BE_PROTO_MIN_CREDITS)
 		return -EINVAL;
 	if (!cfg->sq_depth || cfg->sq_depth < 8 || !cfg->cq_depth ||
 	    !cfg->max_sockets || !cfg->max_msg_size || !cfg->keepalive_ms ||

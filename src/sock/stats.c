@@ -41,8 +41,10 @@ static void json_engine(struct json_out *o, struct be__engine *e)
 	F(msgs_sent); F(bytes_sent); F(msgs_recv); F(bytes_recv);
 	F(eager_sent); F(large_sent); F(eager_recv); F(large_recv);
 	F(sends_posted); F(frames_batched); F(fragments); F(write_imm_recv);
-	F(credits_granted); F(credits_peer_max); F(max_credits_in_use);
-	F(max_peer_credits_in_use); F(credit_stalls); F(credit_frames_sent);
+	F(credits_granted); F(credits_peer_max); F(credits_granted_now);
+	F(credits_peer_now); F(max_credits_in_use); F(max_peer_credits_in_use);
+	F(credit_grows); F(credit_grow_denied); F(credit_revokes); F(credits_reclaimed);
+	F(credit_stalls); F(credit_frames_sent);
 	F(send_window); F(max_bytes_in_flight); F(window_stalls);
 	F(mixed_window); F(max_mixed_in_flight); F(mixed_stalls);
 	F(keepalives_sent); F(keepalives_recv); F(nomem_sent); F(nomem_recv);
@@ -75,10 +77,21 @@ int be_worker_stats_json(struct be_worker *w, char *buf, size_t len)
 	struct json_out o = { buf, len, 0 };
 	struct be__list *p;
 	bool first = true;
+	int i;
 
 	if (!w || (!buf && len))
 		return -EINVAL;
-	json_put(&o, "{\"engines\":%u,\"engine\":[", w->nengines);
+	json_put(&o, "{\"engines\":%u,\"recv\":[", w->nengines);
+	/* Receive buffers of each transport: posted (they never shrink) and
+	 * reserved by the Engines' grants (elastic: they do). */
+	for (i = 0; i < w->nopen; i++) {
+		const struct be__wdev *wd = w->open[i];
+
+		json_put(&o, "%s{\"transport\":\"%s\",\"buffers\":%u,\"reserved\":%u,"
+			 "\"bytes\":%" PRIu64 "}", i ? "," : "", wd->cd->name, wd->nbufs,
+			 wd->reserved, (uint64_t)wd->nbufs * w->ctx->cfg.recv_buf_size);
+	}
+	json_put(&o, "],\"engine\":[");
 	for (p = w->engines.next; p != &w->engines; p = p->next) {
 		if (!first)
 			json_put(&o, ",");

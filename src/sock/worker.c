@@ -233,10 +233,11 @@ static uint32_t wdev_cq_depth(const struct be__wdev *wd)
 	return depth;
 }
 
-int be__wdev_reserve(struct be__wdev *wd, uint32_t credits)
+/* Reserve @credits receives, and @sq more CQ entries (a new Engine's
+ * send queue). */
+static int wdev_reserve(struct be__wdev *wd, uint32_t credits, uint32_t sq)
 {
-	const struct be_config *cfg = &wd->w->ctx->cfg;
-	uint32_t want = wd->reserved + credits;
+	uint64_t want = (uint64_t)wd->reserved + credits;
 	int rc;
 
 	/* The SRQ must hold every granted credit, and the CQ every posted
@@ -244,22 +245,37 @@ int be__wdev_reserve(struct be__wdev *wd, uint32_t credits)
 	 * on verbs). */
 	if (want > wdev_srq_cap(wd))
 		return -ENOSPC;
-	if ((uint64_t)BE_MAX(want, wd->nbufs) + wd->cq_reserved + cfg->sq_depth > wdev_cq_depth(wd))
+	if (BE_MAX(want, (uint64_t)wd->nbufs) + wd->cq_reserved + sq > wdev_cq_depth(wd))
 		return -ENOSPC;
 	if (want > wd->nbufs) {
-		rc = wdev_grow(wd, want - wd->nbufs);
+		rc = wdev_grow(wd, (uint32_t)want - wd->nbufs);
 		if (rc)
 			return rc;
 	}
-	wd->reserved = want;
-	wd->cq_reserved += cfg->sq_depth;
+	wd->reserved = (uint32_t)want;
+	wd->cq_reserved += sq;
 	return 0;
+}
+
+int be__wdev_reserve(struct be__wdev *wd, uint32_t credits)
+{
+	return wdev_reserve(wd, credits, wd->w->ctx->cfg.sq_depth);
 }
 
 void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits)
 {
 	wd->reserved -= credits;
 	wd->cq_reserved -= wd->w->ctx->cfg.sq_depth;
+}
+
+int be__wdev_reserve_recv(struct be__wdev *wd, uint32_t n)
+{
+	return wdev_reserve(wd, n, 0);
+}
+
+void be__wdev_unreserve_recv(struct be__wdev *wd, uint32_t n)
+{
+	wd->reserved -= n;
 }
 
 static void wdev_destroy(struct be__wdev *wd)

@@ -3,8 +3,9 @@
  * transport-level peer (no BE core, just xport ops) connects to a BE
  * listener and sends malformed traffic, one case per connection: a bad
  * handshake (rejected with a reason), frames for unknown sockets, unknown
- * types, truncated frames, returned credits it never received, more
- * SENDs than it was granted, a message id out of sequence, a WriteResponse
+ * types, truncated frames, returned credits it never received, credit
+ * grants, revokes and releases out of bounds, more SENDs than it was
+ * granted, a message id out of sequence, a WriteResponse
  * for nothing, and a WRITE_WITH_IMM with a forged token. Requests for
  * more memory than max_grant_bytes are answered "no memory" (bounded, not
  * an error). Each violation must fail
@@ -302,6 +303,33 @@ int main(int argc, char **argv)
 		raw_send_frames(&f, 1, NULL);
 	}
 	expect_protocol_error("credit overflow");
+
+	/* Elastic grants: a grant pushed beyond 65535, a release nobody
+	 * asked for, a revoke below the smallest grant, a credit frame that
+	 * names a socket. */
+	{
+		static const struct be__frame bad[] = {
+			{ .type = BE_FR_CREDIT_GROW, .count = 65535 },
+			{ .type = BE_FR_CREDIT_GROW, .count = 0 },
+			{ .type = BE_FR_CREDIT_RELEASE, .count = 1 },
+			{ .type = BE_FR_CREDIT_REVOKE, .count = 29 }, /* of the 32 raw_connect grants */
+			{ .type = BE_FR_CREDIT_REVOKE, .count = 0 },
+			{ .type = BE_FR_CREDIT_GROW, .sock = 3, .count = 1 },
+		};
+		static const char *const what[] = {
+			"CREDIT_GROW beyond 65535", "CREDIT_GROW of 0", "CREDIT_RELEASE unasked",
+			"CREDIT_REVOKE below the minimum grant", "CREDIT_REVOKE of 0",
+			"credit frame naming a socket",
+		};
+
+		for (i = 0; i < (int)BE_ARRAY_SIZE(bad); i++) {
+			struct be__frame f = bad[i];
+
+			raw_connect(addr, BE_PROTO_MAGIC, 8);
+			raw_send_frames(&f, 1, NULL);
+			expect_protocol_error(what[i]);
+		}
+	}
 
 	/* More SENDs than the 8 credits granted, before any came back. */
 	raw_connect(addr, BE_PROTO_MAGIC, 8);

@@ -1,8 +1,9 @@
 /*
  * Check what happens when a worker has no receive buffers left for
- * another Engine (each Engine reserves `credits` buffers of its worker's
- * shared receive queue, which grows up to srq_max_depth): here credits 4
- * and srq_max_depth 8, so two Engines per worker.
+ * another Engine (each Engine reserves its first grant, credits_init
+ * buffers, of its worker's shared receive queue, which grows up to
+ * srq_max_depth): here credits 4 and srq_max_depth 8, so two Engines per
+ * worker.
  *
  * Connecting side: a worker with two Engines fails be_sock_connect() to a
  * third peer with -ENOSPC at once and creates nothing; its two Sockets
@@ -115,6 +116,7 @@ int main(int argc, char **argv)
 
 	st_init(&t, argc, argv);
 	t.cfg.credits = 4;
+	t.cfg.credits_init = 4;
 	t.cfg.srq_depth = 8;
 	t.cfg.srq_max_depth = 8;
 	t.cfg.keepalive_ms = 100;
