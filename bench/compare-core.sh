@@ -19,6 +19,8 @@
 # and once per run (first repetition):
 #   idle --seconds 5 (--quick: 2), shm and tcp: CPU of an idle Engine
 #   mux --sockets 10000 --iters 20 (--quick: 5), shm: memory per Socket
+#   fanout --engines 256 (--quick: 64), shm, elastic and fixed grants:
+#   Engines one worker holds, receive buffer bytes per Engine
 # then the medians with min-max spread, and the ratios against the
 # targets of the BE core: Socket lat p50 <= 1.3 x raw-lat p50 (shm) and
 # <= UCX ucp_am_lat p50 (shm); bw >= 0.9 x raw-bw (16 buffers, like the
@@ -50,10 +52,10 @@ cmp_build
 # ---- iterations ------------------------------------------------------------
 if [ $quick -eq 1 ]; then
 	lat_n=5000; tcp_lat_n=2000; bw_n=200; bw1_n=50; hol_n=500; fifo_n=100; cost_n=5000
-	idle_s=2; mux_n=5; ucx_n=5000
+	idle_s=2; mux_n=5; ucx_n=5000; fan_n=64; fan_r=10
 else
 	lat_n=50000; tcp_lat_n=20000; bw_n=2000; bw1_n=500; hol_n=20000; fifo_n=500; cost_n=200000
-	idle_s=5; mux_n=20; ucx_n=50000
+	idle_s=5; mux_n=20; ucx_n=50000; fan_n=256; fan_r=100
 fi
 # hol --no-sched: each ping-pong may wait behind a whole 16 MiB message
 # (~0.1 s over tcp here), hence fewer iterations than round-robin.
@@ -103,6 +105,10 @@ def sk_shm_cost ns/RT "shm Socket cost 64 B, one thread, both ends" 1
 def_once sk_shm_idle pct "shm idle Engine, ${idle_s} s (both ends)" 1
 def_once sk_tcp_idle pct "tcp idle Engine, ${idle_s} s (both ends)" 1
 def_once sk_shm_mux bytes "shm mux $mux_sockets sockets: memory/Socket" 1
+def_once sk_shm_fan_n engines "shm fanout: Engines a worker holds (of $fan_n)" 1
+def_once sk_shm_fan bytes "shm fanout: receive buffers per Engine" 1
+def_once sk_shm_fanfix_n engines "shm fanout, fixed grants: Engines held (of $fan_n)" 1
+def_once sk_shm_fanfix bytes "shm fanout, fixed grants: receive buffers per Engine" 1
 
 [ $has_ucx -eq 1 ] || skip ucx_shm_am_lat "ucx_perftest not installed (apt-get install ucx-utils)"
 [ $has_cost -eq 1 ] || skip sk_shm_cost "this be-perf has no cost test"
@@ -147,6 +153,11 @@ one_rep() { # REP: one repetition of every test; the once-per-run ones in rep 1
 	fi
 	run sk_shm_mux "jfield bytes_per_socket" bp mux --transport shm --size 64 \
 		--sockets $mux_sockets --iters $mux_n
+	run sk_shm_fan_n "jfield engines" bp fanout --transport shm --engines $fan_n --rounds $fan_r
+	derive sk_shm_fan "jfield recv_bytes_per_engine"
+	run sk_shm_fanfix_n "jfield engines" bp fanout --transport shm --engines $fan_n \
+		--rounds $fan_r --credits-init 64
+	derive sk_shm_fanfix "jfield recv_bytes_per_engine"
 }
 cmp_reps one_rep
 
@@ -172,6 +183,8 @@ done
 limit shm_idle_cpu sk_shm_idle "<" 1 "shm idle Engine CPU, % of one core"
 limit tcp_idle_cpu sk_tcp_idle "<" 1 "tcp idle Engine CPU, % of one core"
 limit shm_mux_mem sk_shm_mux "<=" 1024 "shm memory per further Socket, bytes"
+ratio shm_fan_mem sk_shm_fan sk_shm_fanfix info - \
+	"shm receive buffers per Engine, elastic / fixed grants"
 
 notes=("latency: one-way us; bandwidth: MB/s (1e6 B/s); idle: CPU of both processes, % of one core"
 	"polling: busy everywhere (Socket bw with --busy, like raw-bw), but idle: adaptive")

@@ -1,0 +1,333 @@
+/*
+ * perf_fanout.c - be-perf fanout: one worker talking to many peers, the
+ * shape of a ranker fetching from every parameter-server shard.
+ *
+ *   be-perf fanout [--transport shm|tcp|verbs] [--engines N] [--rounds R]
+ *                  [--size B] [--credits-init K] [--timeout S] [--json]
+ *
+ * One thread drives two workers of one context: a server worker with N
+ * listeners and a client worker that opens a Socket to each, so each
+ * worker holds N Engines (one per peer). Each round sends one --size
+ * request on every Socket and waits for all N echoes, so every Engine has
+ * one message in flight, as in a fan-out. Reported: how many Engines
+ * connected (a worker refuses Engines whose first grant its receive queue
+ * cannot hold: -ENOSPC on connect, a refusal on accept), the receive
+ * buffers each worker posted and reserved (be_worker_stats_json(), "recv")
+ * and their bytes per Engine, and the round time (median). With
+ * --credits-init equal to the config's credits (64) the grants are fixed,
+ * as before elastic grants: the comparison for docs/PERFORMANCE.md.
+ *
+ * Both ends run on one core, so the round time is software cost, not
+ * latency. Listeners: shm names, tcp ports of 127.0.0.1, and on verbs
+ * ports of $BE_RXE_IP0.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <be/alloc.h>
+#include <be/be.h>
+#include <be/sock.h>
+
+#include "perf.h"
+
+struct fan {
+	uint64_t answered;   /* echoes back at the client */
+	int errors;          /* send failures */
+	int closed;          /* client Sockets closed (refused included) */
+};
+
+static void fan_free_cb(struct be_sock *s, void *buf, int status, void *arg)
+{
+	struct fan *f = arg;
+
+	(void)s;
+	if (status)
+		f->errors++;
+	be_free(buf);
+}
+
+static void fan_srv_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	if (be_sock_send(s, buf, len, fan_free_cb, user))
+		be_free(buf);
+}
+
+static void fan_cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	(void)s;
+	(void)len;
+	((struct fan *)user)->answered++;
+	be_free(buf);
+}
+
+static void fan_close(struct be_sock *s, int reason, void *user)
+{
+	(void)s;
+	(void)reason;
+	((struct fan *)user)->closed++;
+}
+
+static int fan_accept(struct be_listener *l, struct be_sock *s, void *user)
+{
+	(void)l;
+	be_sock_set_user(s, user);
+	return 0;
+}
+
+/* Receive buffers of @w (the first transport in its stats): posted and
+ * their bytes. 0, or -EIO when the stats do not say. */
+static int fan_recv_stats(struct be_worker *w, uint64_t *buffers, uint64_t *reserved,
+			  uint64_t *bytes)
+{
+	static char json[1 << 22];
+	const char *p;
+
+	if (be_worker_stats_json(w, json, sizeof(json)) <= 0)
+		return -EIO;
+	p = strstr(json, "\"recv\":[{");
+	if (!p || sscanf(p, "\"recv\":[{\"transport\":\"%*[^\"]\",\"buffers\":%" SCNu64
+			    ",\"reserved\":%" SCNu64 ",\"bytes\":%" SCNu64,
+			    buffers, reserved, bytes) != 3)
+		return -EIO;
+	return 0;
+}
+
+/* One round: a request on each of @n Sockets, then all echoes back. */
+static int fan_round(struct be_worker *cw, struct be_worker *sw, struct be_sock **socks,
+		     uint32_t n, size_t size, struct fan *c, uint64_t timeout_s)
+{
+	uint64_t want = c->answered + n, start = perf_now_ns(), spins = 0;
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		char *b = be_alloc(size ? size : 1);
+		int rc;
+
+		if (!b)
+			return -ENOMEM;
+		memset(b, 0x5a, size);
+		rc = be_sock_send(socks[i], b, size, fan_free_cb, c);
+		if (rc) {
+			be_free(b);
+			return rc;
+		}
+	}
+	while (c->answered < want) {
+		be_worker_progress(cw);
+		be_worker_progress(sw);
+		if (c->errors || c->closed)
+			return -EIO;
+		if (++spins % 4096 == 0 && perf_now_ns() - start > timeout_s * 1000000000ull)
+			return -ETIMEDOUT;
+	}
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void fan_listen_addr(const char *transport, uint32_t i, char *buf, size_t len)
+{
+	const char *ip = getenv("BE_RXE_IP0");
+
+	if (!strcmp(transport, "shm"))
+		snprintf(buf, len, "shm://be-perf-fan-%d-%u", (int)getpid(), i);
+	else if (!strcmp(transport, "verbs"))
+		snprintf(buf, len, "verbs://%s:0", ip ? ip : "127.0.0.1");
+	else
+		snprintf(buf, len, "%s://127.0.0.1:0", transport);
+}
+
+/* Many Sockets need many descriptors (tcp: three per Engine pair). */
+static void fan_raise_nofile(void)
+{
+	struct rlimit r;
+
+	if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &r);
+	}
+}
+
+static int fanout_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "transport", required_argument, NULL, 't' },
+		{ "engines", required_argument, NULL, 'e' },
+		{ "rounds", required_argument, NULL, 'r' },
+		{ "size", required_argument, NULL, 's' },
+		{ "credits-init", required_argument, NULL, 'c' },
+		{ "timeout", required_argument, NULL, 'T' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct be_sock_cbs scb = { .on_recv = fan_srv_recv, .on_accept = fan_accept };
+	struct be_sock_cbs ccb = { .on_recv = fan_cli_recv, .on_close = fan_close };
+	const char *transport = "shm";
+	uint64_t engines = 256, rounds = 200, size = 64, credits_init = 0, timeout_s = 20;
+	uint64_t cb = 0, cr = 0, cbytes = 0, sb = 0, sr = 0, sbytes = 0, *times = NULL;
+	struct be_listener **ls = NULL;
+	struct be_worker *cw = NULL, *sw = NULL;
+	struct be_sock **socks = NULL;
+	struct be_ctx *ctx = NULL;
+	struct be_config cfg;
+	struct fan c = { 0 }, sc = { 0 };
+	uint32_t n = 0, i;
+	int opt, rc, json = 0;
+
+	while ((opt = getopt_long(argc, argv, "t:e:r:s:c:T:jh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 't':
+			transport = optarg;
+			break;
+		case 'e':
+			engines = perf_parse_size(optarg);
+			break;
+		case 'r':
+			rounds = perf_parse_size(optarg);
+			break;
+		case 's':
+			size = perf_parse_size(optarg);
+			break;
+		case 'c':
+			credits_init = perf_parse_size(optarg);
+			break;
+		case 'T':
+			timeout_s = perf_parse_size(optarg);
+			break;
+		case 'j':
+			json = 1;
+			break;
+		default:
+			fprintf(stderr, "usage: be-perf fanout [--transport shm|tcp|verbs] "
+					"[--engines N] [--rounds R] [--size B] [--credits-init K] "
+					"[--timeout S] [--json]\n");
+			return opt == 'h' ? 0 : 2;
+		}
+	}
+	if (!engines || engines > 100000 || !rounds || !timeout_s || size > 4096) {
+		fprintf(stderr, "be-perf fanout: bad arguments (see --help)\n");
+		return 2;
+	}
+	fan_raise_nofile();
+	be_config_init(&cfg);
+	if (credits_init)
+		cfg.credits_init = (uint32_t)credits_init;
+	if (!cfg.credits_init || cfg.credits_init > cfg.credits)
+		cfg.credits_init = cfg.credits; /* as the context will */
+	ls = calloc(engines, sizeof(*ls));
+	socks = calloc(engines, sizeof(*socks));
+	times = calloc(rounds, sizeof(*times));
+	rc = ls && socks && times ? 0 : -ENOMEM;
+	if (!rc)
+		rc = be_ctx_create(&cfg, &ctx);
+	if (!rc)
+		rc = be_worker_create(ctx, &cw);
+	if (!rc)
+		rc = be_worker_create(ctx, &sw);
+	/* Connect one peer at a time and check it answers: the count that
+	 * stops at the first refusal is the number of Engines a worker
+	 * holds. */
+	for (i = 0; !rc && i < engines; i++) {
+		char addr[160], laddr[160];
+		int crc;
+
+		fan_listen_addr(transport, i, addr, sizeof(addr));
+		rc = be_listen(sw, addr, &scb, &sc, &ls[i]);
+		if (!rc)
+			rc = be_listener_addr(ls[i], laddr, sizeof(laddr));
+		if (rc)
+			break;
+		crc = be_sock_connect(cw, laddr, &ccb, &c, &socks[i]);
+		if (crc) {
+			socks[i] = NULL;
+			break; /* the client worker is full */
+		}
+		if (fan_round(cw, sw, &socks[i], 1, size, &c, timeout_s)) {
+			int k;
+
+			/* Refused by the server worker: it is full. Let the
+			 * refused send complete before counting errors anew. */
+			be_sock_close(socks[i]);
+			socks[i] = NULL;
+			for (k = 0; k < 10000; k++) {
+				be_worker_progress(cw);
+				be_worker_progress(sw);
+			}
+			c.closed = 0;
+			c.errors = 0;
+			break;
+		}
+		n++;
+	}
+	if (!rc && n) {
+		rc = fan_round(cw, sw, socks, n, size, &c, timeout_s); /* warmup */
+		for (i = 0; !rc && i < rounds; i++) {
+			uint64_t t0 = perf_now_ns();
+
+			rc = fan_round(cw, sw, socks, n, size, &c, timeout_s);
+			times[i] = perf_now_ns() - t0;
+		}
+	}
+	if (!rc)
+		rc = fan_recv_stats(cw, &cb, &cr, &cbytes);
+	if (!rc)
+		rc = fan_recv_stats(sw, &sb, &sr, &sbytes);
+	if (rc) {
+		fprintf(stderr, "be-perf fanout: %s\n", be_strerror(rc));
+	} else if (!n) {
+		fprintf(stderr, "be-perf fanout: no Engine connected\n");
+		rc = -EIO;
+	} else {
+		double us;
+
+		qsort(times, rounds, sizeof(*times), cmp_u64);
+		us = (double)times[rounds / 2] / 1e3;
+		if (json)
+			printf("{\"test\":\"fanout\",\"transport\":\"%s\",\"engines_wanted\":%" PRIu64
+			       ",\"engines\":%u,\"credits_init\":%u,\"credits\":%u,\"size\":%" PRIu64
+			       ",\"recv_bytes_client\":%" PRIu64 ",\"recv_bytes_server\":%" PRIu64
+			       ",\"recv_reserved_server\":%" PRIu64
+			       ",\"recv_bytes_per_engine\":%" PRIu64 ",\"round_us_p50\":%.2f}\n",
+			       transport, engines, n, cfg.credits_init, cfg.credits, size, cbytes, sbytes, sr, sbytes / n, us);
+		else
+			printf("be-perf fanout: %s, %u of %" PRIu64 " Engines on one worker (credits "
+			       "%u at first, up to %u): receive buffers %.1f MiB client, %.1f MiB "
+			       "server (%" PRIu64 " of %" PRIu64 " reserved), %" PRIu64
+			       " B per Engine; a round of %u requests %.1f us (median, both ends "
+			       "on one thread)\n",
+			       transport, n, engines, cfg.credits_init, cfg.credits,
+			       (double)cbytes / 1048576.0, (double)sbytes / 1048576.0, sr, sb,
+			       sbytes / n, n, us);
+	}
+	for (i = 0; i < engines && socks; i++)
+		if (socks[i])
+			be_sock_close(socks[i]);
+	for (i = 0; i < engines && ls; i++)
+		if (ls[i])
+			be_listener_close(ls[i]);
+	if (sw)
+		be_worker_destroy(sw);
+	if (cw)
+		be_worker_destroy(cw);
+	if (ctx)
+		be_ctx_destroy(ctx);
+	free(ls);
+	free(socks);
+	free(times);
+	return rc ? 1 : 0;
+}
+
+PERF_COMMAND(fanout, "fanout", "one worker, many peers: Engines per worker, receive memory",
+	     fanout_main)
