@@ -92,9 +92,10 @@ struct be_config {
 	 * starts at credits_init, grows (doubling) up to credits while the
 	 * peer uses three quarters of it and the SRQ may grow, and shrinks
 	 * back (halving) once it stayed mostly unused for 8 timer ticks (2
-	 * keepalive intervals): receive buffers follow the traffic, and a
-	 * worker holds about srq_max_depth / credits_init Engines (1024 with
-	 * the defaults) instead of srq_max_depth / credits. credits 4..65535,
+	 * keepalive intervals): receive buffers follow the traffic, and the
+	 * SRQ bounds a worker at srq_max_depth / credits_init Engines (1024
+	 * with the defaults, less as grants grow) instead of srq_max_depth /
+	 * credits (128); the CQ's bound below is then the lower one. credits 4..65535,
 	 * BE_CREDITS, default 64; credits_init 4..credits (larger: credits;
 	 * 0: credits, a fixed grant), BE_CREDITS_INIT, default 8. */
 	uint32_t credits;
@@ -303,8 +304,9 @@ BE_EXPORT void be_listener_close(struct be_listener *l);
  * Returns 0, -EINVAL (malformed address, port 0), -EHOSTUNREACH (a name
  * that does not resolve; nothing is created), -EPROTONOSUPPORT, -EMFILE
  * (max_sockets reached), -ENOSPC (a new Engine is needed and this worker
- * has no receive buffers left for its credits: srq_max_depth / credits
- * Engines per worker and transport; nothing is created), -ENOMEM, or the
+ * has no receive buffers or completion entries left for its first grant:
+ * see be_config.credits_init and cq_depth for how many Engines a worker
+ * holds; nothing is created), -ENOMEM, or the
  * transport's -errno. A peer worker in the same state refuses the
  * connection: the socket gets on_close(-ECONNREFUSED).
  * Threads: worker.
@@ -374,7 +376,8 @@ struct be_engine_stats {
 	uint64_t max_credits_in_use;  /* peak credits held by our sends; <= credits_granted */
 	uint64_t max_peer_credits_in_use; /* peak receives the peer held here; <= credits_peer_max */
 	uint64_t credit_grows;        /* times we grew the peer's grant (CREDIT_GROW) */
-	uint64_t credit_grow_denied;  /* ... wanted to, but the SRQ could not take more */
+	uint64_t credit_grow_denied;  /* ... wanted to, but the SRQ or CQ could not take
+				       * more, or there was no memory for the frame */
 	uint64_t credit_revokes;      /* times we asked receives back (CREDIT_REVOKE) */
 	uint64_t credits_reclaimed;   /* receives the peer gave back (CREDIT_RELEASE) */
 	uint64_t credit_stalls;       /* times a SEND waited for a credit */

@@ -26,9 +26,16 @@ uint32_t be__credit_grow_step(const struct be__credit *c)
 	return c->peer_granted < room ? c->peer_granted : room;
 }
 
-void be__credit_grow(struct be__credit *c, uint32_t n)
+void be__credit_grow_begin(struct be__credit *c, uint32_t n)
 {
-	c->peer_granted += n;
+	c->growing = n;
+	c->idle_ticks = 0;
+}
+
+void be__credit_grow(struct be__credit *c)
+{
+	c->peer_granted += c->growing;
+	c->growing = 0;
 	if (c->peer_granted > c->peer_granted_peak)
 		c->peer_granted_peak = c->peer_granted;
 	c->idle_ticks = 0;
@@ -39,7 +46,8 @@ uint32_t be__credit_tick(struct be__credit *c, uint32_t floor, uint32_t idle_tic
 	uint32_t peak = c->tick_peak, target;
 
 	c->tick_peak = c->peer_in_use;
-	if (c->revoking || c->peer_granted <= floor || (uint64_t)peak * 4 > c->peer_granted) {
+	if (c->revoking || c->growing || c->peer_granted <= floor ||
+	    (uint64_t)peak * 4 > c->peer_granted) {
 		c->idle_ticks = 0;
 		return 0;
 	}
@@ -77,8 +85,9 @@ int be__credit_on_revoke(struct be__credit *c, uint32_t n)
 {
 	uint32_t k;
 
-	if (!n || n > c->granted || c->granted - n < BE_PROTO_MIN_CREDITS)
+	if (!n || n > c->granted || c->granted - n < BE_PROTO_MIN_CREDITS || c->release_pending)
 		return BE_EPROTO_PEER;
+	c->release_pending = true;
 	k = c->avail > 2 ? c->avail - 2 : 0;
 	if (k > n)
 		k = n;

@@ -34,11 +34,16 @@
  *    receiver reserves more buffers on its SRQ (doubling, up to
  *    `credits`) and then says so (CREDIT_GROW n): the new receives exist
  *    before the peer may use them, so the grant is never more than what
- *    is posted.
+ *    is posted. The grant counts as grown only once the CREDIT_GROW is
+ *    encoded (be__credit_grow()), until then the growth is pending
+ *    (`growing`, at most one): a GROW waits for a credit like data, and
+ *    judging the peer by a grant it does not have yet would hide that
+ *    it is down to its reserve (the CREDIT frame it needs would not go).
  *  - shrink: a grant that stayed mostly unused is halved, toward
  *    credits_init. The receiver cannot take back receives the sender may
  *    be spending, so it asks (CREDIT_REVOKE n); the sender gives up what
- *    it holds, k <= n, keeping two (its reserve and the answer's), and
+ *    it holds, k <= n, keeping two (its reserve and the answer's: giving
+ *    up all deadlocks the simulation in test-credit.c), and
  *    answers CREDIT_RELEASE k, which waits for a credit like data (it
  *    may return none, so it must not take the reserve); only then does the receiver lower the
  *    grant and free the k buffers. At that point the receiver cannot
@@ -46,8 +51,11 @@
  *    the sender sent up to the RELEASE has arrived (reliable, in order),
  *    and the sender then held at most the lowered grant. One revoke at a
  *    time; no growth while one is pending.
- * The reserve argument above is untouched: a grant never drops below
- * BE_PROTO_MIN_CREDITS and a sender keeps its reserve through a revoke.
+ * The reserve argument above holds with these rules: a grant never
+ * drops below BE_PROTO_MIN_CREDITS, a sender keeps its reserve through a
+ * revoke, GROW, REVOKE and RELEASE never take the reserve, and the
+ * receiver judges the peer's starvation by the grant the peer may hold
+ * (not a pending growth, less a pending revoke).
  */
 #ifndef BE_ENGINE_CREDIT_H
 #define BE_ENGINE_CREDIT_H
@@ -73,6 +81,8 @@ struct be__credit {
 	/* Elastic grants, receiver side. */
 	uint32_t grant_max;     /* the most we grant (cfg credits) */
 	uint32_t revoking;      /* receives asked back, answer pending (0: none) */
+	uint32_t growing;       /* receives reserved, their CREDIT_GROW not encoded yet */
+	bool release_pending;   /* sender: our CREDIT_RELEASE is not encoded yet */
 	uint32_t tick_peak;     /* peak peer_in_use since the last tick */
 	uint32_t idle_ticks;    /* ticks in a row with tick_peak <= a quarter */
 	/* Peaks of both grants (for the stats). */
@@ -88,7 +98,7 @@ void be__credit_init(struct be__credit *c, uint32_t granted_by_peer, uint32_t gr
  * pending. */
 static inline bool be__credit_want_grow(const struct be__credit *c, bool starved)
 {
-	return c->peer_granted < c->grant_max && !c->revoking &&
+	return c->peer_granted < c->grant_max && !c->revoking && !c->growing &&
 	       (starved || (uint64_t)c->peer_in_use * 4 >= (uint64_t)c->peer_granted * 3);
 }
 
@@ -105,9 +115,13 @@ static inline uint8_t be__credit_flags(struct be__credit *c)
 /* Receiver: by how much to grow (doubling, within grant_max). */
 uint32_t be__credit_grow_step(const struct be__credit *c);
 
-/* Receiver: @n more receives were reserved and are granted (announce them
- * with CREDIT_GROW n). */
-void be__credit_grow(struct be__credit *c, uint32_t n);
+/* Receiver: @n more receives were reserved; their CREDIT_GROW n is
+ * queued (the growth is pending). */
+void be__credit_grow_begin(struct be__credit *c, uint32_t n);
+
+/* Receiver: the CREDIT_GROW of the pending growth is encoded: the grant is
+ * grown now. */
+void be__credit_grow(struct be__credit *c);
 
 /*
  * be__credit_tick() - receiver, once per timer tick: returns how many
@@ -129,10 +143,18 @@ int be__credit_on_grow(struct be__credit *c, uint32_t n);
 /*
  * be__credit_on_revoke() - sender: the peer asks @n receives back. Gives
  * up k <= n of the credits held now, keeping two; returns k (>= 0, send
- * CREDIT_RELEASE k, not from the reserve), or BE_EPROTO_PEER when
- * @n is 0 or would take the grant below BE_PROTO_MIN_CREDITS.
+ * CREDIT_RELEASE k, not from the reserve, and call
+ * be__credit_release_sent() when it is encoded), or BE_EPROTO_PEER when
+ * @n is 0, would take the grant below BE_PROTO_MIN_CREDITS, or our answer
+ * to the previous revoke has not even left (an honest receiver revokes
+ * again only after it got that answer).
  */
 int be__credit_on_revoke(struct be__credit *c, uint32_t n);
+
+static inline void be__credit_release_sent(struct be__credit *c)
+{
+	c->release_pending = false;
+}
 
 /* Take one credit; @reserve allows taking the last one (credit-returning
  * frames only). Returns 0 or -EAGAIN (counted as a stall). */

@@ -36,7 +36,10 @@ void be__credit_elastic_grow(struct be__engine *e, bool starved)
 	struct be__frame f = { .type = BE_FR_CREDIT_GROW };
 	uint32_t n;
 
-	if (e->grow_denied || !be__credit_want_grow(&e->cr, starved))
+	/* Not while receives wait for memory (e->rxlog): the peer is meant
+	 * to stop then, and more buffers would take more of that memory. */
+	if (e->grow_denied || !be__credit_want_grow(&e->cr, starved) ||
+	    !be__list_empty(&e->rxlog) || e->rx_backoff_us)
 		return;
 	n = be__credit_grow_step(&e->cr);
 	/* The receives are posted before the grant leaves: the peer never
@@ -53,7 +56,9 @@ void be__credit_elastic_grow(struct be__engine *e, bool starved)
 		e->st.credit_grow_denied++;
 		return;
 	}
-	be__credit_grow(&e->cr, n);
+	/* Reserved (granted_to_peer) now, granted when the frame is encoded
+	 * (be__engine_run()); a teardown before then unreserves it all. */
+	be__credit_grow_begin(&e->cr, n);
 	e->granted_to_peer += n;
 	e->st.credit_grows++;
 }
@@ -91,7 +96,7 @@ const char *be__credit_elastic_frame(struct be__engine *e, const struct be__fram
 	case BE_FR_CREDIT_REVOKE:
 		k = be__credit_on_revoke(&e->cr, f->count);
 		if (k < 0)
-			return "CREDIT_REVOKE of 0 or below the smallest grant";
+			return "CREDIT_REVOKE of 0, below the smallest grant, or before our release";
 		a.count = (uint32_t)k;
 		if (be__engine_ctrl(e, &a))
 			be__engine_fail(e, -ENOMEM, "no memory for a control frame");

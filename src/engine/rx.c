@@ -224,8 +224,6 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 	/* Returned credits matter to sends waiting for them, if any. */
 	if (f->credits && (!be__list_empty(&e->active) || !be__list_empty(&e->ctrlq)))
 		be__engine_kick(e);
-	if (f->flags & BE_FRF_STARVED)
-		be__credit_elastic_grow(e, true);
 	switch (f->type) {
 	case BE_FR_DATA:
 		rc = rx_data(e, f, s, nb);
@@ -282,6 +280,10 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 	default:
 		return rx_fail(e, f, "unexpected frame type");
 	}
+	/* After the frame: a RELEASE flagged STARVED ends the revoke that
+	 * would have refused the growth. */
+	if (!rc && (f->flags & BE_FRF_STARVED) && e->state == BE_ES_ESTABLISHED)
+		be__credit_elastic_grow(e, true);
 	return rc;
 }
 

@@ -619,6 +619,10 @@ void be__engine_run(struct be__engine *e)
 		}
 		if (c->f.type == BE_FR_KEEPALIVE)
 			e->st.keepalives_sent++;
+		else if (c->f.type == BE_FR_CREDIT_GROW)
+			be__credit_grow(&e->cr); /* the peer may use it from now */
+		else if (c->f.type == BE_FR_CREDIT_RELEASE)
+			be__credit_release_sent(&e->cr);
 		be__list_del_init(&c->link);
 		free(c);
 	}
