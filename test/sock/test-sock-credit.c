@@ -6,9 +6,12 @@
  * and the worker's reservation drops with them); it grows again with new
  * traffic. A growth the worker's shared receive queue cannot take is
  * refused and counted, and the traffic still flows. A worker carries more
- * Engines than srq_max_depth / credits. Every message arrives intact and
- * in order, and the counters show that no receive was used beyond its
- * grant (on verbs, with rnr_retry 0, that would also be an RNR error).
+ * Engines than srq_max_depth / credits. Under churn (both ways, bursts,
+ * one side starved while the other holds its receives, quiet spells)
+ * grants grow and shrink in both directions and nothing hangs. Every
+ * message arrives intact and in order, and the counters show that no
+ * receive was used beyond its grant (on verbs, with rnr_retry 0, that
+ * would also be an RNR error).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +246,137 @@ static void test_many_and_denied(struct st *t)
 	be_ctx_destroy(ctx);
 }
 
+/* ---- churn: both ways, grants growing and shrinking all the time ---- */
+
+struct churn_end {
+	struct be_sock *s;
+	uint32_t sent, next; /* seeds sent; seed expected next */
+	int bad;
+};
+
+static struct churn_end cend[2]; /* 0: the server's Socket, 1: the client's */
+
+/* Length of message @seed: 1..4000 B, eager, so every message spends a
+ * credit (several may share one SEND). */
+static size_t churn_len(uint32_t seed)
+{
+	return 1 + (size_t)((seed * 2654435761u) % 4000u);
+}
+
+static void churn_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	struct churn_end *c = user;
+
+	(void)s;
+	if (len != churn_len(c->next) || !st_check(buf, len, c->next))
+		c->bad++;
+	c->next++;
+	be_free(buf);
+}
+
+static int churn_accept(struct be_listener *l, struct be_sock *s, void *user)
+{
+	(void)l;
+	(void)user;
+	cend[0].s = s;
+	be_sock_set_user(s, &cend[0]);
+	return 0;
+}
+
+static const struct be_sock_cbs churn_srv_cbs = {
+	.on_recv = churn_recv, .on_close = srv_close, .on_accept = churn_accept,
+};
+static const struct be_sock_cbs churn_cli_cbs = { .on_recv = churn_recv, .on_close = srv_close };
+
+static void churn_burst(struct churn_end *c, uint32_t n)
+{
+	while (n--) {
+		size_t len = churn_len(c->sent);
+
+		ASSERT_OK(be_sock_send(c->s, st_msg(len, c->sent), len, st_send_cb, &sends));
+		c->sent++;
+		issued++;
+	}
+}
+
+static bool churn_done(void *arg)
+{
+	(void)arg;
+	return cend[0].next == cend[1].sent && cend[1].next == cend[0].sent &&
+	       sends.done == issued;
+}
+
+/*
+ * Both ends send bursts of 0-120 messages at random, each side is
+ * progressed a random number of times in a row (so one holds the other's
+ * receives while the other starves), and now and then both fall quiet
+ * for a while, long enough for grants to be asked back (a tick every
+ * 2 ms). Everything must arrive in order and intact both ways, the grants
+ * must have grown and shrunk in both directions, and nothing may hang.
+ */
+static void test_churn(struct st *t)
+{
+	struct be_engine_stats e0, e1;
+	struct be_listener *l;
+	struct be_ctx *ctx;
+	char addr[160];
+	int round;
+
+	memset(cend, 0, sizeof(cend));
+	srand(42);
+	t->cfg.credits = 32;
+	t->cfg.credits_init = 4;
+	t->cfg.srq_depth = 64;
+	t->cfg.srq_max_depth = 512;
+	t->cfg.keepalive_ms = 8;
+	ASSERT_OK(be_ctx_create(&t->cfg, &ctx));
+	ASSERT_OK(be_worker_create(ctx, &ws[0]));
+	ASSERT_OK(be_worker_create(ctx, &ws[1]));
+	ASSERT_OK(be_listen(ws[0], st_listen_addr(t), &churn_srv_cbs, NULL, &l));
+	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
+	ASSERT_OK(be_sock_connect(ws[1], addr, &churn_cli_cbs, &cend[1], &cend[1].s));
+	churn_burst(&cend[1], 1);
+	while (!cend[0].s || cend[0].next < 1)
+		st_pump_ms(ws, 2, 1);
+	for (round = 0; round < 400; round++) {
+		int side, k;
+
+		for (side = 0; side < 2; side++)
+			if (rand() % 3 == 0)
+				churn_burst(&cend[side], (uint32_t)(rand() % 121));
+		for (side = 0; side < 2; side++)
+			for (k = rand() % 60; k > 0; k--)
+				ASSERT_OK(be_worker_progress(ws[side]));
+		if (rand() % 40 == 0)
+			st_pump_ms(ws, 2, 40); /* quiet: grants are asked back */
+	}
+	st_pump(ws, 2, churn_done, NULL);
+	ASSERT_EQ(cend[0].bad, 0);
+	ASSERT_EQ(cend[1].bad, 0);
+	ASSERT_EQ(sends.ok, sends.done);
+	st_engine_stats(cend[0].s, &e0);
+	st_engine_stats(cend[1].s, &e1);
+	fprintf(stderr,
+		"churn: %u and %u messages; server grew %llu, revoked %llu; client grew %llu, "
+		"revoked %llu\n",
+		cend[1].sent, cend[0].sent, (unsigned long long)e0.credit_grows,
+		(unsigned long long)e0.credit_revokes, (unsigned long long)e1.credit_grows,
+		(unsigned long long)e1.credit_revokes);
+	ASSERT_GE(e0.credit_grows, 1);
+	ASSERT_GE(e1.credit_grows, 1);
+	ASSERT_GE(e0.credit_revokes, 1);
+	ASSERT_GE(e1.credit_revokes, 1);
+	st_check_limits(&e0);
+	st_check_limits(&e1);
+
+	be_sock_close(cend[1].s);
+	be_sock_close(cend[0].s);
+	be_listener_close(l);
+	be_worker_destroy(ws[1]);
+	be_worker_destroy(ws[0]);
+	be_ctx_destroy(ctx);
+}
+
 int main(int argc, char **argv)
 {
 	struct st t;
@@ -250,5 +384,6 @@ int main(int argc, char **argv)
 	st_init(&t, argc, argv);
 	test_grow_shrink(&t);
 	test_many_and_denied(&t);
+	test_churn(&t);
 	return 0;
 }
