@@ -95,9 +95,10 @@ struct be_config {
 	 * keepalive intervals): receive buffers follow the traffic, and the
 	 * SRQ bounds a worker at srq_max_depth / credits_init Engines (1024
 	 * with the defaults, less as grants grow) instead of srq_max_depth /
-	 * credits (128); the CQ's bound below is then the lower one. credits 4..65535,
-	 * BE_CREDITS, default 64; credits_init 4..credits (larger: credits;
-	 * 0: credits, a fixed grant), BE_CREDITS_INIT, default 8. */
+	 * credits (128); the CQ's bound below is then the lower one.
+	 * credits 4..65535, BE_CREDITS, default 64; credits_init 4..credits
+	 * (larger: credits; 0: credits, a fixed grant), BE_CREDITS_INIT,
+	 * default 8. */
 	uint32_t credits;
 	uint32_t credits_init;
 	/* Software send window: bytes one Engine may have posted and not yet
@@ -416,8 +417,9 @@ BE_EXPORT int be_sock_stats_json(struct be_sock *s, char *buf, size_t len);
 /*
  * be_worker_stats_json() - the worker's Engines (each with its counters)
  * and its receive buffers per transport ("recv": buffers posted, receives
- * reserved by the Engines' grants, bytes) as one JSON object into @buf, NUL-terminated. Returns the length it
- * needs without the NUL (like snprintf), or -EINVAL. Threads: worker.
+ * reserved by the Engines' grants, bytes) as one JSON object into @buf,
+ * NUL-terminated. Returns the length it needs without the NUL (like
+ * snprintf), or -EINVAL. Threads: worker.
  */
 BE_EXPORT int be_worker_stats_json(struct be_worker *w, char *buf, size_t len);
 

@@ -43,10 +43,10 @@
  *    credits_init. The receiver cannot take back receives the sender may
  *    be spending, so it asks (CREDIT_REVOKE n); the sender gives up what
  *    it holds, k <= n, keeping two (its reserve and the answer's: giving
- *    up all deadlocks the simulation in test-credit.c), and
- *    answers CREDIT_RELEASE k, which waits for a credit like data (it
- *    may return none, so it must not take the reserve); only then does the receiver lower the
- *    grant and free the k buffers. At that point the receiver cannot
+ *    up all deadlocks the simulation in test-credit.c), and answers
+ *    CREDIT_RELEASE k, which waits for a credit like data (it may
+ *    return none, so it must not take the reserve); only then does the
+ *    receiver lower the grant and free the k buffers. At that point the receiver cannot
  *    hold more of the peer's receives than the lowered grant: everything
  *    the sender sent up to the RELEASE has arrived (reliable, in order),
  *    and the sender then held at most the lowered grant. One revoke at a

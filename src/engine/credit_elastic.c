@@ -26,7 +26,6 @@
 #include <errno.h>
 
 #include "engine/core.h"
-#include "util/log.h"
 
 /* Ticks of low use before a grant is halved: 2 keepalive intervals. */
 #define CREDIT_IDLE_TICKS 8
@@ -44,23 +43,23 @@ void be__credit_elastic_grow(struct be__engine *e, bool starved)
 	n = be__credit_grow_step(&e->cr);
 	/* The receives are posted before the grant leaves: the peer never
 	 * finds one missing (credit.h). */
-	if (!n || be__wdev_reserve_recv(e->wd, n)) {
-		e->grow_denied = true;
-		e->st.credit_grow_denied++;
-		return;
-	}
+	if (!n || be__wdev_reserve_recv(e->wd, n))
+		goto denied;
 	f.count = n;
-	if (be__engine_ctrl(e, &f)) {
-		be__wdev_unreserve_recv(e->wd, n);
-		e->grow_denied = true;
-		e->st.credit_grow_denied++;
-		return;
-	}
+	if (be__engine_ctrl(e, &f))
+		goto err_unreserve;
 	/* Reserved (granted_to_peer) now, granted when the frame is encoded
 	 * (be__engine_run()); a teardown before then unreserves it all. */
 	be__credit_grow_begin(&e->cr, n);
 	e->granted_to_peer += n;
 	e->st.credit_grows++;
+	return;
+
+err_unreserve:
+	be__wdev_unreserve_recv(e->wd, n);
+denied:
+	e->grow_denied = true;
+	e->st.credit_grow_denied++;
 }
 
 void be__credit_elastic_tick(struct be__engine *e)

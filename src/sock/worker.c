@@ -262,12 +262,6 @@ int be__wdev_reserve(struct be__wdev *wd, uint32_t credits)
 	return wdev_reserve(wd, credits, wd->w->ctx->cfg.sq_depth);
 }
 
-void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits)
-{
-	wd->reserved -= credits;
-	wd->cq_reserved -= wd->w->ctx->cfg.sq_depth;
-}
-
 int be__wdev_reserve_recv(struct be__wdev *wd, uint32_t n)
 {
 	return wdev_reserve(wd, n, 0);
@@ -276,6 +270,12 @@ int be__wdev_reserve_recv(struct be__wdev *wd, uint32_t n)
 void be__wdev_unreserve_recv(struct be__wdev *wd, uint32_t n)
 {
 	wd->reserved -= n;
+}
+
+void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits)
+{
+	be__wdev_unreserve_recv(wd, credits);
+	wd->cq_reserved -= wd->w->ctx->cfg.sq_depth;
 }
 
 static void wdev_destroy(struct be__wdev *wd)
