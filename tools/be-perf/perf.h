@@ -41,6 +41,14 @@ void perf_summarize(double *v, size_t n, struct perf_summary *out);
 uint64_t perf_now_ns(void);
 double perf_cpu_seconds(void);
 
+/*
+ * perf_listen_addr() - the default listen address of a test on
+ * @transport into @buf: shm "shm://be-perf-<pid>[-@name]" (@name may be
+ * NULL), verbs a port of $BE_RXE_IP0, others a port of 127.0.0.1.
+ * Returns 0, or -ENODEV on verbs without BE_RXE_IP0.
+ */
+int perf_listen_addr(const char *transport, const char *name, char *buf, size_t len);
+
 /* Parse a size with K/M/G suffix; exits with a message on bad input
  * (be-perf is a tool, not the library). */
 uint64_t perf_parse_size(const char *s);

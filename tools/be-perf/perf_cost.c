@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <be/alloc.h>
 #include <be/be.h>
@@ -151,12 +150,11 @@ static int cost_main(int argc, char **argv)
 		return 2;
 	}
 	warmup = iters / 10 + 1;
-	if (!strcmp(transport, "shm"))
-		snprintf(addr, sizeof(addr), "shm://be-perf-cost-%d", (int)getpid());
-	else if (!strcmp(transport, "tcp"))
-		snprintf(addr, sizeof(addr), "tcp://127.0.0.1:0");
-	else
-		snprintf(addr, sizeof(addr), "%s://127.0.0.1:0", transport);
+	if (perf_listen_addr(transport, "cost", addr, sizeof(addr))) {
+		fprintf(stderr, "be-perf cost: verbs needs BE_RXE_IP0 (the IP of an RDMA "
+				"device)\n");
+		return 2;
+	}
 	be_config_init(&cfg);
 	rc = be_ctx_create(&cfg, &ctx);
 	if (!rc)

@@ -28,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <be/alloc.h>
 #include <be/be.h>
@@ -136,18 +135,6 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void fan_listen_addr(const char *transport, uint32_t i, char *buf, size_t len)
-{
-	const char *ip = getenv("BE_RXE_IP0");
-
-	if (!strcmp(transport, "shm"))
-		snprintf(buf, len, "shm://be-perf-fan-%d-%u", (int)getpid(), i);
-	else if (!strcmp(transport, "verbs"))
-		snprintf(buf, len, "verbs://%s:0", ip ? ip : "127.0.0.1");
-	else
-		snprintf(buf, len, "%s://127.0.0.1:0", transport);
-}
-
 /* Many Sockets need many descriptors (tcp: three per Engine pair). */
 static void fan_raise_nofile(void)
 {
@@ -220,6 +207,15 @@ static int fanout_main(int argc, char **argv)
 		fprintf(stderr, "be-perf fanout: bad arguments (see --help)\n");
 		return 2;
 	}
+	{
+		char addr[160];
+
+		if (perf_listen_addr(transport, NULL, addr, sizeof(addr))) {
+			fprintf(stderr, "be-perf fanout: verbs needs BE_RXE_IP0 (the IP of an "
+					"RDMA device)\n");
+			return 2;
+		}
+	}
 	fan_raise_nofile();
 	be_config_init(&cfg);
 	if (credits_init)
@@ -240,10 +236,11 @@ static int fanout_main(int argc, char **argv)
 	 * stops at the first refusal is the number of Engines a worker
 	 * holds. */
 	for (i = 0; !rc && i < engines; i++) {
-		char addr[160], laddr[160];
+		char addr[160], laddr[160], name[32];
 		int crc;
 
-		fan_listen_addr(transport, i, addr, sizeof(addr));
+		snprintf(name, sizeof(name), "fan-%u", i);
+		(void)perf_listen_addr(transport, name, addr, sizeof(addr)); /* checked above */
 		rc = be_listen(sw, addr, &scb, &sc, &ls[i]);
 		if (!rc)
 			rc = be_listener_addr(ls[i], laddr, sizeof(laddr));

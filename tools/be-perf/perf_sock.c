@@ -161,20 +161,10 @@ static int sk_server_run(const struct sk_opts *o, int ready_fd)
 
 	sk_config(o, &cfg);
 	if (!la) {
-		const char *ip = getenv("BE_RXE_IP0");
-
-		if (!strcmp(o->transport, "shm")) {
-			snprintf(def, sizeof(def), "shm://be-perf-%d", (int)getpid());
-		} else if (!strcmp(o->transport, "verbs")) {
-			/* rdma_cm needs the address of an RDMA device. */
-			if (!ip) {
-				fprintf(stderr, "be-perf %s: verbs needs --addr or BE_RXE_IP0 (the "
-					"IP of an RDMA device)\n", o->cmd);
-				return 1;
-			}
-			snprintf(def, sizeof(def), "verbs://%s:0", ip);
-		} else {
-			snprintf(def, sizeof(def), "%s://127.0.0.1:0", o->transport);
+		if (perf_listen_addr(o->transport, NULL, def, sizeof(def))) {
+			fprintf(stderr, "be-perf %s: verbs needs --addr or BE_RXE_IP0 (the "
+				"IP of an RDMA device)\n", o->cmd);
+			return 1;
 		}
 		la = def;
 	}
@@ -245,7 +235,6 @@ struct sk_cli {
 	double cb_cpu0;           /* the last warmup answer arrived */
 };
 
-static int sk_send(struct sk_cli *c, struct sk_sock *k, size_t len, char tag);
 static void sk_sample(struct sk_cli *c, double us);
 static void sk_cli_lat_cb(struct sk_sock *k, void *buf, size_t len);
 
@@ -256,6 +245,36 @@ static void sk_cli_sent(struct be_sock *s, void *buf, int status, void *arg)
 	if (status)
 		c->errors++;
 	be_free(buf);
+}
+
+/* Send @b (@len bytes, taken) on @k, its send time noted: c->now, the
+ * clock of the answer just received, or read now. */
+static int sk_post(struct sk_cli *c, struct sk_sock *k, void *b, size_t len)
+{
+	int rc;
+
+	k->sent_ns[k->tail++ % SK_MAXQ] = c->now ? c->now : perf_now_ns();
+	c->now = 0;
+	rc = be_sock_send(k->s, b, len, sk_cli_sent, c);
+	if (rc) {
+		be_free(b);
+		k->tail--;
+	}
+	return rc;
+}
+
+/* A fresh message of @len bytes whose first byte is @tag, sent on @k. */
+static int sk_send(struct sk_cli *c, struct sk_sock *k, size_t len, char tag)
+{
+	char *b = be_alloc(len ? len : 1);
+
+	if (!b)
+		return -ENOMEM;
+	if (len) {
+		memset(b, 0x5a, len > 4096 ? 4096 : len);
+		b[0] = tag;
+	}
+	return sk_post(c, k, b, len);
 }
 
 static void sk_cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
@@ -304,17 +323,12 @@ static void sk_cli_lat_cb(struct sk_sock *k, void *buf, size_t len)
 		c->errors++;
 		return;
 	}
-	if (!len) {
-		be_free(buf);
-		c->now = now;
-		rc = sk_send(c, k, 0, 'E');
+	c->now = now;
+	if (len) {
+		rc = sk_post(c, k, buf, len);
 	} else {
-		k->sent_ns[k->tail++ % SK_MAXQ] = now;
-		rc = be_sock_send(k->s, buf, len, sk_cli_sent, c);
-		if (rc) {
-			be_free(buf);
-			k->tail--;
-		}
+		be_free(buf);
+		rc = sk_send(c, k, 0, 'E');
 	}
 	if (rc)
 		c->errors++;
@@ -324,27 +338,6 @@ static void sk_cli_close(struct be_sock *s, int reason, void *user)
 {
 	fprintf(stderr, "be-perf: socket closed by the peer: %s\n", be_strerror(reason));
 	exit(1);
-}
-
-static int sk_send(struct sk_cli *c, struct sk_sock *k, size_t len, char tag)
-{
-	char *b = be_alloc(len ? len : 1);
-	int rc;
-
-	if (!b)
-		return -ENOMEM;
-	if (len) {
-		memset(b, 0x5a, len > 4096 ? 4096 : len);
-		b[0] = tag;
-	}
-	k->sent_ns[k->tail++ % SK_MAXQ] = c->now ? c->now : perf_now_ns();
-	c->now = 0;
-	rc = be_sock_send(k->s, b, len, sk_cli_sent, c);
-	if (rc) {
-		be_free(b);
-		k->tail--;
-	}
-	return rc;
 }
 
 static void sk_sample(struct sk_cli *c, double us)
