@@ -1,6 +1,7 @@
 /*
  * perf.h - be-perf's shared pieces: subcommand registration, sample
- * statistics and option parsing helpers.
+ * statistics, option parsing helpers, default listen addresses and the
+ * echo ping-pong of the one-process tests.
  *
  * Each perf_*.c file registers its subcommands with PERF_COMMAND(); main.c
  * dispatches on argv[1]. Latencies are reported one-way (RTT/2) where the
@@ -11,6 +12,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+struct be_sock;
+struct be_listener;
 
 struct perf_cmd {
 	const char *name;
@@ -48,6 +52,25 @@ double perf_cpu_seconds(void);
  * Returns 0, or -ENODEV on verbs without BE_RXE_IP0.
  */
 int perf_listen_addr(const char *transport, const char *name, char *buf, size_t len);
+
+/*
+ * The echo ping-pong of the one-process tests (perf_echo.c): counters of
+ * one side, and callbacks. perf_echo_serve (server on_recv) sends each
+ * message back, lending it until perf_echo_sent (the send callback, arg:
+ * the server's counters) frees it; perf_echo_answer (client on_recv)
+ * counts and frees; perf_echo_accept hands an accepted Socket the
+ * listener's user pointer (the server's counters).
+ */
+struct perf_echo {
+	uint64_t answered; /* answers the client received */
+	int errors;        /* sends that completed with an error */
+	int closed;        /* Sockets closed under the test */
+};
+
+void perf_echo_sent(struct be_sock *s, void *buf, int status, void *arg);
+void perf_echo_serve(struct be_sock *s, void *buf, size_t len, void *user);
+void perf_echo_answer(struct be_sock *s, void *buf, size_t len, void *user);
+int perf_echo_accept(struct be_listener *l, struct be_sock *s, void *user);
 
 /* Parse a size with K/M/G suffix; exits with a message on bad input
  * (be-perf is a tool, not the library). */

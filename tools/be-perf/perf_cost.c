@@ -28,47 +28,15 @@
 
 #include "perf.h"
 
-struct cost {
-	uint64_t answered;
-	int errors;
-};
-
-static void cost_free_cb(struct be_sock *s, void *buf, int status, void *arg)
-{
-	struct cost *c = arg;
-
-	if (status)
-		c->errors++;
-	be_free(buf);
-}
-
-static void cost_srv_recv(struct be_sock *s, void *buf, size_t len, void *user)
-{
-	if (be_sock_send(s, buf, len, cost_free_cb, user))
-		be_free(buf);
-}
-
-static void cost_cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
-{
-	((struct cost *)user)->answered++;
-	be_free(buf);
-}
-
 static void cost_close(struct be_sock *s, int reason, void *user)
 {
-	((struct cost *)user)->errors++;
-}
-
-static int cost_accept(struct be_listener *l, struct be_sock *s, void *user)
-{
-	be_sock_set_user(s, user);
-	return 0;
+	((struct perf_echo *)user)->errors++;
 }
 
 /* Ping-pong @n times; 0, or -EIO / -ETIMEDOUT (no answer within
  * @timeout_s seconds). */
 static int cost_run(struct be_worker *cw, struct be_worker *sw, struct be_sock *s,
-		    struct cost *c, size_t size, uint64_t n, uint64_t timeout_s)
+		    struct perf_echo *c, size_t size, uint64_t n, uint64_t timeout_s)
 {
 	uint64_t i;
 
@@ -79,7 +47,7 @@ static int cost_run(struct be_worker *cw, struct be_worker *sw, struct be_sock *
 		if (!b)
 			return -ENOMEM;
 		memset(b, 0x5a, size);
-		if (be_sock_send(s, b, size, cost_free_cb, c)) {
+		if (be_sock_send(s, b, size, perf_echo_sent, c)) {
 			be_free(b);
 			return -EIO;
 		}
@@ -108,15 +76,15 @@ static int cost_main(int argc, char **argv)
 	};
 	const char *transport = "shm";
 	uint64_t size = 64, iters = 200000, timeout_s = 10, warmup;
-	struct be_sock_cbs scb = { .on_recv = cost_srv_recv, .on_close = cost_close,
-				   .on_accept = cost_accept };
-	struct be_sock_cbs ccb = { .on_recv = cost_cli_recv, .on_close = cost_close };
+	struct be_sock_cbs scb = { .on_recv = perf_echo_serve, .on_close = cost_close,
+				   .on_accept = perf_echo_accept };
+	struct be_sock_cbs ccb = { .on_recv = perf_echo_answer, .on_close = cost_close };
 	struct be_worker *cw = NULL, *sw = NULL;
 	struct be_listener *l = NULL;
 	struct be_sock *s = NULL;
 	struct be_ctx *ctx = NULL;
 	struct be_config cfg;
-	struct cost c = { 0 }, sc = { 0 };
+	struct perf_echo c = { 0 }, sc = { 0 };
 	char laddr[160], addr[200];
 	double ns = 0;
 	uint64_t t0;

@@ -35,48 +35,11 @@
 
 #include "perf.h"
 
-struct fan {
-	uint64_t answered;   /* echoes back at the client */
-	int errors;          /* send failures */
-	int closed;          /* client Sockets closed (refused included) */
-};
-
-static void fan_free_cb(struct be_sock *s, void *buf, int status, void *arg)
-{
-	struct fan *f = arg;
-
-	(void)s;
-	if (status)
-		f->errors++;
-	be_free(buf);
-}
-
-static void fan_srv_recv(struct be_sock *s, void *buf, size_t len, void *user)
-{
-	if (be_sock_send(s, buf, len, fan_free_cb, user))
-		be_free(buf);
-}
-
-static void fan_cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
-{
-	(void)s;
-	(void)len;
-	((struct fan *)user)->answered++;
-	be_free(buf);
-}
-
 static void fan_close(struct be_sock *s, int reason, void *user)
 {
 	(void)s;
 	(void)reason;
-	((struct fan *)user)->closed++;
-}
-
-static int fan_accept(struct be_listener *l, struct be_sock *s, void *user)
-{
-	(void)l;
-	be_sock_set_user(s, user);
-	return 0;
+	((struct perf_echo *)user)->closed++;
 }
 
 /* Receive buffers of @w (the first transport in its stats): posted and
@@ -99,7 +62,7 @@ static int fan_recv_stats(struct be_worker *w, uint64_t *buffers, uint64_t *rese
 
 /* One round: a request on each of @n Sockets, then all echoes back. */
 static int fan_round(struct be_worker *cw, struct be_worker *sw, struct be_sock **socks,
-		     uint32_t n, size_t size, struct fan *c, uint64_t timeout_s)
+		     uint32_t n, size_t size, struct perf_echo *c, uint64_t timeout_s)
 {
 	uint64_t want = c->answered + n, start = perf_now_ns(), spins = 0;
 	uint32_t i;
@@ -111,7 +74,7 @@ static int fan_round(struct be_worker *cw, struct be_worker *sw, struct be_sock 
 		if (!b)
 			return -ENOMEM;
 		memset(b, 0x5a, size);
-		rc = be_sock_send(socks[i], b, size, fan_free_cb, c);
+		rc = be_sock_send(socks[i], b, size, perf_echo_sent, c);
 		if (rc) {
 			be_free(b);
 			return rc;
@@ -159,8 +122,8 @@ static int fanout_main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct be_sock_cbs scb = { .on_recv = fan_srv_recv, .on_accept = fan_accept };
-	struct be_sock_cbs ccb = { .on_recv = fan_cli_recv, .on_close = fan_close };
+	struct be_sock_cbs scb = { .on_recv = perf_echo_serve, .on_accept = perf_echo_accept };
+	struct be_sock_cbs ccb = { .on_recv = perf_echo_answer, .on_close = fan_close };
 	const char *transport = "shm";
 	uint64_t engines = 256, rounds = 200, size = 64, credits_init = 0, timeout_s = 20;
 	uint64_t cb = 0, cr = 0, cbytes = 0, sb = 0, sr = 0, sbytes = 0, *times = NULL;
@@ -169,7 +132,7 @@ static int fanout_main(int argc, char **argv)
 	struct be_sock **socks = NULL;
 	struct be_ctx *ctx = NULL;
 	struct be_config cfg;
-	struct fan c = { 0 }, sc = { 0 };
+	struct perf_echo c = { 0 }, sc = { 0 };
 	uint32_t n = 0, i;
 	int opt, rc, json = 0;
 
