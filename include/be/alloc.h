@@ -2,38 +2,21 @@
  * alloc.h - bemalloc, the allocator of message buffers that are already
  * registered for RDMA.
  *
- * Model. bemalloc is one process-wide heap, beside (never instead of) the
- * process's malloc. It maps large aligned blocks (default 4 MiB) from the
- * OS, registers each block once with every attached transport device, and
- * carves the blocks into buffers by size class. Threads allocate from their
- * own caches without locks; any thread may free any buffer. Registration
- * happens only when the pool grows, so its cost is amortised over many
- * allocations. Allocations larger than a block get a dedicated aligned
- * region, registered on its own.
+ * Model. One process-wide heap, beside (never instead of) malloc. It maps
+ * aligned blocks (default 4 MiB), each registered once on every attached
+ * transport device, and carves them into buffers; an allocation larger
+ * than a block gets a region of its own, registered the same way. A
+ * buffer's keys on a device come from be_alloc_lookup() for any pointer
+ * inside it. Registered memory is never unmapped or given back to the OS
+ * while registered. Regions are mapped from a memfd, handed to the
+ * registration hook. Allocator metadata lives outside registered memory:
+ * a peer holding an rkey cannot corrupt the allocator.
  *
- * Devices. A transport device (an RDMA NIC, the shm or the tcp transport)
- * attaches with a struct be_alloc_reg_hook. Every existing block is
- * registered on it at attach time, and every new block on every attached
- * device. A buffer's keys for a device come from be_alloc_lookup(), O(1),
- * from any pointer inside the buffer.
+ * fork(): a child does not inherit bemalloc's memory (touching a parent
+ * buffer faults) and starts with an empty bemalloc: no device, statistics
+ * at zero. docs/ALLOC.md has the design and the limits.
  *
- * Memory is never unmapped or given back with MADV_DONTNEED while it is
- * registered: that silently breaks a registration. Blocks are deregistered
- * first, then unmapped (be_alloc_trim(), be_alloc_detach_device()).
- *
- * Blocks are backed by a memfd, so the shm transport can hand them to a
- * peer process; the hook receives the fd and the offset of the region.
- *
- * Allocator metadata lives outside the registered blocks, so a remote peer
- * that holds a block's rkey can never corrupt the allocator.
- *
- * fork(): blocks and huge regions are mapped MADV_DONTFORK, so a child
- * does not inherit them (touching a parent buffer faults in the child);
- * atfork handlers give the child an empty bemalloc, with no device
- * attached and statistics at zero, which it uses like a new process.
- * docs/ALLOC.md ("Fork") has the details and the limits.
- *
- * Threads: every function is thread-safe.
+ * Threads: every function is thread-safe; any thread may free any buffer.
  */
 #ifndef BE_ALLOC_H
 #define BE_ALLOC_H
@@ -56,8 +39,8 @@ extern "C" {
 #define BE_ALLOC_NUM_CLASSES 64
 
 struct be_alloc_config {
-	size_t block_size;  /* power of two, >= 1 MiB; default 4 MiB (BE_ALLOC_BLOCK_SIZE) */
-	size_t limit_bytes; /* bound on mapped+registered bytes; 0 = no limit (BE_ALLOC_LIMIT) */
+	size_t block_size;  /* power of two, 1 MiB..1 GiB; 0: BE_ALLOC_BLOCK_SIZE or 4 MiB */
+	size_t limit_bytes; /* bound on mapped bytes; 0: BE_ALLOC_LIMIT or none */
 };
 
 /* Result of one registration of one region on one device. */
@@ -69,7 +52,8 @@ struct be_alloc_mr {
 
 /*
  * A transport implements this to attach a device. Both callbacks run with
- * bemalloc's pool lock held: they must not call back into bemalloc.
+ * bemalloc's pool lock held: they must not call back into bemalloc, nor
+ * fork().
  *
  * reg() registers [addr, addr+len), which is mapped MAP_SHARED from @fd at
  * @fd_offset. The fd stays open and valid until dereg() returns; a
@@ -115,11 +99,12 @@ struct be_alloc_stats {
 };
 
 /*
- * be_alloc_configure() - set the block size and limit. Call before the
- * first allocation; later calls may only change limit_bytes. Fields left 0
- * take the defaults, overridden by the BE_ALLOC_BLOCK_SIZE and
- * BE_ALLOC_LIMIT environment variables (bytes, with optional K/M/G suffix).
- * Returns 0, -EINVAL (bad block size) or -EBUSY (block size after use).
+ * be_alloc_configure() - set the block size and limit. Borrows @cfg. The
+ * block size can change only before the first allocation; the limit at
+ * any time. Fields left 0 take the defaults, overridden by the
+ * BE_ALLOC_BLOCK_SIZE and BE_ALLOC_LIMIT environment variables (bytes,
+ * with optional K/M/G suffix). Returns 0, -EINVAL (NULL or bad block
+ * size) or -EBUSY (a new block size after the first allocation).
  */
 BE_EXPORT int be_alloc_configure(const struct be_alloc_config *cfg);
 

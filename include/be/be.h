@@ -9,9 +9,10 @@
  *   transports               verbs, shm, tcp (internal, src/xport)
  *
  * Errors: every function that can fail returns 0 or a positive count on
- * success and a negative errno code on failure (-ENOMEM, -EINVAL, ...).
- * Codes of our own sit below BE_ERRNO_BASE. The library never prints to
- * stdout and never exits the process.
+ * success and a negative errno code on failure (-ENOMEM, -EINVAL, ...),
+ * except be_alloc(), which returns NULL like malloc. Codes of our own sit
+ * below BE_ERRNO_BASE. The library never prints to stdout and never exits
+ * the process.
  */
 #ifndef BE_BE_H
 #define BE_BE_H

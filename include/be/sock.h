@@ -3,26 +3,24 @@
  *
  * Model.
  *
- *   be_ctx      process-level state: the configuration and the transport
- *               devices, opened lazily on first use and attached to bemalloc
- *               so every bemalloc buffer is registered on them.
- *   be_worker   a thread domain. It owns, per transport in use, one event
- *               channel, one completion queue and one shared receive queue,
- *               and all the Engines, Listeners and Sockets created on it.
- *               Nothing on the data path is shared between workers, so the
- *               data path takes no locks. Progress is run to completion:
- *               either the application calls be_worker_progress() /
- *               be_worker_wait() on its own thread, or be_worker_start()
- *               runs them on a library thread.
+ *   be_ctx      the configuration and the transport devices, opened on
+ *               first use and attached to bemalloc, so every bemalloc
+ *               buffer is registered on them.
+ *   be_worker   a thread domain: per transport in use one event channel,
+ *               one completion queue and one shared receive queue, and
+ *               every Engine, Listener and Socket created on it. Its
+ *               progress runs on the application's thread
+ *               (be_worker_progress(), be_worker_wait()) or on a library
+ *               thread (be_worker_start()).
  *   Engine      (internal) one reliable connection (an RC QP on verbs) to
- *               one remote endpoint. be_sock_connect() to an address this
- *               worker already has an Engine to reuses it, so the number of
- *               connections grows with peers x workers, never with Sockets.
- *               An Engine owns the receive credits, the send window, the
- *               fragment scheduler and the keepalive of its connection.
+ *               one remote endpoint, shared by every Socket of the worker
+ *               to that endpoint. It owns the receive credits, the send
+ *               window, the fragment scheduler and the keepalive.
  *   be_sock     a logical, ordered, message-oriented channel (one per RPC
  *               connection). Many Sockets share one Engine.
  *   be_listener accepts Engines and the Sockets peers open on them.
+ *
+ * docs/ARCHITECTURE.md explains the design, docs/TUNING.md the defaults.
  *
  * Threads. A worker and everything created on it (listeners, sockets) is
  * used by one thread at a time: the thread that runs its progress. When
@@ -67,75 +65,60 @@ struct be_sock;
  * Configuration. be_config_init() fills the defaults below, then applies
  * the BE_* environment variable of each field when it is set (sizes accept
  * K/M/G suffixes; times are plain integers). A malformed variable is
- * ignored with a warning in the log.
+ * ignored with a warning in the log. be_ctx_create() rejects impossible
+ * values with -EINVAL and clamps the others as stated; be_ctx_config()
+ * returns what is in effect.
  */
 /* The default send window, in fragments (see be_config.send_window). */
 #define BE_WINDOW_FRAGS 16
 
 struct be_config {
-	/* Messages up to this many bytes are copied into SENDs (the eager
-	 * path); larger ones are written with RDMA WRITE into a buffer the
-	 * receiver allocates. BE_EAGER_MAX, default 4096. Clamped so a frame
-	 * fits one receive buffer. */
+	/* Largest message sent eagerly (copied into a SEND); larger ones are
+	 * written with RDMA WRITE into a buffer the receiver allocates.
+	 * Clamped to recv_buf_size - 16. BE_EAGER_MAX, default 4096. */
 	uint32_t eager_max;
-	/* Size of each buffer posted on a worker's shared receive queue; a
-	 * SEND (one or several batched frames) never exceeds the peer's.
-	 * BE_RECV_BUF_SIZE, default 8192. */
+	/* Bytes of each buffer on a worker's shared receive queue: the
+	 * largest SEND a peer may send. 256 B .. 16 MiB, rounded up to a
+	 * multiple of 8. BE_RECV_BUF_SIZE, default 8192. */
 	uint32_t recv_buf_size;
-	/* Receive buffers posted per worker and transport at start, and the
-	 * bound the shared receive queue may grow to as Engines are added.
-	 * BE_SRQ_DEPTH default 512, BE_SRQ_MAX_DEPTH default 8192. */
+	/* Receive buffers a worker posts per transport at start (raised to
+	 * credits), and the most its shared receive queue grows to (raised to
+	 * srq_depth; clamped to the device). BE_SRQ_DEPTH default 512,
+	 * BE_SRQ_MAX_DEPTH default 8192. */
 	uint32_t srq_depth;
 	uint32_t srq_max_depth;
-	/* Receive credits granted to the peer of each Engine: how many SENDs
-	 * (and WRITE_WITH_IMMs) it may have outstanding toward us. A grant
-	 * starts at credits_init, grows (doubling) up to credits while the
-	 * peer uses three quarters of it and the SRQ may grow, and shrinks
-	 * back (halving) once it stayed mostly unused for 8 timer ticks (2
-	 * keepalive intervals): receive buffers follow the traffic, and the
-	 * SRQ bounds a worker at srq_max_depth / credits_init Engines (1024
-	 * with the defaults, less as grants grow) instead of srq_max_depth /
-	 * credits (128); the CQ's bound below is then the lower one.
-	 * credits 4..65535, BE_CREDITS, default 64; credits_init 4..credits
-	 * (larger: credits; 0: credits, a fixed grant), BE_CREDITS_INIT,
-	 * default 8. */
+	/* Receive credits: the most SENDs and WRITE_WITH_IMMs the peer of an
+	 * Engine may have outstanding toward it (credits, 4..65535), and the
+	 * grant an Engine starts with (credits_init, 4..credits; 0 or more
+	 * than credits: credits, a fixed grant). In between, grants grow and
+	 * shrink with the traffic (docs/PROTOCOL.md, "Elastic grants").
+	 * BE_CREDITS default 64, BE_CREDITS_INIT default 8. */
 	uint32_t credits;
 	uint32_t credits_init;
-	/* Software send window: bytes one Engine may have posted and not yet
-	 * completed. It bounds what a small message can queue behind on the
-	 * link, so 0 picks it from the fragment size: BE_WINDOW_FRAGS
-	 * fragments (32 KiB up to 25 Gb/s, 128 KiB up to 100 Gb/s, 256 KiB
-	 * above; 512 KiB on tcp), and on shm four bulk fragments (1 MiB: shm
-	 * has no link to queue on). While other Sockets of the
-	 * Engine send small messages, a stream on tcp keeps at most 4
-	 * fragments of it in flight (the mixed window, in the Engine stats):
-	 * there every byte in flight waits in the kernels' socket buffers
-	 * ahead of a small message. BE_SEND_WINDOW, default 0. */
+	/* Bytes one Engine may have posted and not yet completed. 0 picks
+	 * it per transport: BE_WINDOW_FRAGS fragments, on shm at least four
+	 * bulk fragments. BE_SEND_WINDOW, default 0. */
 	uint64_t send_window;
-	/* Fragment size of large messages. 0 picks it from the device's link
-	 * speed: 2 KiB up to 25 Gb/s, 8 KiB up to 100 Gb/s, 16 KiB above; 16
-	 * KiB on shm, 32 KiB on tcp (a small message of another Socket waits
-	 * for about one fragment), and lets fragments grow to 4x, 16x on shm
-	 * (within a quarter of the window), while no other Socket of the
-	 * Engine sends small messages. A value set here is used as it is, always.
-	 * BE_FRAG_SIZE, default 0. */
+	/* Fragment size of large messages. 0 picks it per transport and link
+	 * speed and lets a stream alone on its Engine use larger fragments;
+	 * a value set here is used for every fragment (clamped to
+	 * send_window and the device's largest message). BE_FRAG_SIZE,
+	 * default 0. */
 	uint32_t frag_size;
-	/* 1: interleave fragments of different Sockets round-robin on each
-	 * Engine (no head-of-line blocking). 0: FIFO per Engine, for
-	 * comparison. BE_FRAG_SCHED, default 1. */
+	/* 1: the fragments of different Sockets of an Engine take turns
+	 * (round-robin); 0: one FIFO per Engine. BE_FRAG_SCHED, default 1. */
 	int frag_sched;
-	/* Send queue depth per Engine and completion queue depth per worker
-	 * and transport (clamped to the device's limit). The CQ must hold
-	 * every receive posted plus every Engine's send queue, so a worker
-	 * holds about cq_depth / (sq_depth + credits_init) Engines, and
-	 * srq_max_depth / credits_init (the lower bound wins; 481 with the
-	 * defaults). BE_SQ_DEPTH default 128, BE_CQ_DEPTH default 65536. */
+	/* Send queue depth per Engine (at least 8; at most the transport's
+	 * max_qp_wr: 4096 on shm and tcp) and completion queue depth per
+	 * worker and transport (clamped to the device). The completion queue
+	 * holds every posted receive and every Engine's send queue.
+	 * BE_SQ_DEPTH default 128, BE_CQ_DEPTH default 65536. */
 	uint32_t sq_depth;
 	uint32_t cq_depth;
-	/* An idle Engine sends a keepalive every keepalive_ms; an Engine that
-	 * sees no progress (frame, completion) from its peer for
-	 * conn_timeout_ms is faulty (BE_ECONNFAULT). BE_KEEPALIVE_MS default
-	 * 1000, BE_CONN_TIMEOUT_MS default 10000. */
+	/* An Engine that posted no SEND for keepalive_ms sends a keepalive;
+	 * one that received nothing from its peer for conn_timeout_ms fails
+	 * with BE_ECONNFAULT. Both > 0. BE_KEEPALIVE_MS default 1000,
+	 * BE_CONN_TIMEOUT_MS default 10000. */
 	uint32_t keepalive_ms;
 	uint32_t conn_timeout_ms;
 	/* A connect (address resolution, handshake) must finish within this;
@@ -144,28 +127,28 @@ struct be_config {
 	/* be_worker_wait() polls this long before sleeping on events.
 	 * BE_SPIN_US, default 50. */
 	uint32_t spin_us;
-	/* Sockets per Engine. BE_MAX_SOCKETS, default 65536. */
+	/* Sockets per Engine, > 0, at most 2^24. BE_MAX_SOCKETS, default
+	 * 65536. */
 	uint32_t max_sockets;
-	/* Largest message accepted from a peer. BE_MAX_MSG, default 1 GiB. */
+	/* Largest message accepted from a peer, > 0. BE_MAX_MSG, default
+	 * 1 GiB. */
 	uint64_t max_msg_size;
-	/* Bytes an Engine lends at once to its peer's RDMA WRITEs (buffers
-	 * granted to large messages not yet complete). Beyond it a WRITE_REQ
-	 * is answered "no memory" and the sender backs off, so a peer cannot
-	 * make us allocate without bound; one grant always fits.
-	 * BE_MAX_GRANT_BYTES, default 256 MiB. */
+	/* Bytes an Engine lends at once to its peer's large messages; beyond
+	 * it the peer is told "no memory" and retries later (one message
+	 * always fits). 0: no limit. BE_MAX_GRANT_BYTES, default 256 MiB. */
 	uint64_t max_grant_bytes;
-	/* Large messages of one Socket that may wait for their WriteResponse
-	 * at once. BE_MAX_REQS, default 4. */
+	/* Large messages of one Socket in progress at once, from their
+	 * WriteRequest to their last fragment (0: 1). BE_MAX_REQS, default 4. */
 	uint32_t max_reqs;
-	/* Backoff after a WriteResponse "no memory", doubling from min to
-	 * max. BE_NOMEM_BACKOFF_US default 1000, BE_NOMEM_BACKOFF_MAX_US
-	 * default 100000. */
+	/* Retry delay after "no memory", doubling from nomem_backoff_us to
+	 * nomem_backoff_max_us. BE_NOMEM_BACKOFF_US default 1000,
+	 * BE_NOMEM_BACKOFF_MAX_US default 100000. */
 	uint32_t nomem_backoff_us;
 	uint32_t nomem_backoff_max_us;
-	/* An Engine this side connected, with no Socket left for this long,
-	 * is closed (its QP freed; the next be_sock_connect() to the peer
-	 * opens a new one). 0 keeps Engines until they fail or the worker is
-	 * destroyed. BE_ENGINE_IDLE_MS, default 30000. */
+	/* An Engine this side connected is closed once it had no Socket for
+	 * this long; the next be_sock_connect() to the peer opens a new one.
+	 * 0 keeps Engines until they fail or the worker is destroyed.
+	 * BE_ENGINE_IDLE_MS, default 30000. */
 	uint32_t engine_idle_ms;
 };
 
@@ -216,9 +199,8 @@ BE_EXPORT int be_worker_progress(struct be_worker *w);
 /*
  * be_worker_wait() - progress, sleeping until something happens or
  * @timeout_ms passes (-1: no limit, but timers still wake it). Polls for
- * up to the configured spin time, then arms the completion queues and
- * sleeps in epoll on them, the event channels and a wakeup eventfd.
- * Returns the work done (>= 0) or -errno. Threads: worker.
+ * up to spin_us first. Returns the work done (>= 0) or -errno.
+ * Threads: worker.
  */
 BE_EXPORT int be_worker_wait(struct be_worker *w, int timeout_ms);
 
@@ -234,8 +216,7 @@ BE_EXPORT int be_worker_stop(struct be_worker *w);
 
 /*
  * be_worker_call() - run @fn(@w, @arg) on the worker's thread at its next
- * progress. Threads: any (a lock-free queue and an eventfd wakeup).
- * Functions still queued when the worker is destroyed run inside
+ * progress, waking it if it sleeps. Threads: any. Functions still queued when the worker is destroyed run inside
  * be_worker_destroy(). Returns 0 or -ENOMEM (then @fn never runs).
  */
 BE_EXPORT int be_worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *arg),
@@ -292,25 +273,20 @@ BE_EXPORT void be_listener_close(struct be_listener *l);
 
 /*
  * be_sock_connect() - open a Socket to @addr. Reuses this worker's live
- * Engine to the same endpoint, however @addr spells it: the reuse key is
- * the address the transport connects to (tcp, verbs: "host:port" resolved
- * to a numeric IP and port, so "tcp://localhost:5000",
- * "tcp://127.0.0.1:05000" and "tcp://[::ffff:127.0.0.1]:5000" share one
- * Engine, as do "[::1]" and "[0:0::1]"; shm: the name as given).
- * Otherwise starts connecting a new Engine. A host name is resolved here
- * with getaddrinfo(), which blocks (give workers numeric addresses where
- * that matters); the rest returns at once: sends queue until the Engine
- * is established; a failed connect reaches the socket as on_close(err)
- * and fails its queued sends. Borrows @cbs (copied; on_accept unused).
+ * Engine to the same endpoint, however @addr spells it (tcp, verbs: the
+ * same resolved IP address and port; shm: the same name), else starts
+ * connecting a new Engine. A host name is resolved here with
+ * getaddrinfo(), which blocks; the rest returns at once. Sends queue
+ * until the Engine is established; a failed connect reaches the socket as
+ * on_close(err) and fails its queued sends. Borrows @cbs (copied;
+ * on_accept unused).
  * Returns 0, -EINVAL (malformed address, port 0), -EHOSTUNREACH (a name
- * that does not resolve; nothing is created), -EPROTONOSUPPORT, -EMFILE
- * (max_sockets reached), -ENOSPC (a new Engine is needed and this worker
- * has no receive buffers or completion entries left for its first grant:
- * see be_config.credits_init and cq_depth for how many Engines a worker
- * holds; nothing is created), -ENOMEM, or the
- * transport's -errno. A peer worker in the same state refuses the
- * connection: the socket gets on_close(-ECONNREFUSED).
- * Threads: worker.
+ * that does not resolve), -EPROTONOSUPPORT, -EMFILE (max_sockets
+ * reached), -ENOSPC (a new Engine is needed and this worker has no
+ * receive buffers or completion entries left for its first grant), -ENOMEM,
+ * or the transport's -errno; nothing is created on error. A peer worker
+ * out of room refuses the connection: the socket gets
+ * on_close(-ECONNREFUSED). Threads: worker.
  */
 BE_EXPORT int be_sock_connect(struct be_worker *w, const char *addr, const struct be_sock_cbs *cbs,
 			      void *user, struct be_sock **out);
@@ -331,11 +307,12 @@ typedef void (*be_send_cb)(struct be_sock *s, void *buf, int status, void *arg);
  * until @cb runs, exactly once; do not write or free it before then. On
  * error the caller keeps @buf and @cb never runs. Messages of one socket
  * arrive in order. Closing @s completes pending sends with -ECANCELED.
- * Returns 0, -EINVAL (NULL cb; or a buffer bemalloc does not know, for a
- * message above the Engine's eager size: an eager one is copied at once
- * and not looked up; before the handshake every buffer is looked up),
- * -EMSGSIZE (above max_msg_size), -ENOTCONN (socket closed by the peer or
- * the Engine failed), -ENOMEM. Threads: worker.
+ * Returns 0, -EINVAL (NULL cb, NULL @buf with @len > 0, or a buffer not
+ * from be_alloc() for a message sent before the Engine is established or
+ * larger than its eager size: eager_max, less when the peer's receive
+ * buffers are smaller), -EMSGSIZE (above max_msg_size or 4 GiB - 1),
+ * -ENOTCONN (socket closed by the peer or the Engine failed), -ENOMEM.
+ * Threads: worker.
  */
 BE_EXPORT int be_sock_send(struct be_sock *s, void *buf, size_t len, be_send_cb cb, void *arg);
 
