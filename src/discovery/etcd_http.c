@@ -50,23 +50,30 @@ int be__etcd_curl_init(void)
 	return curl_init_rc == CURLE_OK ? 0 : -EIO;
 }
 
-struct curl_slist *be__etcd_headers(void)
+struct curl_slist *be__etcd_headers(bool stream)
 {
-	static const char *const h[] = {
+	static const char *const unary[] = {
 		"Content-Type: application/json",
 		"Grpc-Metadata-hasleader: true",
 		"Expect:",
 	};
-	struct curl_slist *l = NULL, *n;
-	size_t i;
+	static const char *const streaming[] = {
+		"Content-Type: application/json",
+		"Grpc-Metadata-hasleader: true",
+		"Transfer-Encoding: chunked",
+		"Expect: 100-continue",
+	};
+	const char *const *h = stream ? streaming : unary;
+	size_t i, n = stream ? sizeof(streaming) / sizeof(h[0]) : sizeof(unary) / sizeof(h[0]);
+	struct curl_slist *l = NULL, *next;
 
-	for (i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
-		n = curl_slist_append(l, h[i]);
-		if (!n) {
+	for (i = 0; i < n; i++) {
+		next = curl_slist_append(l, h[i]);
+		if (!next) {
 			curl_slist_free_all(l);
 			return NULL;
 		}
-		l = n;
+		l = next;
 	}
 	return l;
 }
@@ -175,7 +182,7 @@ int be__etcd_create(const struct be_etcd_opts *o, struct be_etcd **out)
 	if (rc)
 		goto err_free;
 	rc = -ENOMEM;
-	c->hdrs = be__etcd_headers();
+	c->hdrs = be__etcd_headers(false);
 	if (!c->hdrs)
 		goto err_free;
 	rc = -EIO;

@@ -36,11 +36,18 @@ struct be_etcd {
 	} st;
 };
 
-/* The HTTP headers of every request: JSON, the has-leader requirement (the
+/*
+ * The HTTP headers of a request: JSON, and the has-leader requirement (the
  * gateway turns Grpc-Metadata-X into gRPC metadata X, and etcd refuses a
- * request, or ends a watch, on a member without a leader when
- * "hasleader" is "true"), and no "Expect: 100-continue" round trip. */
-struct curl_slist *be__etcd_headers(void);
+ * request, or ends a watch, on a member without a leader when "hasleader"
+ * is "true"). A unary request skips the "Expect: 100-continue" round trip.
+ * A @stream (a watch) sends its body chunked while it reads the answer,
+ * and asks for 100-continue: etcd 3.4's Go HTTP/1.1 server answers a
+ * request whose chunked body is still open only then (without it, a raw
+ * client saw nothing until the body ended; with it, the "created" answer
+ * and every progress answer came at once).
+ */
+struct curl_slist *be__etcd_headers(bool stream);
 
 /* Take libcurl's process-wide initialisation once. 0 or -EIO. */
 int be__etcd_curl_init(void);

@@ -36,12 +36,14 @@
 #include "util/log.h"
 
 #define WATCH_DEF_IDLE_MS 6000
-#define WATCH_PROGRESS_REQ "{\"progress_request\":{}}\n"
+#define WATCH_TAIL_MAX 4096 /* see watch_tail_whole() */
+#define WATCH_PROGRESS_REQ "{\"progress_request\":{}}"
 
 struct be_etcd_watch {
 	struct be_etcd *c;
 	CURLM *m;
 	CURL *h;
+	struct curl_slist *hdrs; /* the client's, and a chunked request body */
 	be_etcd_watch_cb cb;
 	void *arg;
 	uint8_t *key;
@@ -83,11 +85,14 @@ static void watch_end(struct be_etcd_watch *w, int rc)
 	atomic_fetch_add_explicit(&w->c->st.failed, 1, memory_order_relaxed);
 }
 
-/* Queue @n bytes of request body, waking the upload if it sleeps. */
+/* Queue one request (@n bytes at @p, a JSON object without its newline),
+ * waking the upload if it sleeps. */
 static int watch_send(struct be_etcd_watch *w, const char *p, size_t n)
 {
-	if (w->out_len + n > w->out_cap) {
-		size_t cap = BE_MAX(w->out_cap * 2, w->out_len + n);
+	size_t need = n + 1;
+
+	if (w->out_len + need > w->out_cap) {
+		size_t cap = BE_MAX(w->out_cap * 2, w->out_len + need);
 		char *q = realloc(w->out, cap);
 
 		if (!q)
@@ -97,6 +102,7 @@ static int watch_send(struct be_etcd_watch *w, const char *p, size_t n)
 	}
 	memcpy(w->out + w->out_len, p, n);
 	w->out_len += n;
+	w->out[w->out_len++] = '\n';
 	if (w->paused) {
 		w->paused = false;
 		curl_easy_pause(w->h, CURLPAUSE_CONT);
@@ -196,6 +202,9 @@ static void watch_line(struct be_etcd_watch *w, const char *p, size_t n)
 	be__etcd_wmsg_free(&m);
 }
 
+static void watch_error_body(struct be_etcd_watch *w);
+static bool watch_tail_whole(const struct be_etcd_watch *w);
+
 static size_t watch_write(char *p, size_t size, size_t nmemb, void *arg)
 {
 	struct be_etcd_watch *w = arg;
@@ -239,17 +248,58 @@ static size_t watch_write(char *p, size_t size, size_t nmemb, void *arg)
 			n--;
 		}
 	}
+	if (!w->status && watch_tail_whole(w)) {
+		if (w->http == 200) {
+			watch_line(w, w->line, w->line_len);
+			w->line_len = 0;
+		} else {
+			watch_error_body(w);
+		}
+	}
 	/* Returning short ends the transfer once the watch has ended. */
 	return w->status ? 0 : size * nmemb;
 }
 
-/* The transfer finished with @crc before the watch ended by a message. */
-static void watch_done(struct be_etcd_watch *w, CURLcode crc)
+/* A non-200 answer: one error object in w->line, in the unary form or,
+ * when etcd refused the stream itself (no leader), the stream form. */
+static void watch_error_body(struct be_etcd_watch *w)
 {
 	struct be_ej x = { &w->c->lim, w->err, sizeof(w->err) };
 	json_t *root;
 	int rc;
 
+	rc = be__ej_load(&x, "watch", w->line ? w->line : "", w->line_len, &root);
+	if (!rc) {
+		rc = be__ej_grpc_error(&x, root, json_is_object(json_object_get(root, "error")));
+		json_decref(root);
+	}
+	watch_end(w, rc);
+}
+
+/*
+ * Whether the unterminated tail in w->line is a whole JSON object already.
+ * The gateway ends a stream that failed (no leader) with an error object
+ * and no newline after it, and then the end of the response; but libcurl
+ * finishes a transfer only when both directions are done, and the request
+ * body stays open, so that end is never reported. A JSON object is
+ * self-delimiting, so a short tail that parses is taken as a line; the
+ * bound keeps a long line arriving in many pieces from being parsed again
+ * and again.
+ */
+static bool watch_tail_whole(const struct be_etcd_watch *w)
+{
+	json_t *j;
+
+	if (!w->line_len || w->line_len > WATCH_TAIL_MAX || w->line[w->line_len - 1] != '}')
+		return false;
+	j = json_loadb(w->line, w->line_len, 0, NULL);
+	json_decref(j);
+	return j != NULL;
+}
+
+/* The transfer finished with @crc before the watch ended by a message. */
+static void watch_done(struct be_etcd_watch *w, CURLcode crc)
+{
 	if (w->status)
 		return;
 	if (crc != CURLE_OK) {
@@ -257,19 +307,16 @@ static void watch_done(struct be_etcd_watch *w, CURLcode crc)
 		watch_end(w, be__etcd_curl_errno(crc));
 		return;
 	}
-	if (w->http == 200) {
-		snprintf(w->err, sizeof(w->err), "watch: etcd closed the stream");
-		watch_end(w, -ECONNRESET);
+	if (w->http != 200) {
+		watch_error_body(w);
 		return;
 	}
-	rc = be__ej_load(&x, "watch", w->line ? w->line : "", w->line_len, &root);
-	if (!rc) {
-		rc = be__ej_grpc_error(&x, root, false);
-		json_decref(root);
+	if (w->line_len)
+		watch_line(w, w->line, w->line_len);
+	if (!w->status) {
+		snprintf(w->err, sizeof(w->err), "watch: etcd closed the stream");
+		watch_end(w, -ECONNRESET);
 	}
-	if (rc == -EBADMSG)
-		snprintf(w->err, sizeof(w->err), "watch: HTTP %ld without an etcd error", w->http);
-	watch_end(w, rc);
 }
 
 int be__etcd_watch_create(struct be_etcd *c, const void *key, size_t key_len, unsigned int flags,
@@ -310,7 +357,7 @@ int be__etcd_watch_create(struct be_etcd *c, const void *key, size_t key_len, un
 	req = json_pack("{s:O}", "create_request", cr);
 	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	json_decref(req);
-	if (!body || watch_send(w, body, strlen(body)) || watch_send(w, "\n", 1))
+	if (!body || watch_send(w, body, strlen(body)))
 		goto err;
 	rc = -EIO;
 	w->m = curl_multi_init();
@@ -318,6 +365,10 @@ int be__etcd_watch_create(struct be_etcd *c, const void *key, size_t key_len, un
 	if (!w->m || !w->h)
 		goto err;
 	be__etcd_easy_setup(c, w->h);
+	w->hdrs = be__etcd_headers(true);
+	if (!w->hdrs)
+		goto err;
+	curl_easy_setopt(w->h, CURLOPT_HTTPHEADER, w->hdrs);
 	snprintf(url, sizeof(url), "%s/v3/watch", c->ep[c->cur]);
 	curl_easy_setopt(w->h, CURLOPT_URL, url);
 	curl_easy_setopt(w->h, CURLOPT_POST, 1L);
@@ -429,6 +480,7 @@ void be__etcd_watch_destroy(struct be_etcd_watch *w)
 		curl_easy_cleanup(w->h);
 	if (w->m)
 		curl_multi_cleanup(w->m);
+	curl_slist_free_all(w->hdrs);
 	free(w->key);
 	free(w->out);
 	free(w->line);

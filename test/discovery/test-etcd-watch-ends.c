@@ -1,0 +1,142 @@
+/*
+ * Check every way a watch ends, against a real etcd, and that none of them
+ * blocks: a watch from a compacted revision ends with BE_ETCD_ECOMPACTED
+ * and names the oldest revision kept, after which a read and a watch from
+ * the read's revision carry on; a quiet watch stays open past its idle
+ * bound because progress requests are answered; a watch on a frozen etcd
+ * (SIGSTOP) ends with -ETIMEDOUT; be__etcd_watch_cancel() from another
+ * thread ends a watch blocked in be__etcd_watch_run() with -ECANCELED.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "discovery/etcd.h"
+#include "etcd_harness.h"
+#include "test.h"
+
+#define WAIT_S 60
+
+static int n_events;
+
+static void on_events(void *arg, const struct be_etcd_event *ev, size_t n)
+{
+	n_events += (int)n;
+}
+
+/* Run @w until it ends; fails after WAIT_S. */
+static int run_to_end(struct be_etcd_watch *w)
+{
+	time_t until = time(NULL) + WAIT_S;
+	int rc;
+
+	while (!(rc = be__etcd_watch_run(w, 200)))
+		ASSERT(time(NULL) < until);
+	return rc;
+}
+
+static void test_compacted(struct be_etcd *c)
+{
+	struct be_etcd_watch_opts o = { 0 };
+	struct be_etcd_watch *w;
+	struct be_etcd_range r;
+	int64_t first, last;
+	time_t until;
+
+	ASSERT_OK(be__etcd_put(c, "svc/a", 5, "1", 1, 0, &first));
+	ASSERT_OK(be__etcd_put(c, "svc/a", 5, "2", 1, 0, NULL));
+	ASSERT_OK(be__etcd_put(c, "svc/a", 5, "3", 1, 0, &last));
+	ASSERT_OK(be__etcd_compact(c, last));
+
+	o.start_revision = first;
+	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &o, on_events, NULL, &w));
+	ASSERT_EQ(run_to_end(w), BE_ETCD_ECOMPACTED);
+	ASSERT_EQ(be__etcd_watch_compact_rev(w), last);
+	ASSERT(strstr(be__etcd_watch_error(w), "compacted"));
+	ASSERT_EQ(n_events, 0);
+	/* An ended watch keeps saying so. */
+	ASSERT_EQ(be__etcd_watch_run(w, 0), BE_ETCD_ECOMPACTED);
+	be__etcd_watch_destroy(w);
+
+	/* What the caller does: read again, watch from there. */
+	ASSERT_OK(be__etcd_get(c, "svc/", 4, BE_ETCD_PREFIX, 0, 0, &r));
+	o.start_revision = r.revision + 1;
+	be__etcd_range_free(&r);
+	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &o, on_events, NULL, &w));
+	ASSERT_OK(be__etcd_put(c, "svc/b", 5, "4", 1, 0, NULL));
+	until = time(NULL) + WAIT_S;
+	while (n_events < 1) {
+		ASSERT_EQ(be__etcd_watch_run(w, 200), 0);
+		ASSERT(time(NULL) < until);
+	}
+	ASSERT_EQ(n_events, 1);
+	be__etcd_watch_destroy(w);
+}
+
+/* Quiet but alive: open well past idle_ms. Frozen: ends. */
+static void test_idle(struct eh *h, struct be_etcd *c)
+{
+	struct be_etcd_watch_opts o = { .idle_ms = 1500 };
+	struct be_etcd_watch *w;
+	struct be_etcd_stats st0, st1;
+	time_t until;
+
+	be__etcd_stats(c, &st0);
+	ASSERT_OK(be__etcd_watch_create(c, "quiet/", 6, BE_ETCD_PREFIX, &o, on_events, NULL, &w));
+	until = time(NULL) + 5; /* over three idle bounds */
+	while (time(NULL) < until)
+		ASSERT_EQ(be__etcd_watch_run(w, 500), 0);
+	be__etcd_stats(c, &st1);
+	/* "created" and at least one answered progress request. */
+	ASSERT_GE(st1.watch_msgs - st0.watch_msgs, 2);
+
+	eh_signal(h, 0, SIGSTOP);
+	ASSERT_EQ(run_to_end(w), -ETIMEDOUT);
+	eh_signal(h, 0, SIGCONT);
+	be__etcd_watch_destroy(w);
+}
+
+static void *canceler(void *arg)
+{
+	usleep(300000);
+	be__etcd_watch_cancel(arg);
+	return NULL;
+}
+
+static void test_cancel(struct be_etcd *c)
+{
+	struct be_etcd_watch_opts o = { 0 };
+	struct be_etcd_watch *w;
+	pthread_t t;
+
+	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &o, on_events, NULL, &w));
+	ASSERT_EQ(pthread_create(&t, NULL, canceler, w), 0);
+	/* One long run: only the cancel can end it before its timeout. */
+	ASSERT_EQ(be__etcd_watch_run(w, WAIT_S * 1000), -ECANCELED);
+	pthread_join(t, NULL);
+	be__etcd_watch_destroy(w);
+}
+
+int main(void)
+{
+	struct eh *h = eh_start(1);
+	struct be_etcd_opts o;
+	struct be_etcd_stats st;
+	struct be_etcd *c;
+
+	be__etcd_opts_default(&o);
+	o.endpoints = eh_url(h, 0);
+	ASSERT_OK(be__etcd_create(&o, &c));
+	test_compacted(c);
+	test_cancel(c);
+	test_idle(h, c);
+	be__etcd_stats(c, &st);
+	ASSERT_EQ(st.watches, 4);
+	ASSERT_EQ(st.refused, 0);
+	be__etcd_destroy(c);
+	eh_stop(h);
+	return 0;
+}
