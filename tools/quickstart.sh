@@ -65,7 +65,7 @@ demo)
 	done
 	;;
 test)
-	install_pkgs "${build_pkgs[@]}" "${bench_pkgs[@]}"
+	install_pkgs "${build_pkgs[@]}" "${bench_pkgs[@]}" etcd-server libcurl4-openssl-dev libjansson-dev
 	if [ -z "${BE_SKIP_RXE:-}" ] && [ -x test/rxe/rxe-setup ]; then
 		test/rxe/rxe-setup
 	fi

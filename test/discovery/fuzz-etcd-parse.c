@@ -1,0 +1,240 @@
+/*
+ * Check that the etcd response parsers survive arbitrary input: every
+ * input is either refused with -EBADMSG or accepted with a result that
+ * keeps the documented invariants (sizes within the limits, keys
+ * NUL-terminated, revisions consistent and in order), and nothing reads
+ * out of bounds or leaks (run under ASan in the sanitizer build).
+ *
+ * Two ways to run it. As a ctest test (this file's main): seeded
+ * mutation of real etcd 3.4 responses (bytes flipped, inserted,
+ * deleted, spliced with JSON tokens, truncated), deterministic, a fixed
+ * number of rounds ($BE_FUZZ_ITERS). As a libFuzzer target:
+ *   cmake -DCMAKE_C_COMPILER=clang -DBE_FUZZ=ON ...; ./fuzz-etcd-parse
+ * where LLVMFuzzerTestOneInput() below is the entry (the first byte picks
+ * the parser, the rest is the response).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "discovery/etcd.h"
+#include "test.h"
+
+static const struct be_etcd_limits lim = {
+	.max_response = 64 << 10, .max_key = 64, .max_value = 256, .max_kvs = 16,
+};
+
+static unsigned long n_ok, n_refused;
+
+static int kv_cmp(const struct be_etcd_kv *a, const struct be_etcd_kv *b)
+{
+	size_t n = a->key_len < b->key_len ? a->key_len : b->key_len;
+	int c = memcmp(a->key, b->key, n);
+
+	return c ? c : (a->key_len > b->key_len) - (a->key_len < b->key_len);
+}
+
+/* Touch every byte (ASan checks the bounds) and check the limits. */
+static unsigned kv_check(const struct be_etcd_kv *kv, int deleted)
+{
+	unsigned sum = 0;
+	size_t i;
+
+	ASSERT(kv->key_len >= 1 && kv->key_len <= lim.max_key);
+	ASSERT(kv->value_len <= lim.max_value);
+	ASSERT_EQ(kv->key[kv->key_len], 0);
+	ASSERT_EQ(kv->value[kv->value_len], 0);
+	for (i = 0; i < kv->key_len; i++)
+		sum += kv->key[i];
+	for (i = 0; i < kv->value_len; i++)
+		sum += kv->value[i];
+	ASSERT_GE(kv->mod_revision, 1);
+	ASSERT_GE(kv->lease, 0);
+	if (!deleted) {
+		ASSERT_GE(kv->create_revision, 1);
+		ASSERT_LE(kv->create_revision, kv->mod_revision);
+		ASSERT_GE(kv->version, 1);
+	}
+	return sum;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char err[256];
+	size_t i;
+	int rc;
+
+	if (!size)
+		return 0;
+	if (data[0] & 1) {
+		struct be_etcd_range r;
+
+		rc = be__etcd_parse_range((const char *)data + 1, size - 1, &lim, &r, err,
+					  sizeof(err));
+		if (rc) {
+			ASSERT_EQ(rc, -EBADMSG);
+			ASSERT(err[0] && r.n == 0 && !r.kvs);
+			n_refused++;
+			return 0;
+		}
+		ASSERT(r.n <= lim.max_kvs && (uint64_t)r.count >= r.n && r.revision >= 1);
+		for (i = 0; i < r.n; i++) {
+			kv_check(&r.kvs[i], 0);
+			ASSERT_LE(r.kvs[i].mod_revision, r.revision);
+			if (i)
+				ASSERT(kv_cmp(&r.kvs[i - 1], &r.kvs[i]) < 0);
+		}
+		be__etcd_range_free(&r);
+	} else {
+		struct be_etcd_wmsg m;
+
+		rc = be__etcd_parse_watch((const char *)data + 1, size - 1, &lim, &m, err,
+					  sizeof(err));
+		if (rc) {
+			ASSERT_EQ(rc, -EBADMSG);
+			ASSERT(err[0] && m.n == 0 && !m.events);
+			n_refused++;
+			return 0;
+		}
+		ASSERT(m.kind <= BE_ETCD_WMSG_ERROR && m.n <= lim.max_kvs);
+		ASSERT_EQ(m.kind == BE_ETCD_WMSG_EVENTS, m.n > 0);
+		ASSERT_EQ(m.kind == BE_ETCD_WMSG_CANCELED || m.kind == BE_ETCD_WMSG_ERROR,
+			  m.error < 0);
+		for (i = 0; i < m.n; i++) {
+			kv_check(&m.events[i].kv, m.events[i].type == BE_ETCD_EV_DELETE);
+			if (i)
+				ASSERT_LE(m.events[i - 1].kv.mod_revision, m.events[i].kv.mod_revision);
+		}
+		be__etcd_wmsg_free(&m);
+	}
+	n_ok++;
+	return 0;
+}
+
+#ifndef BE_LIBFUZZER
+
+/* Real responses of etcd 3.4.23: '1' + range, '0' + watch line. */
+static const char *const seeds[] = {
+	"1{\"header\":{\"cluster_id\":\"15118495548433857066\",\"member_id\":\"13668033151171901709\","
+	"\"revision\":\"3\",\"raft_term\":\"2\"},\"kvs\":[{\"key\":\"c3ZjL2E=\",\"create_revision\":"
+	"\"3\",\"mod_revision\":\"3\",\"version\":\"1\",\"value\":\"MQ==\",\"lease\":"
+	"\"4111120380276976907\"},{\"key\":\"c3ZjL2I=\",\"create_revision\":\"2\",\"mod_revision\":"
+	"\"3\",\"version\":\"2\"}],\"count\":\"2\"}",
+	"1{\"header\":{\"cluster_id\":\"15118495548433857066\",\"member_id\":\"13668033151171901709\","
+	"\"revision\":\"2\",\"raft_term\":\"2\"}}",
+	"0{\"result\":{\"header\":{\"cluster_id\":\"15118495548433857066\",\"member_id\":"
+	"\"13668033151171901709\",\"revision\":\"6\",\"raft_term\":\"2\"},\"created\":true}}",
+	"0{\"result\":{\"header\":{\"cluster_id\":\"15118495548433857066\",\"member_id\":"
+	"\"13668033151171901709\",\"revision\":\"6\",\"raft_term\":\"2\"},\"events\":[{\"kv\":{\"key\":"
+	"\"c3ZjL2E=\",\"create_revision\":\"3\",\"mod_revision\":\"3\",\"version\":\"1\",\"value\":"
+	"\"MQ==\",\"lease\":\"4111120380276976907\"}},{\"type\":\"DELETE\",\"kv\":{\"key\":"
+	"\"c3ZjL2E=\",\"mod_revision\":\"6\"},\"prev_kv\":{\"key\":\"c3ZjL2E=\",\"create_revision\":"
+	"\"3\",\"mod_revision\":\"3\",\"version\":\"1\",\"value\":\"MQ==\"}}]}}",
+	"0{\"result\":{\"header\":{\"cluster_id\":\"15118495548433857066\",\"member_id\":"
+	"\"13668033151171901709\",\"raft_term\":\"2\"},\"canceled\":true,\"compact_revision\":\"7\"}}",
+	"0{\"result\":{\"header\":{\"cluster_id\":\"15118495548433857066\",\"member_id\":"
+	"\"13668033151171901709\",\"revision\":\"8\",\"raft_term\":\"2\"},\"watch_id\":\"-1\"}}",
+	"0{\"error\":{\"grpc_code\":14,\"http_code\":503,\"message\":\"etcdserver: no leader\","
+	"\"http_status\":\"Service Unavailable\"}}",
+};
+
+/* Pieces of JSON and of etcd's encodings that mutations splice in. */
+static const char *const tokens[] = {
+	"{", "}", "[", "]", ":", ",", "\"", "\\", "\\u0000", "null", "true", "false", "0", "-1",
+	"\"-1\"", "\"0\"", "\"9223372036854775807\"", "\"9223372036854775808\"", "1e999", "1.5",
+	"\"=\"", "==", "YQ==", "/w==", "\"DELETE\"", "\"PUT\"", "\"kv\"", "\"kvs\"", "\"key\"",
+	"\"events\"", "\"header\"", "\"revision\"", "\"count\"", "\"created\"", "\"canceled\"",
+	"\"error\"", "\"result\"", "\"fragment\"", "\xff", "\xc3\xa9", " ",
+};
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* One mutation of @buf (length *@n, capacity @cap). */
+static void mutate(uint8_t *buf, size_t *n, size_t cap)
+{
+	size_t at = *n > 1 ? 1 + next() % (*n - 1) : *n;
+	const char *t;
+	size_t len;
+
+	switch (next() % 5) {
+	case 0: /* flip a byte */
+		if (*n > 1)
+			buf[at % *n ? at % *n : 1] ^= (uint8_t)(1u << (next() % 8));
+		break;
+	case 1: /* delete a run */
+		len = next() % 8 + 1;
+		if (at + len <= *n) {
+			memmove(buf + at, buf + at + len, *n - at - len);
+			*n -= len;
+		}
+		break;
+	case 2: /* insert a token */
+		t = tokens[next() % (sizeof(tokens) / sizeof(tokens[0]))];
+		len = strlen(t);
+		if (*n + len <= cap && at <= *n) {
+			memmove(buf + at + len, buf + at, *n - at);
+			memcpy(buf + at, t, len);
+			*n += len;
+		}
+		break;
+	case 3: /* truncate */
+		if (*n > 2)
+			*n = 1 + next() % (*n - 1);
+		break;
+	default: /* duplicate a run elsewhere */
+		len = next() % 32 + 1;
+		if (at + len <= *n && *n + len <= cap) {
+			size_t to = 1 + next() % *n;
+
+			memmove(buf + to + len, buf + to, *n - to);
+			memcpy(buf + to, buf + at + (to <= at ? len : 0), len);
+			*n += len;
+		}
+		break;
+	}
+}
+
+int main(void)
+{
+	const char *env = getenv("BE_FUZZ_ITERS");
+	unsigned long iters = env ? strtoul(env, NULL, 10) : 200000, i, seeded;
+	size_t s, cap = 4096, n;
+	uint8_t *buf = malloc(cap);
+
+	ASSERT(buf);
+	/* Every seed is valid: the harness itself is sound. */
+	for (s = 0; s < sizeof(seeds) / sizeof(seeds[0]); s++)
+		LLVMFuzzerTestOneInput((const uint8_t *)seeds[s], strlen(seeds[s]));
+	ASSERT_EQ(n_refused, 0);
+	seeded = n_ok;
+	for (i = 0; i < iters; i++) {
+		int k, muts = 1 + (int)(next() % 6);
+
+		s = next() % (sizeof(seeds) / sizeof(seeds[0]));
+		n = strlen(seeds[s]);
+		memcpy(buf, seeds[s], n);
+		for (k = 0; k < muts; k++)
+			mutate(buf, &n, cap);
+		LLVMFuzzerTestOneInput(buf, n);
+	}
+	printf("fuzz-etcd-parse: %lu inputs, %lu accepted, %lu refused\n", iters, n_ok - seeded,
+	       n_refused);
+	/* Both outcomes occur, or the mutations test nothing. */
+	ASSERT_GT(n_refused, iters / 10);
+	ASSERT_GT(n_ok - seeded, iters / 100);
+	free(buf);
+	return 0;
+}
+
+#endif /* BE_LIBFUZZER */
