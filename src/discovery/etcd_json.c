@@ -89,6 +89,23 @@ static bool ej_decimal(const char *s, size_t n, bool neg)
 	return true;
 }
 
+/* The string @v as a decimal integer: signed (as int64_t, in *@out's
+ * bits) when @sign, else unsigned. */
+static int ej_decimal_str(struct be_ej *x, const json_t *v, const char *where, const char *name,
+			  bool sign, uint64_t *out)
+{
+	const char *s = json_string_value(v);
+	char *end;
+
+	if (!ej_decimal(s, json_string_length(v), sign))
+		return be__ej_fail(x, "%s.%s: \"%.24s\" is not a decimal integer", where, name, s);
+	errno = 0;
+	*out = sign ? (uint64_t)strtoll(s, &end, 10) : strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return be__ej_fail(x, "%s.%s: %.24s does not fit 64 bits", where, name, s);
+	return 0;
+}
+
 int be__ej_i64(struct be_ej *x, const json_t *o, const char *where, const char *name,
 	       int64_t min, int64_t max, bool req, int64_t *out)
 {
@@ -101,16 +118,12 @@ int be__ej_i64(struct be_ej *x, const json_t *o, const char *where, const char *
 	if (rc || !v)
 		return rc;
 	if (json_is_string(v)) {
-		const char *s = json_string_value(v);
-		char *end;
+		uint64_t u;
 
-		if (!ej_decimal(s, json_string_length(v), true))
-			return be__ej_fail(x, "%s.%s: \"%.24s\" is not a decimal integer", where,
-					   name, s);
-		errno = 0;
-		n = strtoll(s, &end, 10);
-		if (errno == ERANGE)
-			return be__ej_fail(x, "%s.%s: %.24s does not fit 64 bits", where, name, s);
+		rc = ej_decimal_str(x, v, where, name, true, &u);
+		if (rc)
+			return rc;
+		n = (long long)u;
 	} else if (json_is_integer(v)) {
 		n = json_integer_value(v);
 	} else {
@@ -133,21 +146,8 @@ int be__ej_u64(struct be_ej *x, const json_t *o, const char *where, const char *
 	rc = ej_get(x, o, where, name, req, &v);
 	if (rc || !v)
 		return rc;
-	if (json_is_string(v)) {
-		const char *s = json_string_value(v);
-		unsigned long long n;
-		char *end;
-
-		if (!ej_decimal(s, json_string_length(v), false))
-			return be__ej_fail(x, "%s.%s: \"%.24s\" is not a decimal integer", where,
-					   name, s);
-		errno = 0;
-		n = strtoull(s, &end, 10);
-		if (errno == ERANGE)
-			return be__ej_fail(x, "%s.%s: %.24s does not fit 64 bits", where, name, s);
-		*out = n;
-		return 0;
-	}
+	if (json_is_string(v))
+		return ej_decimal_str(x, v, where, name, false, out);
 	if (json_is_integer(v) && json_integer_value(v) >= 0) {
 		*out = (uint64_t)json_integer_value(v);
 		return 0;

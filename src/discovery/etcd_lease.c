@@ -24,6 +24,19 @@
 /* The longest TTL etcd grants (its MaxLeaseTTL, 9000000000 s). */
 #define ETCD_MAX_TTL 9000000000ll
 
+/* POST {"ID": @id} to @path; *@resp as be__etcd_call(). */
+static int lease_call(struct be_etcd *c, const char *path, int64_t id, bool stream, json_t **resp)
+{
+	json_t *req;
+
+	if (id <= 0)
+		return -EINVAL;
+	req = json_pack("{s:o}", "ID", be__ej_int(id));
+	if (!req)
+		return -ENOMEM;
+	return be__etcd_call(c, path, req, stream, resp);
+}
+
 /* Check the "ID" of @resp against @id. */
 static int lease_check_id(struct be_ej *x, const json_t *resp, const char *where, int64_t id)
 {
@@ -72,16 +85,11 @@ out:
 int be__etcd_lease_keepalive(struct be_etcd *c, int64_t id, int64_t *ttl)
 {
 	struct be_ej x = { &c->lim, c->err, sizeof(c->err) };
-	json_t *req, *resp;
+	json_t *resp;
 	int64_t rev, t;
 	int rc;
 
-	if (id <= 0)
-		return -EINVAL;
-	req = json_pack("{s:o}", "ID", be__ej_int(id));
-	if (!req)
-		return -ENOMEM;
-	rc = be__etcd_call(c, "/v3/lease/keepalive", req, true, &resp);
+	rc = lease_call(c, "/v3/lease/keepalive", id, true, &resp);
 	if (rc)
 		return rc;
 	if (!(rc = be__ej_header(&x, resp, "keepalive", true, &rev)) &&
@@ -100,16 +108,11 @@ int be__etcd_lease_keepalive(struct be_etcd *c, int64_t id, int64_t *ttl)
 int be__etcd_lease_revoke(struct be_etcd *c, int64_t id)
 {
 	struct be_ej x = { &c->lim, c->err, sizeof(c->err) };
-	json_t *req, *resp;
+	json_t *resp;
 	int64_t rev;
 	int rc;
 
-	if (id <= 0)
-		return -EINVAL;
-	req = json_pack("{s:o}", "ID", be__ej_int(id));
-	if (!req)
-		return -ENOMEM;
-	rc = be__etcd_call(c, "/v3/lease/revoke", req, false, &resp);
+	rc = lease_call(c, "/v3/lease/revoke", id, false, &resp);
 	if (rc)
 		return rc;
 	rc = be__ej_header(&x, resp, "revoke", true, &rev);
@@ -120,16 +123,11 @@ int be__etcd_lease_revoke(struct be_etcd *c, int64_t id)
 int be__etcd_lease_ttl(struct be_etcd *c, int64_t id, int64_t *ttl, int64_t *granted)
 {
 	struct be_ej x = { &c->lim, c->err, sizeof(c->err) };
-	json_t *req, *resp;
+	json_t *resp;
 	int64_t rev, t, g;
 	int rc;
 
-	if (id <= 0)
-		return -EINVAL;
-	req = json_pack("{s:o}", "ID", be__ej_int(id));
-	if (!req)
-		return -ENOMEM;
-	rc = be__etcd_call(c, "/v3/lease/timetolive", req, false, &resp);
+	rc = lease_call(c, "/v3/lease/timetolive", id, false, &resp);
 	if (rc)
 		return rc;
 	if (!(rc = be__ej_header(&x, resp, "timetolive", true, &rev)) &&

@@ -27,6 +27,7 @@
 
 #include <curl/curl.h>
 
+#include "discovery/etcd.h"
 #include "etcd_harness.h"
 #include "test.h"
 
@@ -271,4 +272,40 @@ void eh_stop(struct eh *h)
 		eh_kill9(h, i);
 	nftw(h->dir, eh_rm, 16, FTW_DEPTH | FTW_PHYS);
 	free(h);
+}
+
+struct be_etcd *eh_client(const struct eh *h, int i)
+{
+	struct be_etcd_opts o;
+	struct be_etcd *c;
+
+	be__etcd_opts_default(&o);
+	o.endpoints = eh_url(h, i);
+	ASSERT_OK(be__etcd_create(&o, &c));
+	return c;
+}
+
+int eh_watch_end(struct be_etcd_watch *w)
+{
+	long long until = eh_now_ms() + EH_WAIT_S * 1000;
+	int rc;
+
+	while (!(rc = be__etcd_watch_run(w, 200)))
+		if (eh_now_ms() >= until)
+			TEST_FAIL("watch still open after %d s", EH_WAIT_S);
+	return rc;
+}
+
+void eh_watch_until(struct be_etcd_watch *w, const int *n, int want)
+{
+	long long until = eh_now_ms() + EH_WAIT_S * 1000;
+	int rc;
+
+	while (*n < want) {
+		rc = be__etcd_watch_run(w, 200);
+		if (rc)
+			TEST_FAIL("watch ended: %d (%s)", rc, be__etcd_watch_error(w));
+		if (eh_now_ms() >= until)
+			TEST_FAIL("%d of %d events after %d s", *n, want, EH_WAIT_S);
+	}
 }

@@ -18,6 +18,10 @@
 #define BE_TEST_DISCOVERY_ETCD_HARNESS_H
 
 #define EH_MAX_MEMBERS 3
+#define EH_WAIT_S 60 /* the bound on every wait for a condition */
+
+struct be_etcd;
+struct be_etcd_watch;
 
 struct eh;
 
@@ -40,6 +44,16 @@ void eh_restart(struct eh *h, int i, int wait);
 
 /* Whether member @i answers /health with true within @timeout_ms. */
 int eh_healthy(const struct eh *h, int i, int timeout_ms);
+
+/* A client of member @i with the default options. */
+struct be_etcd *eh_client(const struct eh *h, int i);
+
+/* Run @w until *@n (which its callback raises) reaches @want; fails the
+ * test if the watch ends or after EH_WAIT_S. */
+void eh_watch_until(struct be_etcd_watch *w, const int *n, int want);
+
+/* Run @w until it ends and return why; fails the test after EH_WAIT_S. */
+int eh_watch_end(struct be_etcd_watch *w);
 
 /* Kill every member and remove the directory. */
 void eh_stop(struct eh *h);

@@ -9,7 +9,8 @@
  * mutation of real etcd 3.4 responses (bytes flipped, inserted,
  * deleted, spliced with JSON tokens, truncated), deterministic, a fixed
  * number of rounds ($BE_FUZZ_ITERS). As a libFuzzer target:
- *   cmake -DCMAKE_C_COMPILER=clang -DBE_FUZZ=ON ...; ./fuzz-etcd-parse
+ *   cmake -DCMAKE_C_COMPILER=clang -DBE_FUZZ=ON ...
+ *   ./fuzz-etcd-parse --write-seeds corpus; ./libfuzzer-etcd-parse corpus
  * where LLVMFuzzerTestOneInput() below is the entry (the first byte picks
  * the parser, the rest is the response).
  */
@@ -198,20 +199,43 @@ static void mutate(uint8_t *buf, size_t *n, size_t cap)
 			size_t to = 1 + next() % *n;
 
 			memmove(buf + to + len, buf + to, *n - to);
-			memcpy(buf + to, buf + at + (to <= at ? len : 0), len);
+			memmove(buf + to, buf + at + (to <= at ? len : 0), len);
 			*n += len;
 		}
 		break;
 	}
 }
 
-int main(void)
+/* --write-seeds DIR: the seeds as files, a corpus for the libFuzzer build
+ * (the parsers sit behind jansson, which carries no coverage: without a
+ * corpus of whole responses libFuzzer never gets past the JSON). */
+static int write_seeds(const char *dir)
+{
+	char path[512];
+	size_t s;
+
+	for (s = 0; s < sizeof(seeds) / sizeof(seeds[0]); s++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/seed-%zu", dir, s);
+		f = fopen(path, "w");
+		ASSERT(f);
+		ASSERT(fwrite(seeds[s], 1, strlen(seeds[s]), f) == strlen(seeds[s]));
+		fclose(f);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	const char *env = getenv("BE_FUZZ_ITERS");
 	unsigned long iters = env ? strtoul(env, NULL, 10) : 200000, i, seeded;
 	size_t s, cap = 4096, n;
-	uint8_t *buf = malloc(cap);
+	uint8_t *buf;
 
+	if (argc == 3 && !strcmp(argv[1], "--write-seeds"))
+		return write_seeds(argv[2]);
+	buf = malloc(cap);
 	ASSERT(buf);
 	/* Every seed is valid: the harness itself is sound. */
 	for (s = 0; s < sizeof(seeds) / sizeof(seeds[0]); s++)

@@ -92,13 +92,9 @@ static void test_revoke(struct be_etcd *c)
 int main(void)
 {
 	struct eh *h = eh_start(1);
-	struct be_etcd_opts o;
+	struct be_etcd *c = eh_client(h, 0);
 	struct be_etcd_stats st;
-	struct be_etcd *c;
 
-	be__etcd_opts_default(&o);
-	o.endpoints = eh_url(h, 0);
-	ASSERT_OK(be__etcd_create(&o, &c));
 	test_revoke(c);
 	test_expiry(c);
 	be__etcd_stats(c, &st);

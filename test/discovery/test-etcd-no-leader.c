@@ -9,13 +9,11 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 
 #include "discovery/etcd.h"
 #include "etcd_harness.h"
 #include "test.h"
 
-#define WAIT_S 60
 
 static void on_events(void *arg, const struct be_etcd_event *ev, size_t n)
 {
@@ -27,47 +25,32 @@ int main(void)
 	struct eh *h = eh_start(2);
 	struct be_etcd_watch_opts wo = { .idle_ms = 120000 }; /* only has-leader may end it */
 	struct be_etcd_watch *w;
-	struct be_etcd_opts o;
+	struct be_etcd *c = eh_client(h, 0);
 	struct be_etcd_range r;
-	struct be_etcd *c;
 	int64_t rev;
-	int n = 0, rc;
-	time_t until;
+	int n = 0;
 
-	be__etcd_opts_default(&o);
-	o.endpoints = eh_url(h, 0);
-	ASSERT_OK(be__etcd_create(&o, &c));
 	ASSERT_OK(be__etcd_put(c, "svc/a", 5, "1", 1, 0, &rev));
 	wo.start_revision = rev + 1;
 	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &wo, on_events, &n, &w));
 	ASSERT_OK(be__etcd_put(c, "svc/b", 5, "2", 1, 0, NULL));
-	until = time(NULL) + WAIT_S;
-	while (n < 1) {
-		ASSERT_EQ(be__etcd_watch_run(w, 200), 0);
-		ASSERT(time(NULL) < until);
-	}
+	eh_watch_until(w, &n, 1);
 
 	/* Member 1 dies: member 0 loses its leader; the watch ends. */
 	eh_kill9(h, 1);
-	until = time(NULL) + WAIT_S;
-	while (!(rc = be__etcd_watch_run(w, 200)))
-		ASSERT(time(NULL) < until);
-	ASSERT_EQ(rc, BE_ETCD_ENOLEADER);
+	ASSERT_EQ(eh_watch_end(w), BE_ETCD_ENOLEADER);
 	ASSERT(strstr(be__etcd_watch_error(w), "no leader"));
 	be__etcd_watch_destroy(w);
 
 	/* New requests are refused at once, not after a timeout. */
 	ASSERT_EQ(be__etcd_get(c, "svc/", 4, BE_ETCD_PREFIX, 0, 0, &r), BE_ETCD_ENOLEADER);
 	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &wo, on_events, &n, &w));
-	until = time(NULL) + WAIT_S;
-	while (!(rc = be__etcd_watch_run(w, 200)))
-		ASSERT(time(NULL) < until);
-	ASSERT_EQ(rc, BE_ETCD_ENOLEADER);
+	ASSERT_EQ(eh_watch_end(w), BE_ETCD_ENOLEADER);
 	be__etcd_watch_destroy(w);
 
 	/* Member 1 returns: a leader again. */
 	eh_restart(h, 1, 0);
-	ASSERT(eh_healthy(h, 0, WAIT_S * 1000));
+	ASSERT(eh_healthy(h, 0, EH_WAIT_S * 1000));
 	ASSERT_OK(be__etcd_get(c, "svc/", 4, BE_ETCD_PREFIX, 0, 0, &r));
 	ASSERT_EQ(r.n, 2);
 	be__etcd_range_free(&r);

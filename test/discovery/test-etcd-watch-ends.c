@@ -18,7 +18,6 @@
 #include "etcd_harness.h"
 #include "test.h"
 
-#define WAIT_S 60
 
 static int n_events;
 
@@ -27,24 +26,12 @@ static void on_events(void *arg, const struct be_etcd_event *ev, size_t n)
 	n_events += (int)n;
 }
 
-/* Run @w until it ends; fails after WAIT_S. */
-static int run_to_end(struct be_etcd_watch *w)
-{
-	time_t until = time(NULL) + WAIT_S;
-	int rc;
-
-	while (!(rc = be__etcd_watch_run(w, 200)))
-		ASSERT(time(NULL) < until);
-	return rc;
-}
-
 static void test_compacted(struct be_etcd *c)
 {
 	struct be_etcd_watch_opts o = { 0 };
 	struct be_etcd_watch *w;
 	struct be_etcd_range r;
 	int64_t first, last;
-	time_t until;
 
 	ASSERT_OK(be__etcd_put(c, "svc/a", 5, "1", 1, 0, &first));
 	ASSERT_OK(be__etcd_put(c, "svc/a", 5, "2", 1, 0, NULL));
@@ -53,7 +40,7 @@ static void test_compacted(struct be_etcd *c)
 
 	o.start_revision = first;
 	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &o, on_events, NULL, &w));
-	ASSERT_EQ(run_to_end(w), BE_ETCD_ECOMPACTED);
+	ASSERT_EQ(eh_watch_end(w), BE_ETCD_ECOMPACTED);
 	ASSERT_EQ(be__etcd_watch_compact_rev(w), last);
 	ASSERT(strstr(be__etcd_watch_error(w), "compacted"));
 	ASSERT_EQ(n_events, 0);
@@ -67,11 +54,7 @@ static void test_compacted(struct be_etcd *c)
 	be__etcd_range_free(&r);
 	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &o, on_events, NULL, &w));
 	ASSERT_OK(be__etcd_put(c, "svc/b", 5, "4", 1, 0, NULL));
-	until = time(NULL) + WAIT_S;
-	while (n_events < 1) {
-		ASSERT_EQ(be__etcd_watch_run(w, 200), 0);
-		ASSERT(time(NULL) < until);
-	}
+	eh_watch_until(w, &n_events, 1);
 	ASSERT_EQ(n_events, 1);
 	be__etcd_watch_destroy(w);
 }
@@ -94,7 +77,7 @@ static void test_idle(struct eh *h, struct be_etcd *c)
 	ASSERT_GE(st1.watch_msgs - st0.watch_msgs, 2);
 
 	eh_signal(h, 0, SIGSTOP);
-	ASSERT_EQ(run_to_end(w), -ETIMEDOUT);
+	ASSERT_EQ(eh_watch_end(w), -ETIMEDOUT);
 	eh_signal(h, 0, SIGCONT);
 	be__etcd_watch_destroy(w);
 }
@@ -115,7 +98,7 @@ static void test_cancel(struct be_etcd *c)
 	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &o, on_events, NULL, &w));
 	ASSERT_EQ(pthread_create(&t, NULL, canceler, w), 0);
 	/* One long run: only the cancel can end it before its timeout. */
-	ASSERT_EQ(be__etcd_watch_run(w, WAIT_S * 1000), -ECANCELED);
+	ASSERT_EQ(be__etcd_watch_run(w, EH_WAIT_S * 1000), -ECANCELED);
 	pthread_join(t, NULL);
 	be__etcd_watch_destroy(w);
 }
@@ -123,13 +106,9 @@ static void test_cancel(struct be_etcd *c)
 int main(void)
 {
 	struct eh *h = eh_start(1);
-	struct be_etcd_opts o;
+	struct be_etcd *c = eh_client(h, 0);
 	struct be_etcd_stats st;
-	struct be_etcd *c;
 
-	be__etcd_opts_default(&o);
-	o.endpoints = eh_url(h, 0);
-	ASSERT_OK(be__etcd_create(&o, &c));
 	test_compacted(c);
 	test_cancel(c);
 	test_idle(h, c);

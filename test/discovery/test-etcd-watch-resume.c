@@ -9,14 +9,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "discovery/etcd.h"
 #include "etcd_harness.h"
 #include "test.h"
 
 #define MAX_EV 64
-#define WAIT_S 60 /* bound on every wait for a condition */
 
 struct seen {
 	int n;
@@ -79,42 +77,15 @@ static void del(struct be_etcd *c, struct wrote *w, const char *k)
 	w->n++;
 }
 
-/* Run @wt until @s has @n events; fails on an end or after WAIT_S. */
-static void run_until(struct be_etcd_watch *wt, struct seen *s, int n)
-{
-	time_t until = time(NULL) + WAIT_S;
-
-	while (s->n < n) {
-		int rc = be__etcd_watch_run(wt, 200);
-
-		if (rc)
-			TEST_FAIL("watch ended: %d (%s)", rc, be__etcd_watch_error(wt));
-		ASSERT(time(NULL) < until);
-	}
-}
-
-/* A client whose calls are retried while etcd restarts. */
-static struct be_etcd *client(const char *url)
-{
-	struct be_etcd_opts o;
-	struct be_etcd *c;
-
-	be__etcd_opts_default(&o);
-	o.endpoints = url;
-	ASSERT_OK(be__etcd_create(&o, &c));
-	return c;
-}
-
 int main(void)
 {
 	struct eh *h = eh_start(1);
-	struct be_etcd *c = client(eh_url(h, 0));
+	struct be_etcd *c = eh_client(h, 0);
 	struct be_etcd_watch_opts wo = { 0 };
 	struct be_etcd_watch *wt;
 	struct be_etcd_range r;
 	struct wrote w = { 0 };
 	struct seen s = { 0 };
-	time_t until;
 	int64_t next;
 	int i, rc;
 
@@ -132,13 +103,11 @@ int main(void)
 	put(c, &w, "svc/a", "2");
 	del(c, &w, "svc/b");
 	put(c, &w, "svc/c", "3");
-	run_until(wt, &s, w.n);
+	eh_watch_until(wt, &s.n, w.n);
 
 	/* kill -9: the watch ends with an error, within its bound. */
 	eh_kill9(h, 0);
-	until = time(NULL) + WAIT_S;
-	while (!(rc = be__etcd_watch_run(wt, 200)))
-		ASSERT(time(NULL) < until);
+	rc = eh_watch_end(wt);
 	ASSERT(rc == -ECONNRESET || rc == -ETIMEDOUT || rc == -ECONNREFUSED);
 	next = be__etcd_watch_next_rev(wt);
 	ASSERT_EQ(next, w.rev[w.n - 1] + 1);
@@ -155,7 +124,7 @@ int main(void)
 	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &wo, on_events, &s, &wt));
 	put(c, &w, "svc/e", "6");
 	put(c, &w, "other", "y");
-	run_until(wt, &s, w.n);
+	eh_watch_until(wt, &s.n, w.n);
 	/* Give an extra event or a repeat the chance to show. */
 	ASSERT_EQ(be__etcd_watch_run(wt, 300), 0);
 	be__etcd_watch_destroy(wt);
