@@ -101,36 +101,57 @@ static struct be_disc *disc(const char *url, int64_t ttl)
 	return d;
 }
 
-/* A replica in its own process: registers @key, then waits to be killed. */
-static pid_t replica_process(const char *url, const char *key)
-{
-	int fds[2];
+/* A replica in its own process, forked while this one has no threads yet
+ * (a child must not start threads after a multi-threaded fork). It
+ * registers @key when told to (replica_go()), then waits to be killed. */
+struct replica {
 	pid_t pid;
+	int go, ready;
+};
+
+static struct replica replica_fork(const char *url, const char *key)
+{
+	struct replica r;
+	int go[2], ready[2];
 	char c;
 
-	ASSERT(pipe(fds) == 0);
+	ASSERT(pipe(go) == 0 && pipe(ready) == 0);
 	fflush(NULL);
-	pid = fork();
-	ASSERT(pid >= 0);
-	if (!pid) {
-		struct be_disc *d = disc(url, 2);
+	r.pid = fork();
+	ASSERT(r.pid >= 0);
+	if (!r.pid) {
 		struct be_disc_stats st;
+		struct be_disc *d;
 
-		close(fds[0]);
+		close(go[1]);
+		close(ready[0]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(0);
+		d = disc(url, 2);
 		ASSERT_OK(be__disc_register(d, key, strlen(key), "rec", 3));
 		ASSERT_OK(be__disc_start(d));
 		do {
 			usleep(20000);
 			be__disc_stats(d, &st);
 		} while (!st.registrations);
-		ASSERT(write(fds[1], "r", 1) == 1);
+		ASSERT(write(ready[1], "r", 1) == 1);
 		for (;;)
 			pause();
 	}
-	close(fds[1]);
-	ASSERT(read(fds[0], &c, 1) == 1);
-	close(fds[0]);
-	return pid;
+	close(go[0]);
+	close(ready[1]);
+	r.go = go[1];
+	r.ready = ready[0];
+	return r;
+}
+
+/* Let the replica register, and wait until it has. */
+static void replica_go(struct replica *r)
+{
+	char c;
+
+	ASSERT(write(r->go, "g", 1) == 1);
+	ASSERT(read(r->ready, &c, 1) == 1);
 }
 
 int main(void)
@@ -143,8 +164,8 @@ int main(void)
 	struct be_disc_stats st;
 	struct be_etcd_opts eo;
 	struct be_etcd *plain;
+	struct replica r3 = replica_fork(url, "svc/r3");
 	struct be_ctx *ctx;
-	pid_t r3;
 
 	ASSERT_OK(be_ctx_create(NULL, &ctx));
 	ASSERT_OK(be_worker_create(ctx, &wa));
@@ -180,10 +201,10 @@ int main(void)
 	wait_both(&ra, &rb, 0, "svc/r1,svc/r2");
 
 	/* A replica process killed with kill -9: gone after its TTL. */
-	r3 = replica_process(url, "svc/r3");
+	replica_go(&r3);
 	wait_both(&ra, &rb, 0, "svc/r1,svc/r2,svc/r3");
-	kill(r3, SIGKILL);
-	waitpid(r3, NULL, 0);
+	kill(r3.pid, SIGKILL);
+	waitpid(r3.pid, NULL, 0);
 	wait_both(&ra, &rb, 0, "svc/r1,svc/r2");
 
 	/* A clean shutdown deregisters at once. */
