@@ -62,14 +62,14 @@ static void test_compacted(struct be_etcd *c)
 /* Quiet but alive: open well past idle_ms. Frozen: ends. */
 static void test_idle(struct eh *h, struct be_etcd *c)
 {
-	struct be_etcd_watch_opts o = { .idle_ms = 1500 };
+	struct be_etcd_watch_opts o = { .idle_ms = 3000 };
 	struct be_etcd_watch *w;
 	struct be_etcd_stats st0, st1;
 	time_t until;
 
 	be__etcd_stats(c, &st0);
 	ASSERT_OK(be__etcd_watch_create(c, "quiet/", 6, BE_ETCD_PREFIX, &o, on_events, NULL, &w));
-	until = time(NULL) + 5; /* over three idle bounds */
+	until = time(NULL) + 10; /* over three idle bounds */
 	while (time(NULL) < until)
 		ASSERT_EQ(be__etcd_watch_run(w, 500), 0);
 	be__etcd_stats(c, &st1);
