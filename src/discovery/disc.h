@@ -19,7 +19,9 @@
  * keeps the last membership and says so: it hands on the same members
  * with stale = 1, once per outage, and retries with backoff. No member is
  * ever removed because etcd is unreachable. When etcd answers again it
- * reads the prefix and hands on a fresh snapshot (stale = 0).
+ * reads the prefix and hands on a fresh snapshot (stale = 0). The first
+ * snapshot comes after the first read that succeeds: before it, nothing
+ * is known, and nothing is handed on.
  *
  * Registration. Records given to be__disc_register() are written under
  * one lease of ttl_s seconds, refreshed every ttl_s / 3 by a keepalive of
