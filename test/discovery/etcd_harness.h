@@ -19,6 +19,7 @@
 
 #define EH_MAX_MEMBERS 3
 #define EH_WAIT_S 60 /* the bound on every wait for a condition */
+#define EH_REQUEST_MS 15000 /* request timeout of the tests' clients */
 
 struct be_etcd;
 struct be_etcd_watch;
@@ -45,7 +46,8 @@ void eh_restart(struct eh *h, int i, int wait);
 /* Whether member @i answers /health with true within @timeout_ms. */
 int eh_healthy(const struct eh *h, int i, int timeout_ms);
 
-/* A client of member @i with the default options. */
+/* A client of member @i with the default options, but for a request
+ * timeout of EH_REQUEST_MS. */
 struct be_etcd *eh_client(const struct eh *h, int i);
 
 /* Run @w until *@n (which its callback raises) reaches @want; fails the

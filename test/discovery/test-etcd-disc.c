@@ -162,7 +162,6 @@ int main(void)
 	struct be_worker *wa, *wb;
 	struct be_disc *client, *r1;
 	struct be_disc_stats st;
-	struct be_etcd_opts eo;
 	struct be_etcd *plain;
 	struct replica r3 = replica_fork(url, "svc/r3");
 	struct be_ctx *ctx;
@@ -172,9 +171,7 @@ int main(void)
 	ASSERT_OK(be_worker_create(ctx, &wb));
 	ASSERT_OK(be_worker_start(wa));
 	ASSERT_OK(be_worker_start(wb));
-	be__etcd_opts_default(&eo);
-	eo.endpoints = url;
-	ASSERT_OK(be__etcd_create(&eo, &plain));
+	plain = eh_client(h, 0);
 
 	/* A client of the prefix: first an empty membership. */
 	client = disc(url, 3);

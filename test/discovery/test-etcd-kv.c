@@ -22,6 +22,7 @@ static struct be_etcd *client(const char *url, size_t max_value)
 
 	be__etcd_opts_default(&o);
 	o.endpoints = url;
+	o.request_timeout_ms = EH_REQUEST_MS;
 	o.limits.max_value = max_value;
 	ASSERT_OK(be__etcd_create(&o, &c));
 	return c;
