@@ -17,7 +17,7 @@ mode=${1:-}
 
 # Debian packages: the build, verbs (rdma-core), and the comparison tools.
 build_pkgs=(gcc make cmake pkg-config libibverbs-dev librdmacm-dev ibverbs-providers)
-bench_pkgs=(ucx-utils libfabric-bin perftest)
+bench_pkgs=(ucx-utils libfabric-bin perftest g++ libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc)
 
 install_pkgs() {
 	local missing=()

@@ -15,7 +15,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "../../bench/common/loadgen.h"
+#include "loadgen.h"
 #include "test.h"
 
 static void check_splitmix_and_rows(void)
