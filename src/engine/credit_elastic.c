@@ -25,7 +25,7 @@
  */
 #include <errno.h>
 
-#include "engine/core.h"
+#include "engine/engine.h"
 
 /* Ticks of low use before a grant is halved: 2 keepalive intervals. */
 #define CREDIT_IDLE_TICKS 8

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/core.h"
+#include "engine/engine.h"
 #include "util/common.h"
 #include "util/log.h"
 

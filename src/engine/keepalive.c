@@ -19,7 +19,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "engine/core.h"
+#include "engine/engine.h"
 #include "util/log.h"
 
 void be__keepalive_tick(struct be__engine *e, uint64_t now)

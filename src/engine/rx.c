@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/core.h"
+#include "engine/engine.h"
 #include "util/common.h"
 #include "util/log.h"
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 
 #include <be/sock.h>
-#include "engine/core.h"
+#include "engine/engine.h"
 #include "engine/proto.h"
 #include "util/common.h"
 #include "util/log.h"

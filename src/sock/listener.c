@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include <be/sock.h>
-#include "engine/core.h"
+#include "engine/engine.h"
 #include "util/log.h"
 
 int be_listen(struct be_worker *w, const char *addr, const struct be_sock_cbs *cbs, void *user,

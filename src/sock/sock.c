@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include <be/sock.h>
-#include "engine/core.h"
+#include "engine/engine.h"
 #include "util/common.h"
 #include "util/log.h"
 

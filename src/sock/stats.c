@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 #include <be/sock.h>
-#include "engine/core.h"
+#include "engine/engine.h"
 
 struct json_out {
 	char *buf;

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include <be/sock.h>
-#include "engine/core.h"
+#include "engine/engine.h"
 #include "util/common.h"
 #include "util/log.h"
 

@@ -1,5 +1,5 @@
 /*
- * core.h - the objects of the BE core and how they point at each other
+ * engine.h - the objects of the BE core and how they point at each other
  * (internal; shared by src/engine and src/sock).
  *
  *   be_ctx ──< be__cdev (one per transport: device, bemalloc index)
@@ -23,8 +23,8 @@
  * Callbacks run only from progress: API calls queue them (done list,
  * close list), so be_sock_close() and friends are safe anywhere.
  */
-#ifndef BE_ENGINE_CORE_H
-#define BE_ENGINE_CORE_H
+#ifndef BE_ENGINE_ENGINE_H
+#define BE_ENGINE_ENGINE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -429,4 +429,4 @@ void be__sock_finish_close(struct be_sock *s);
 /* keepalive.c */
 void be__keepalive_tick(struct be__engine *e, uint64_t now);
 
-#endif /* BE_ENGINE_CORE_H */
+#endif /* BE_ENGINE_ENGINE_H */
