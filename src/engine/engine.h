@@ -1,33 +1,26 @@
 /*
- * engine.h - the objects of the BE core and how they point at each other
- * (internal; shared by src/engine and src/sock).
+ * engine.h - an Engine: one reliable connection to one peer, carrying
+ * many Sockets (internal).
  *
- *   be_ctx ──< be__cdev (one per transport: device, bemalloc index)
- *     │
- *   be_worker ──< be__wdev (per transport used: evch, cq, srq + buffers)
- *     │  ├──< be_listener
- *     │  └──< be__engine (one xconn) ──< be_sock (by id, two id spaces)
- *     │                     ├─ ctrlq      control frames, sent first
- *     │                     ├─ active     round-robin ring of be__sq
- *     │                     ├─ window     ring of posted WRs
- *     │                     └─ grants     buffers lent to the peer's WRITEs
- *     └─ done/closeq: callbacks deferred to the end of progress
+ *   be__engine (one xconn) ──< be_sock (by id, two id spaces)
+ *     ├─ ctrlq      control frames, sent first
+ *     ├─ active     round-robin ring of be__sq
+ *     ├─ window     ring of posted WRs
+ *     ├─ cr         receive credits both ways (credit.h)
+ *     └─ grants     buffers lent to the peer's WRITEs
  *
- * Ownership and lifetime. Everything belongs to one worker and is touched
- * only by the thread running it (no locks). Engines and sockets are
- * reference-counted with plain ints: a socket is held by the application
- * handle (until be_sock_close), by its engine's id table, by each of its
- * messages, and while a callback runs; an engine by the worker (until it
- * is reaped) and by each socket attached to it. Freed at zero.
+ * Ownership and lifetime. An Engine belongs to one worker (worker.h) and
+ * is touched only by its thread. It is reference counted with a plain
+ * int: held by the worker (until it is reaped), by each socket attached
+ * to it, and by whatever runs on it across a call that may fail it.
+ * Freed at zero. be__engine_fail() is the one way it dies.
  *
- * Callbacks run only from progress: API calls queue them (done list,
- * close list), so be_sock_close() and friends are safe anywhere.
+ * Files: engine.c (handshake, socket ids, failure), tx.c, rx.c, large.c,
+ * credit.c / credit_elastic.c, window.c, keepalive.c.
  */
 #ifndef BE_ENGINE_ENGINE_H
 #define BE_ENGINE_ENGINE_H
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,200 +30,13 @@
 #include "engine/credit.h"
 #include "engine/list.h"
 #include "engine/proto.h"
+#include "engine/sock_state.h"
 #include "engine/window.h"
-#include "xport/wake.h"
+#include "engine/worker.h"
 #include "xport/xport.h"
 
-#define BE_CTX_MAX_XPORTS 4
 /* "scheme://" + canonical address: the Engine reuse key. */
 #define BE_ENGINE_KEY_MAX (BE_XPORT_ADDR_MAX + 32)
-
-/* ---- context and worker ---- */
-
-struct be__cdev {
-	const char *name;                /* "tcp", "shm", "verbs" */
-	const struct be_xport_ops *ops;
-	struct be_xdev *dev;             /* NULL until opened */
-	int alloc_dev;                   /* bemalloc device index */
-	struct be_xdev_attr attr;
-	uint32_t frag_size;              /* default fragment size on this device */
-	uint64_t send_window;            /* default send window of its Engines */
-	uint32_t frag_bulk;              /* fragment size with no small messages about */
-	uint64_t mixed_window;           /* soft limit of its Engines' windows (0: none) */
-};
-
-struct be_ctx {
-	struct be_config cfg;
-	pthread_mutex_t lock;            /* guards opening devices */
-	struct be__cdev dev[BE_CTX_MAX_XPORTS];
-	int ndev;
-	atomic_int workers;
-};
-
-struct be__wdev {
-	struct be_worker *w;
-	struct be__cdev *cd;
-	struct be_xevch *evch;
-	struct be_xcq *cq;
-	struct be_xsrq *srq;
-	void **bufs;                     /* every receive buffer we own */
-	uint32_t nbufs, capbufs;
-	uint32_t reserved;               /* credits granted to peers of live engines */
-	uint32_t cq_reserved;            /* cq entries promised to engines' send queues */
-	bool cq_armed;
-	/* The region of the last buffer reposted: every receive buffer
-	 * lives until the wdev dies, so neither can its region. */
-	uintptr_t lkey_base, lkey_end;
-	uint32_t lkey;
-};
-
-/* A receive buffer whose frames were handled, to go back to its SRQ (and
- * its credit to @e) at the end of the progress call. */
-struct be__repost {
-	struct be__engine *e;            /* holds a reference */
-	void *buf;
-	bool trig;                       /* see be__credit_repost() */
-};
-
-#define BE_WORKER_REPOST_MAX 64
-
-struct be__call {
-	struct be__call *next;
-	void (*fn)(struct be_worker *w, void *arg);
-	void *arg;
-};
-
-struct be_worker {
-	struct be_ctx *ctx;
-	struct be__wdev *wd[BE_CTX_MAX_XPORTS]; /* by the context's device index */
-	struct be__wdev *open[BE_CTX_MAX_XPORTS]; /* the non-NULL of wd[], for progress */
-	int nopen;
-	struct be__list engines;         /* live and failed-not-reaped */
-	struct be__list reap;            /* failed engines awaiting teardown */
-	struct be__list kick;            /* engines with sends to schedule */
-	struct be__list later;           /* engines to run again next progress */
-	struct be__list listeners;
-	struct be__list socks;           /* every socket handle not yet freed */
-	struct be__list done;            /* be__msg: send callbacks to run */
-	struct be__list closeq;          /* be_sock: on_close to run */
-	struct be__wake wake;            /* epoll over CQs, event channels, calls */
-	_Atomic(struct be__call *) calls;
-	pthread_t thr;
-	atomic_bool running, stop;
-	int in_progress;                 /* > 0 while progress runs (callbacks) */
-	uint64_t npolls;                 /* progress calls, for periodic work */
-	uint64_t delivered;              /* messages handed to on_recv */
-	bool later_held;                 /* the last progress left w->later alone */
-	struct be__repost repost[BE_WORKER_REPOST_MAX];
-	uint32_t nrepost;
-	struct be__msg *msg_cache;       /* free message records (a stack) */
-	uint32_t nmsg_cache;
-	bool ev_ready;                   /* epoll saw an event channel readable */
-	bool timers_due;                 /* read the clock at the next progress */
-	uint64_t ev_polled_ns;           /* last timed poll of the event channels */
-	bool idle_wake;                  /* the last wait slept and found nothing */
-	uint64_t next_tick_ns;
-	unsigned int nengines;
-};
-
-struct be_listener {
-	struct be_worker *w;
-	struct be__wdev *wd;
-	struct be_xlistener *xl;
-	struct be_sock_cbs cbs;
-	void *user;
-	char scheme[16];
-	struct be__list link;
-};
-
-/* ---- messages, scheduling queues, sockets ---- */
-
-enum be__msg_kind {
-	BE_MSG_DATA = 0,   /* application message (eager or large, decided when sent) */
-	BE_MSG_OPEN,       /* SOCK_OPEN of its socket */
-};
-
-enum be__msg_state {
-	BE_MS_QUEUED = 0,  /* in sq->txq */
-	BE_MS_SENT_EAGER,  /* copied into a staging SEND, waits for its completion */
-	BE_MS_REQ,         /* WRITE_REQ sent, in sq->fragq, waits for WRITE_RESP */
-	BE_MS_BACKOFF,     /* got WRITE_NOMEM; on e->backoff until retry_at */
-	BE_MS_RETRY,       /* WRITE_REQ must be sent again */
-	BE_MS_GRANTED,     /* WRITE_RESP arrived: fragments may go */
-	BE_MS_POSTED,      /* every fragment posted; completes when they retire */
-	BE_MS_DONE,        /* on w->done */
-};
-
-struct be__msg {
-	struct be__list link;      /* txq, fragq, sendbuf->msgs, w->done */
-	struct be__list blink;     /* e->backoff */
-	struct be_sock *sock;      /* holds a reference */
-	struct be__sq *sq;
-	void *buf;
-	size_t len;
-	be_send_cb cb;
-	void *arg;
-	uint32_t id;               /* per-socket message id */
-	uint8_t kind, state;
-	bool large;
-	int status;                /* final status once cancelled or failed */
-	/* large path */
-	uint64_t raddr;
-	uint32_t rkey, token;
-	size_t off;                /* bytes posted */
-	uint32_t lkey;             /* of buf, found by be_sock_send */
-	uint32_t unretired;        /* posted WRs not yet retired */
-	uint64_t retry_at;
-	uint32_t backoff_us;
-};
-
-/* A scheduling queue: a socket's own, or the engine's FIFO. */
-struct be__sq {
-	struct be__list txq;       /* messages whose first frame is not sent */
-	struct be__list fragq;     /* large messages past WRITE_REQ, in order */
-	uint32_t nfrag;
-	struct be__list link;      /* in e->active */
-	bool fifo;                 /* engine FIFO: strict order, no interleave */
-};
-
-enum be__sock_state {
-	BE_SS_OPEN = 0,
-	BE_SS_CLOSING,             /* we sent SOCK_CLOSE (or a refusal); waiting for theirs */
-	BE_SS_DEAD,                /* detached from the engine */
-};
-
-struct be__rxmsg {
-	struct be__list link;      /* s->rxq, in message id order */
-	uint32_t id;
-	void *buf;
-	size_t len;
-	bool done;                 /* payload complete */
-	bool granted;              /* buf lent to the peer (slot valid) */
-	uint32_t slot;
-};
-
-struct be_sock {
-	struct be_worker *w;
-	struct be__engine *e;      /* NULL once dead */
-	struct be_sock_cbs cbs;
-	void *user;
-	uint32_t id;
-	bool mine;                 /* we opened it: our id space */
-	uint8_t state;
-	bool app_closed;           /* be_sock_close() called */
-	bool notified;             /* on_close queued or ran */
-	bool accepting;            /* inside on_accept */
-	int refs;
-	int close_reason;
-	uint32_t tx_next_id;
-	uint32_t rx_next_id;
-	struct be__sq sq;
-	struct be__list rxq;       /* messages announced, not yet delivered */
-	uint32_t nrx;
-	struct be__list wlink;     /* w->socks */
-	struct be__list clink;     /* w->closeq */
-	struct be_sock_stats st;
-};
 
 /* ---- engines ---- */
 
@@ -336,33 +142,7 @@ struct be__engine {
 	struct be_engine_stats st;
 };
 
-/* ---- shared internal functions ---- */
-
-/* config.c */
-int be__config_check(struct be_config *cfg);
-
-/* ctx.c: open (once) the device of transport @name. */
-int be__ctx_dev(struct be_ctx *ctx, const char *name, struct be__cdev **out);
-
-/* worker.c */
-int be__worker_wdev(struct be_worker *w, const char *xport, struct be__wdev **out);
-/* An Engine's first grant (@credits receives) and its send queue's CQ
- * entries; -ENOSPC when the SRQ or the CQ cannot take them. */
-int be__wdev_reserve(struct be__wdev *wd, uint32_t credits);
-/* Undo be__wdev_reserve() for an Engine whose grant is now @credits. */
-void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits);
-/* A grant growing or shrinking by @n receives (elastic credits). */
-int be__wdev_reserve_recv(struct be__wdev *wd, uint32_t n);
-void be__wdev_unreserve_recv(struct be__wdev *wd, uint32_t n);
-void be__wdev_repost(struct be__wdev *wd, void *buf);
-void be__worker_repost_later(struct be__engine *e, void *buf, bool trig);
-void be__worker_defer_msg(struct be_worker *w, struct be__msg *m, int status);
-void be__worker_later(struct be_worker *w, struct be__engine *e);
-void be__worker_timer_at(struct be_worker *w, uint64_t when);
-struct be__msg *be__worker_msg_get(struct be_worker *w);
-void be__worker_msg_put(struct be_worker *w, struct be__msg *m);
-void be__worker_defer_close(struct be_worker *w, struct be_sock *s, int reason);
-int be__worker_run_deferred(struct be_worker *w);
+/* ---- functions ---- */
 
 /* engine.c */
 int be__engine_key(const struct be_xport_ops *ops, const char *scheme, const char *rest,
@@ -416,15 +196,6 @@ int be__large_on_imm(struct be__engine *e, uint32_t token, uint32_t byte_len);
 void be__large_release_sock(struct be__engine *e, struct be_sock *s);
 void be__large_free_grants(struct be__engine *e);
 void be__large_backoff_tick(struct be__engine *e, uint64_t now);
-
-/* sock.c */
-void be__sock_ref(struct be_sock *s);
-void be__sock_unref(struct be_sock *s);
-struct be_sock *be__sock_new(struct be_worker *w, const struct be_sock_cbs *cbs, void *user);
-void be__sock_cancel_tx(struct be_sock *s, int status);
-void be__sock_engine_gone(struct be_sock *s, int reason);
-void be__sock_on_peer_close(struct be_sock *s, int reason);
-void be__sock_finish_close(struct be_sock *s);
 
 /* keepalive.c */
 void be__keepalive_tick(struct be__engine *e, uint64_t now);

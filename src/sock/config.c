@@ -15,8 +15,8 @@
 #include <stdlib.h>
 
 #include <be/sock.h>
-#include "engine/engine.h"
 #include "engine/proto.h"
+#include "sock/config.h"
 #include "util/common.h"
 #include "util/log.h"
 

@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <be/be.h>
 #include <be/sock.h>
-#include "engine/engine.h"
+#include "engine/ctx.h"
+#include "sock/config.h"
 #include "util/common.h"
 #include "util/log.h"
 

@@ -1,0 +1,55 @@
+/*
+ * ctx.h - the context: a configuration and one device per transport
+ * (internal).
+ *
+ *   be_ctx ──< be__cdev (one per transport: device, bemalloc index,
+ *                        the defaults its Engines start from)
+ *
+ * Model. The application creates a context (be_ctx_create) and makes its
+ * workers on it. A transport's device is opened the first time a worker
+ * of the context uses the transport (be__ctx_dev), attached to bemalloc so
+ * every block is registered on it, and closed with the context.
+ *
+ * Sharing. Every worker of the context, on any thread, reads it: the
+ * configuration is fixed at creation and a be__cdev is written once,
+ * under the mutex, before it is handed out; the data path never takes the
+ * lock. Limit: BE_CTX_MAX_XPORTS transports per context.
+ */
+#ifndef BE_ENGINE_CTX_H
+#define BE_ENGINE_CTX_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <be/sock.h>
+#include "xport/xport.h"
+
+#define BE_CTX_MAX_XPORTS 4
+
+struct be__cdev {
+	const char *name;                /* "tcp", "shm", "verbs" */
+	const struct be_xport_ops *ops;
+	struct be_xdev *dev;             /* NULL until opened */
+	int alloc_dev;                   /* bemalloc device index */
+	struct be_xdev_attr attr;
+	uint32_t frag_size;              /* default fragment size on this device */
+	uint64_t send_window;            /* default send window of its Engines */
+	uint32_t frag_bulk;              /* fragment size with no small messages about */
+	uint64_t mixed_window;           /* soft limit of its Engines' windows (0: none) */
+};
+
+struct be_ctx {
+	struct be_config cfg;
+	pthread_mutex_t lock;            /* guards opening devices */
+	struct be__cdev dev[BE_CTX_MAX_XPORTS];
+	int ndev;
+	atomic_int workers;
+};
+
+/* Open (once) the device of transport @name; *@out stays valid until the
+ * context is destroyed. 0, -EPROTONOSUPPORT, -ENOSPC or the transport's
+ * -errno. Threads: any. */
+int be__ctx_dev(struct be_ctx *ctx, const char *name, struct be__cdev **out);
+
+#endif /* BE_ENGINE_CTX_H */

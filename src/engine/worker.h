@@ -1,0 +1,151 @@
+/*
+ * worker.h - the worker: a thread domain and everything that runs on it
+ * (internal).
+ *
+ *   be_worker ──< be__wdev (per transport used: evch, cq, srq + buffers)
+ *     ├──< be_listener
+ *     ├──< be__engine (engine.h) ──< be_sock (sock_state.h)
+ *     ├─ kick/later   Engines whose scheduler runs in this progress / next
+ *     ├─ done/closeq  callbacks deferred to the end of progress
+ *     ├─ repost       receive buffers to repost at the end of progress
+ *     └─ calls        functions other threads asked it to run
+ *
+ * Ownership and threads. Everything of a worker belongs to it and is
+ * touched only by the thread running its progress (no locks): its
+ * queues, Engines, Sockets and Listeners. The one exception is the call
+ * stack (be_worker_call), pushed lock-free from any thread and drained by
+ * progress. Callbacks run only from progress: API calls queue them (done,
+ * closeq), so be_sock_close() and friends are safe inside any callback.
+ *
+ * Receive buffers. A wdev owns every buffer it ever posted on its SRQ
+ * (wd->bufs) until the worker dies. Engines reserve their peers' grants
+ * from it: the credits granted to live Engines never exceed the buffers
+ * posted, and the CQ holds every posted receive plus every Engine's send
+ * queue. Limits: srq_max_depth and the device's max_srq_wr; cq_depth and
+ * the device's max_cqe.
+ */
+#ifndef BE_ENGINE_WORKER_H
+#define BE_ENGINE_WORKER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <be/sock.h>
+#include "engine/ctx.h"
+#include "engine/list.h"
+#include "xport/wake.h"
+#include "xport/xport.h"
+
+struct be__engine;
+struct be__msg;
+struct be_sock;
+
+struct be__wdev {
+	struct be_worker *w;
+	struct be__cdev *cd;
+	struct be_xevch *evch;
+	struct be_xcq *cq;
+	struct be_xsrq *srq;
+	void **bufs;                     /* every receive buffer we own */
+	uint32_t nbufs, capbufs;
+	uint32_t reserved;               /* credits granted to peers of live engines */
+	uint32_t cq_reserved;            /* cq entries promised to engines' send queues */
+	bool cq_armed;
+	/* The region of the last buffer reposted: every receive buffer
+	 * lives until the wdev dies, so neither can its region. */
+	uintptr_t lkey_base, lkey_end;
+	uint32_t lkey;
+};
+
+/* A receive buffer whose frames were handled, to go back to its SRQ (and
+ * its credit to @e) at the end of the progress call. */
+struct be__repost {
+	struct be__engine *e;            /* holds a reference */
+	void *buf;
+	bool trig;                       /* see be__credit_repost() */
+};
+
+#define BE_WORKER_REPOST_MAX 64
+
+struct be__call {
+	struct be__call *next;
+	void (*fn)(struct be_worker *w, void *arg);
+	void *arg;
+};
+
+struct be_worker {
+	struct be_ctx *ctx;
+	struct be__wdev *wd[BE_CTX_MAX_XPORTS]; /* by the context's device index */
+	struct be__wdev *open[BE_CTX_MAX_XPORTS]; /* the non-NULL of wd[], for progress */
+	int nopen;
+	struct be__list engines;         /* live and failed-not-reaped */
+	struct be__list reap;            /* failed engines awaiting teardown */
+	struct be__list kick;            /* engines with sends to schedule */
+	struct be__list later;           /* engines to run again next progress */
+	struct be__list listeners;
+	struct be__list socks;           /* every socket handle not yet freed */
+	struct be__list done;            /* be__msg: send callbacks to run */
+	struct be__list closeq;          /* be_sock: on_close to run */
+	struct be__wake wake;            /* epoll over CQs, event channels, calls */
+	_Atomic(struct be__call *) calls;
+	pthread_t thr;
+	atomic_bool running, stop;
+	int in_progress;                 /* > 0 while progress runs (callbacks) */
+	uint64_t npolls;                 /* progress calls, for periodic work */
+	uint64_t delivered;              /* messages handed to on_recv */
+	bool later_held;                 /* the last progress left w->later alone */
+	struct be__repost repost[BE_WORKER_REPOST_MAX];
+	uint32_t nrepost;
+	struct be__msg *msg_cache;       /* free message records (a stack) */
+	uint32_t nmsg_cache;
+	bool ev_ready;                   /* epoll saw an event channel readable */
+	bool timers_due;                 /* read the clock at the next progress */
+	uint64_t ev_polled_ns;           /* last timed poll of the event channels */
+	bool idle_wake;                  /* the last wait slept and found nothing */
+	uint64_t next_tick_ns;
+	unsigned int nengines;
+};
+
+/* A listener: connection requests on its transport listener become
+ * acceptor-side Engines of its worker (engine.c), whose sockets are
+ * offered to cbs.on_accept. */
+struct be_listener {
+	struct be_worker *w;
+	struct be__wdev *wd;
+	struct be_xlistener *xl;
+	struct be_sock_cbs cbs;
+	void *user;
+	char scheme[16];
+	struct be__list link;            /* w->listeners */
+};
+
+/* ---- a worker's queues on one transport ---- */
+
+/* The wdev of transport @xport, set up (device opened, queues created,
+ * srq_depth buffers posted) on first use. 0 or -errno. */
+int be__worker_wdev(struct be_worker *w, const char *xport, struct be__wdev **out);
+/* An Engine's first grant (@credits receives) and its send queue's CQ
+ * entries; -ENOSPC when the SRQ or the CQ cannot take them. */
+int be__wdev_reserve(struct be__wdev *wd, uint32_t credits);
+/* Undo be__wdev_reserve() for an Engine whose grant is now @credits. */
+void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits);
+/* A grant growing or shrinking by @n receives (elastic credits). */
+int be__wdev_reserve_recv(struct be__wdev *wd, uint32_t n);
+void be__wdev_unreserve_recv(struct be__wdev *wd, uint32_t n);
+/* Post @buf, one of wd->bufs, on the SRQ again. */
+void be__wdev_repost(struct be__wdev *wd, void *buf);
+
+/* ---- deferred work and timers ---- */
+
+void be__worker_repost_later(struct be__engine *e, void *buf, bool trig);
+void be__worker_defer_msg(struct be_worker *w, struct be__msg *m, int status);
+void be__worker_later(struct be_worker *w, struct be__engine *e);
+void be__worker_timer_at(struct be_worker *w, uint64_t when);
+struct be__msg *be__worker_msg_get(struct be_worker *w);
+void be__worker_msg_put(struct be_worker *w, struct be__msg *m);
+void be__worker_defer_close(struct be_worker *w, struct be_sock *s, int reason);
+int be__worker_run_deferred(struct be_worker *w);
+
+#endif /* BE_ENGINE_WORKER_H */
