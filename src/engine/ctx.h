@@ -7,8 +7,9 @@
  *
  * Model. The application creates a context (be_ctx_create) and makes its
  * workers on it. A transport's device is opened the first time a worker
- * of the context uses the transport (be__ctx_dev), attached to bemalloc so
- * every block is registered on it, and closed with the context.
+ * of the context uses the transport (be__ctx_dev, ctx_dev.c), attached to
+ * bemalloc so every block is registered on it, and closed with the
+ * context (be__ctx_dev_close_all).
  *
  * Sharing. Every worker of the context, on any thread, reads it: the
  * configuration is fixed at creation and a be__cdev is written once,
@@ -51,5 +52,8 @@ struct be_ctx {
  * context is destroyed. 0, -EPROTONOSUPPORT, -ENOSPC or the transport's
  * -errno. Threads: any. */
 int be__ctx_dev(struct be_ctx *ctx, const char *name, struct be__cdev **out);
+/* Detach every device of @ctx from bemalloc and close it. No worker of
+ * @ctx may be alive. */
+void be__ctx_dev_close_all(struct be_ctx *ctx);
 
 #endif /* BE_ENGINE_CTX_H */

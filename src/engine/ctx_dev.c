@@ -1,11 +1,15 @@
 /*
- * ctx.c - the context: configuration and transport devices.
+ * ctx_dev.c - the devices of a context: each transport's device, opened
+ * the first time a worker uses the transport, and the defaults its
+ * Engines start from.
  *
- * Model. A context opens each transport's device the first time a worker
- * uses that transport, queries it (link speed decides the default
- * fragment size), and attaches it to bemalloc so every block is
- * registered on it. Devices stay open until be_ctx_destroy(); the mutex
- * only guards opening, the data path never takes it.
+ * Model. be__ctx_dev() opens a transport's device once per context,
+ * queries it (link speed decides the default fragment size, the transport
+ * the send and mixed windows), and attaches it to bemalloc so every block
+ * is registered on it. Devices stay open until the context is destroyed
+ * (be__ctx_dev_close_all). Workers of any thread ask for devices: the
+ * context's mutex guards opening only, and a be__cdev is not written again
+ * once handed out, so the data path never takes it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,40 +18,8 @@
 #include <be/be.h>
 #include <be/sock.h>
 #include "engine/ctx.h"
-#include "sock/config.h"
 #include "util/common.h"
 #include "util/log.h"
-
-int be_ctx_create(const struct be_config *cfg, struct be_ctx **out)
-{
-	struct be_ctx *ctx;
-	int rc;
-
-	ctx = calloc(1, sizeof(*ctx));
-	if (!ctx)
-		return -ENOMEM;
-	if (cfg)
-		ctx->cfg = *cfg;
-	else
-		be_config_init(&ctx->cfg);
-	rc = be__config_check(&ctx->cfg);
-	if (rc)
-		goto err_free;
-	rc = -pthread_mutex_init(&ctx->lock, NULL);
-	if (rc)
-		goto err_free;
-	*out = ctx;
-	return 0;
-
-err_free:
-	free(ctx);
-	return rc;
-}
-
-const struct be_config *be_ctx_config(const struct be_ctx *ctx)
-{
-	return &ctx->cfg;
-}
 
 /* Default fragment size: small enough that a fragment occupies the link
  * for about a microsecond on RDMA (so a small message waits little behind
@@ -196,20 +168,15 @@ out:
 	return rc;
 }
 
-void be_ctx_destroy(struct be_ctx *ctx)
+/* Last opened first; each is detached from bemalloc before it closes. */
+void be__ctx_dev_close_all(struct be_ctx *ctx)
 {
 	int i;
 
-	if (!ctx)
-		return;
-	if (atomic_load(&ctx->workers))
-		be_log_err("ctx: destroyed with %d workers alive", atomic_load(&ctx->workers));
 	for (i = ctx->ndev - 1; i >= 0; i--) {
 		struct be__cdev *cd = &ctx->dev[i];
 
 		be_alloc_detach_device(cd->alloc_dev);
 		cd->ops->dev_close(cd->dev);
 	}
-	pthread_mutex_destroy(&ctx->lock);
-	free(ctx);
 }
