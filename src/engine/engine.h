@@ -142,6 +142,13 @@ struct be__engine {
 	struct be_engine_stats st;
 };
 
+/* A socket's scheduling queue: its own, or its Engine's FIFO when
+ * frag_sched is off. */
+static inline struct be__sq *be__sock_sq(struct be_sock *s)
+{
+	return s->e && !s->w->ctx->cfg.frag_sched ? &s->e->fifo : &s->sq;
+}
+
 /* ---- functions ---- */
 
 /* engine.c */

@@ -1,5 +1,6 @@
 /*
- * sock.c - the Socket API: connect, send, close, and a socket's life.
+ * sock_state.c - a socket's life: creation, the close handshake,
+ * cancellation, on_close, and the references that keep it alive.
  *
  * Model. A socket is a logical channel on one Engine, identified on the
  * wire by an id its opener chose, in the opener's id space (a frame says
@@ -16,15 +17,17 @@
  * References: the application handle (until be_sock_close), the engine's
  * id table (until the socket is detached), each queued message, each
  * queued on_close, and callbacks in progress.
+ *
+ * Who calls what. The public entry points (src/sock/sock.c) check the
+ * application's arguments, open sockets (be_sock_connect queues the
+ * SOCK_OPEN) and queue sends; the acceptor's side of an open is rx_open()
+ * in rx.c. Everything else of a socket's life is here, for the Engine to
+ * call from its receive path and its failure path. Threads: the worker's.
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include <be/sock.h>
 #include "engine/engine.h"
-#include "util/common.h"
-#include "util/log.h"
 
 void be__sock_ref(struct be_sock *s)
 {
@@ -59,155 +62,6 @@ struct be_sock *be__sock_new(struct be_worker *w, const struct be_sock_cbs *cbs,
 	return s;
 }
 
-/* Split "scheme://rest"; the scheme names the transport. */
-static int sock_parse_addr(const char *addr, char *scheme, size_t slen, const char **rest)
-{
-	const char *p = addr ? strstr(addr, "://") : NULL;
-	size_t n;
-
-	if (!p)
-		return -EINVAL;
-	n = (size_t)(p - addr);
-	if (!n || n >= slen || !p[3] || strlen(p + 3) >= BE_XPORT_ADDR_MAX)
-		return -EINVAL;
-	memcpy(scheme, addr, n);
-	scheme[n] = '\0';
-	*rest = p + 3;
-	return 0;
-}
-
-static struct be__sq *sock_sq(struct be_sock *s)
-{
-	return s->e && !s->w->ctx->cfg.frag_sched ? &s->e->fifo : &s->sq;
-}
-
-static struct be__msg *sock_msg_new(struct be_sock *s, uint8_t kind)
-{
-	struct be__msg *m = be__worker_msg_get(s->w);
-
-	if (!m)
-		return NULL;
-	m->sock = s;
-	m->kind = kind;
-	be__sock_ref(s);
-	return m;
-}
-
-static void sock_enqueue(struct be_sock *s, struct be__msg *m)
-{
-	struct be__sq *sq = sock_sq(s);
-
-	m->sq = sq;
-	m->state = BE_MS_QUEUED;
-	be__list_add_tail(&sq->txq, &m->link);
-	be__sq_activate(s->e, sq);
-}
-
-int be_sock_connect(struct be_worker *w, const char *addr, const struct be_sock_cbs *cbs,
-		    void *user, struct be_sock **out)
-{
-	const struct be_xport_ops *ops;
-	char key[BE_ENGINE_KEY_MAX];
-	struct be__engine *e;
-	struct be__wdev *wd;
-	struct be__msg *m;
-	struct be_sock *s;
-	const char *rest;
-	char scheme[16];
-	int rc;
-
-	if (!w || !out)
-		return -EINVAL;
-	rc = sock_parse_addr(addr, scheme, sizeof(scheme), &rest);
-	if (rc)
-		return rc;
-	ops = be__xport_find(scheme);
-	if (!ops)
-		return -EPROTONOSUPPORT;
-	/* The reuse key is the address the transport will connect to, so
-	 * every spelling of one listener shares one Engine. It resolves host
-	 * names (blocking) before anything is created. */
-	rc = be__engine_key(ops, scheme, rest, key, sizeof(key));
-	if (rc) {
-		be_log_err("connect %s: %s", addr, be_strerror(rc));
-		return rc;
-	}
-	rc = be__worker_wdev(w, scheme, &wd);
-	if (rc)
-		return rc;
-	s = be__sock_new(w, cbs, user);
-	if (!s)
-		return -ENOMEM;
-	e = be__engine_find(w, key);
-	if (!e) {
-		rc = be__engine_connect(w, wd, addr, key, &e);
-		if (rc)
-			goto err_sock;
-	}
-	rc = be__engine_sock_attach(e, s, true, 0);
-	if (rc)
-		goto err_sock;
-	m = sock_msg_new(s, BE_MSG_OPEN);
-	if (!m) {
-		rc = -ENOMEM;
-		be__engine_sock_detach(e, s);
-		goto err_sock;
-	}
-	sock_enqueue(s, m);
-	be__engine_kick(e);
-	*out = s;
-	return 0;
-
-err_sock:
-	be__sock_unref(s);
-	return rc;
-}
-
-int be_sock_send(struct be_sock *s, void *buf, size_t len, be_send_cb cb, void *arg)
-{
-	struct be__engine *e;
-	struct be__msg *m;
-	uint32_t lkey = 0;
-	int rc;
-
-	if (!s || !cb || s->app_closed || (len && !buf))
-		return -EINVAL;
-	e = s->e;
-	if (!e || s->state != BE_SS_OPEN || e->state == BE_ES_FAILED)
-		return -ENOTCONN;
-	if (len > s->w->ctx->cfg.max_msg_size || len > UINT32_MAX)
-		return -EMSGSIZE;
-	/* The transport reads a large message where it is, so it must be
-	 * registered memory: its lkey, found here, is what the fragments
-	 * use. An eager one is copied into a staging buffer at once and
-	 * needs no lookup. Until the handshake eager_max is 0: every
-	 * buffer is looked up, as any may turn out large. */
-	if (len > e->eager_max && be__engine_lkey(e, buf, len, &lkey))
-		return -EINVAL;
-	m = sock_msg_new(s, BE_MSG_DATA);
-	if (!m)
-		return -ENOMEM;
-	m->lkey = lkey;
-	m->buf = buf;
-	m->len = len;
-	m->cb = cb;
-	m->arg = arg;
-	m->id = s->tx_next_id;
-	rc = be__engine_send_now(e, sock_sq(s), m);
-	if (rc == -ENOTCONN) {
-		be__sock_unref(s);
-		be__worker_msg_put(s->w, m);
-		return rc;
-	}
-	s->tx_next_id++;
-	s->st.queued++;
-	if (rc) {
-		sock_enqueue(s, m);
-		be__engine_kick(e);
-	}
-	return 0;
-}
-
 /* Remove @m from whatever queue holds it before it was posted. */
 static void sock_msg_unqueue(struct be__msg *m)
 {
@@ -225,7 +79,7 @@ static void sock_msg_unqueue(struct be__msg *m)
  */
 void be__sock_cancel_tx(struct be_sock *s, int status)
 {
-	struct be__sq *sq = sock_sq(s);
+	struct be__sq *sq = be__sock_sq(s);
 	struct be__list *p, *t;
 	struct be__list *qs[2] = { &sq->txq, &sq->fragq };
 	int i;
@@ -313,7 +167,14 @@ void be__sock_finish_close(struct be_sock *s)
 	be__engine_sock_detach(e, s);
 }
 
-void be_sock_close(struct be_sock *s)
+/*
+ * be__sock_close() - the application lets go of @s (be_sock_close). What
+ * is not on the wire yet completes with -ECANCELED and undelivered
+ * messages are dropped; a socket the peer knows of starts the close
+ * handshake (SOCK_CLOSE; the id is dropped when the peer's arrives), one
+ * it never heard of is detached at once. Drops the handle's reference.
+ */
+void be__sock_close(struct be_sock *s)
 {
 	struct be__engine *e;
 	bool open_sent = true;
@@ -325,7 +186,7 @@ void be_sock_close(struct be_sock *s)
 	e = s->e;
 	if (e && s->state == BE_SS_OPEN) {
 		/* An OPEN still queued means the peer never heard of us. */
-		for (p = sock_sq(s)->txq.next; p != &sock_sq(s)->txq; p = p->next) {
+		for (p = be__sock_sq(s)->txq.next; p != &be__sock_sq(s)->txq; p = p->next) {
 			struct be__msg *m = be__list_entry(p, struct be__msg, link);
 
 			if (m->sock == s && m->kind == BE_MSG_OPEN)
@@ -345,28 +206,4 @@ void be_sock_close(struct be_sock *s)
 		}
 	}
 	be__sock_unref(s);
-}
-
-void be_sock_set_user(struct be_sock *s, void *user)
-{
-	s->user = user;
-}
-
-void *be_sock_user(struct be_sock *s)
-{
-	return s->user;
-}
-
-int be_sock_stats(struct be_sock *s, struct be_sock_stats *out)
-{
-	*out = s->st;
-	return 0;
-}
-
-int be_sock_engine_stats(struct be_sock *s, struct be_engine_stats *out)
-{
-	if (!s->e)
-		return -ENOTCONN;
-	be__engine_stats(s->e, out);
-	return 0;
 }
