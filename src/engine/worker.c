@@ -1,6 +1,7 @@
 /*
  * worker.c - workers: per-transport queues, progress, adaptive waiting,
- * the optional library thread, and cross-thread calls.
+ * deferred callbacks, timers and cross-thread calls. The public entry
+ * points and the library thread are src/sock/worker.c.
  *
  * Model. A worker is a thread domain: for each transport it uses it owns
  * one event channel, one completion queue and one shared receive queue
@@ -8,7 +9,9 @@
  * it. Only the thread running the worker touches them, so the data path
  * has no locks. Other threads reach a worker through be_worker_call(): a
  * lock-free multi-producer stack drained (in order) by progress, plus an
- * eventfd that wakes a sleeping worker.
+ * eventfd that wakes a sleeping worker. The Engines call down into it
+ * (deferred completions, reposts, timers, message records); it calls
+ * them from progress (completions, events, scheduler passes, ticks).
  *
  * Receive buffers. Each wdev posts bemalloc buffers of recv_buf_size on
  * its SRQ and never frees them before the worker dies (they are listed in
@@ -33,7 +36,6 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include <be/sock.h>
 #include "engine/engine.h"
 #include "util/common.h"
 #include "util/log.h"
@@ -67,7 +69,7 @@ static void *worker_tag(uint64_t tag)
 	return (void *)(uintptr_t)tag;
 }
 
-int be_worker_create(struct be_ctx *ctx, struct be_worker **out)
+int be__worker_create(struct be_ctx *ctx, struct be_worker **out)
 {
 	struct be_worker *w;
 	int rc;
@@ -92,16 +94,6 @@ int be_worker_create(struct be_ctx *ctx, struct be_worker **out)
 	atomic_fetch_add(&ctx->workers, 1);
 	*out = w;
 	return 0;
-}
-
-struct be_ctx *be_worker_ctx(struct be_worker *w)
-{
-	return w->ctx;
-}
-
-unsigned int be_worker_engine_count(struct be_worker *w)
-{
-	return w->nengines;
 }
 
 /* ---- receive buffers ---- */
@@ -506,7 +498,7 @@ int be__worker_run_deferred(struct be_worker *w)
 
 /* ---- cross-thread calls ---- */
 
-int be_worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *arg), void *arg)
+int be__worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *arg), void *arg)
 {
 	struct be__call *c = malloc(sizeof(*c));
 
@@ -657,7 +649,7 @@ static bool worker_idle(const struct be_worker *w)
 	       be__list_empty(&w->done) && be__list_empty(&w->closeq);
 }
 
-int be_worker_progress(struct be_worker *w)
+int be__worker_progress(struct be_worker *w)
 {
 	int n = 0, i, rc, round;
 	/* Connection events are rare and polling an event channel may cost a
@@ -723,13 +715,13 @@ static inline void worker_cpu_relax(void)
 #endif
 }
 
-int be_worker_wait(struct be_worker *w, int timeout_ms)
+int be__worker_wait(struct be_worker *w, int timeout_ms)
 {
 	struct epoll_event evs[8];
 	uint64_t start = be__now_ns(), now, spin_ns;
 	int n, i, nev, sleep_ms;
 
-	n = be_worker_progress(w);
+	n = be__worker_progress(w);
 	if (n)
 		goto out;
 	/* Spin only when traffic is likely: not right after a sleep that
@@ -738,7 +730,7 @@ int be_worker_wait(struct be_worker *w, int timeout_ms)
 	if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000ull < spin_ns)
 		spin_ns = (uint64_t)timeout_ms * 1000000ull;
 	while ((now = be__now_ns()) - start < spin_ns) {
-		n = be_worker_progress(w);
+		n = be__worker_progress(w);
 		if (n)
 			goto out;
 		worker_cpu_relax();
@@ -754,7 +746,7 @@ int be_worker_wait(struct be_worker *w, int timeout_ms)
 		if (wd->cd->ops->cq_arm(wd->cq) == 0)
 			wd->cq_armed = true;
 	}
-	n = be_worker_progress(w);
+	n = be__worker_progress(w);
 	if (n)
 		goto out;
 	sleep_ms = timeout_ms;
@@ -786,7 +778,7 @@ int be_worker_wait(struct be_worker *w, int timeout_ms)
 		}
 	}
 	w->timers_due = true;
-	n = be_worker_progress(w);
+	n = be__worker_progress(w);
 	w->idle_wake = n == 0;
 	return n;
 out:
@@ -794,59 +786,26 @@ out:
 	return n;
 }
 
-/* ---- library thread ---- */
-
-static void *worker_thread(void *arg)
-{
-	struct be_worker *w = arg;
-
-	while (!atomic_load_explicit(&w->stop, memory_order_acquire))
-		be_worker_wait(w, 100);
-	return NULL;
-}
-
-int be_worker_start(struct be_worker *w)
-{
-	int rc;
-
-	if (atomic_load(&w->running))
-		return -EALREADY;
-	atomic_store(&w->stop, false);
-	rc = -pthread_create(&w->thr, NULL, worker_thread, w);
-	if (rc)
-		return rc;
-	atomic_store(&w->running, true);
-	return 0;
-}
-
-int be_worker_stop(struct be_worker *w)
-{
-	if (!atomic_load(&w->running))
-		return -EINVAL;
-	atomic_store_explicit(&w->stop, true, memory_order_release);
-	be__wake_kick(w->wake.efd);
-	pthread_join(w->thr, NULL);
-	atomic_store(&w->running, false);
-	return 0;
-}
-
 /* ---- teardown ---- */
 
-void be_worker_destroy(struct be_worker *w)
+/* The first step of teardown (be_worker_destroy): from here on the worker
+ * counts as inside progress for good (kicks and callbacks are queued, not
+ * run), and the calls queued so far run. The caller closes its listeners
+ * next, then calls be__worker_destroy(). */
+void be__worker_shutdown(struct be_worker *w)
+{
+	w->in_progress++;
+	worker_run_calls(w);
+}
+
+/* Fail every Engine: queued and posted sends complete with -ECANCELED;
+ * on_close is not delivered while destroying. Then release the socket
+ * handles the application did not close, and free the rest. */
+void be__worker_destroy(struct be_worker *w)
 {
 	struct be__list *p, *t;
 	int i;
 
-	if (!w)
-		return;
-	if (atomic_load(&w->running))
-		be_worker_stop(w);
-	w->in_progress++;
-	worker_run_calls(w);
-	be__list_for_each_safe(p, t, &w->listeners)
-		be_listener_close(be__list_entry(p, struct be_listener, link));
-	/* Fail every engine: queued and posted sends complete with
-	 * -ECANCELED. on_close is not delivered while destroying. */
 	be__list_for_each_safe(p, t, &w->socks)
 		be__list_entry(p, struct be_sock, wlink)->notified = true;
 	be__list_for_each_safe(p, t, &w->engines) {
@@ -862,7 +821,7 @@ void be_worker_destroy(struct be_worker *w)
 		struct be_sock *s = be__list_entry(p, struct be_sock, wlink);
 
 		if (!s->app_closed)
-			be_sock_close(s);
+			be__sock_close(s);
 	}
 	be__worker_run_deferred(w);
 	worker_run_calls(w);

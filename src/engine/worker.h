@@ -121,6 +121,25 @@ struct be_listener {
 	struct be__list link;            /* w->listeners */
 };
 
+/* ---- the worker (worker.c) ---- */
+
+/* The entry points of include/be/sock.h's be_worker_create,
+ * be_worker_progress, be_worker_wait and be_worker_call, with their
+ * contracts. */
+int be__worker_create(struct be_ctx *ctx, struct be_worker **out);
+int be__worker_progress(struct be_worker *w);
+int be__worker_wait(struct be_worker *w, int timeout_ms);
+int be__worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *arg), void *arg);
+/* Teardown in two steps, with the library thread stopped: shutdown
+ * counts the worker as inside progress from then on (kicks and callbacks
+ * are queued, not run) and runs the calls queued so far; the caller then
+ * closes its listeners; destroy fails every Engine (sends complete with
+ * -ECANCELED, on_close is not delivered), runs the send callbacks,
+ * releases the socket handles still open, and frees the queues and the
+ * worker. */
+void be__worker_shutdown(struct be_worker *w);
+void be__worker_destroy(struct be_worker *w);
+
 /* ---- a worker's queues on one transport ---- */
 
 /* The wdev of transport @xport, set up (device opened, queues created,

@@ -1,0 +1,99 @@
+/*
+ * worker.c - the worker's public face: create and destroy, progress and
+ * wait, the optional library thread, cross-thread calls, accessors.
+ *
+ * The worker itself (its queues per transport, the progress loop,
+ * adaptive waiting, deferred callbacks, timers) is engine-layer code:
+ * src/engine/worker.h says what it is. What is here is the application's
+ * side: the library thread, which runs be_worker_wait() until stopped,
+ * and teardown, which closes the application's listeners between the
+ * worker's two teardown steps.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <be/sock.h>
+#include "engine/worker.h"
+
+int be_worker_create(struct be_ctx *ctx, struct be_worker **out)
+{
+	return be__worker_create(ctx, out);
+}
+
+struct be_ctx *be_worker_ctx(struct be_worker *w)
+{
+	return w->ctx;
+}
+
+unsigned int be_worker_engine_count(struct be_worker *w)
+{
+	return w->nengines;
+}
+
+int be_worker_progress(struct be_worker *w)
+{
+	return be__worker_progress(w);
+}
+
+int be_worker_wait(struct be_worker *w, int timeout_ms)
+{
+	return be__worker_wait(w, timeout_ms);
+}
+
+int be_worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *arg), void *arg)
+{
+	return be__worker_call(w, fn, arg);
+}
+
+/* ---- library thread ---- */
+
+static void *worker_thread(void *arg)
+{
+	struct be_worker *w = arg;
+
+	while (!atomic_load_explicit(&w->stop, memory_order_acquire))
+		be_worker_wait(w, 100);
+	return NULL;
+}
+
+int be_worker_start(struct be_worker *w)
+{
+	int rc;
+
+	if (atomic_load(&w->running))
+		return -EALREADY;
+	atomic_store(&w->stop, false);
+	rc = -pthread_create(&w->thr, NULL, worker_thread, w);
+	if (rc)
+		return rc;
+	atomic_store(&w->running, true);
+	return 0;
+}
+
+int be_worker_stop(struct be_worker *w)
+{
+	if (!atomic_load(&w->running))
+		return -EINVAL;
+	atomic_store_explicit(&w->stop, true, memory_order_release);
+	be__wake_kick(w->wake.efd);
+	pthread_join(w->thr, NULL);
+	atomic_store(&w->running, false);
+	return 0;
+}
+
+/* ---- teardown ---- */
+
+void be_worker_destroy(struct be_worker *w)
+{
+	struct be__list *p, *t;
+
+	if (!w)
+		return;
+	if (atomic_load(&w->running))
+		be_worker_stop(w);
+	be__worker_shutdown(w);
+	be__list_for_each_safe(p, t, &w->listeners)
+		be_listener_close(be__list_entry(p, struct be_listener, link));
+	be__worker_destroy(w);
+}
