@@ -140,10 +140,14 @@ int be__worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *a
 void be__worker_shutdown(struct be_worker *w);
 void be__worker_destroy(struct be_worker *w);
 
-/* ---- a worker's queues on one transport ---- */
+/* ---- a worker's queues on one transport (wdev.c) ---- */
 
-/* The wdev of transport @xport, set up (device opened, queues created,
- * srq_depth buffers posted) on first use. 0 or -errno. */
+int be__wdev_create(struct be_worker *w, struct be__cdev *cd, struct be__wdev **out);
+void be__wdev_destroy(struct be__wdev *wd);
+
+/* The wdev of transport @xport, set up on first use (device opened,
+ * queues created, srq_depth buffers posted, fds watched); worker.c.
+ * 0 or -errno. */
 int be__worker_wdev(struct be_worker *w, const char *xport, struct be__wdev **out);
 /* An Engine's first grant (@credits receives) and its send queue's CQ
  * entries; -ENOSPC when the SRQ or the CQ cannot take them. */

@@ -1,0 +1,219 @@
+/*
+ * wdev.c - a worker's queues on one transport: its event channel,
+ * completion queue and shared receive queue, and the receive buffers
+ * posted on the SRQ.
+ *
+ * Model. A worker has one wdev per transport it uses (worker.h), created
+ * on first use (be__worker_wdev) and destroyed with the worker; only the
+ * worker's thread touches it.
+ *
+ * Receive buffers. A wdev posts bemalloc buffers of recv_buf_size on
+ * its SRQ and never frees them before the worker dies (they are listed in
+ * wd->bufs). Engines reserve their peers' credits from the SRQ: the sum of
+ * credits granted to live Engines never exceeds the buffers the wdev
+ * owns, and a buffer is reposted (and only then its credit returned) at
+ * the end of the progress call that handled its frames, after the replies
+ * its callbacks sent went out, so a peer that respects its credits always
+ * finds a posted receive. The SRQ grows (up to srq_max_depth and the
+ * device's limit) when a new Engine needs more; the CQ is sized so that
+ * all posted receives plus every Engine's send queue fit.
+ *
+ * Who calls what: Engines reserve and release grants (engine.c,
+ * credit_elastic.c) and repost buffers whose frames they handled (rx.c,
+ * at once or through be__worker_repost_later at the end of progress);
+ * the worker creates and destroys wdevs and polls their queues.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "engine/engine.h"
+#include "util/common.h"
+#include "util/log.h"
+
+/* Completions drained from the CQ at a time on teardown. */
+#define WDEV_DRAIN_BATCH 32
+
+void be__wdev_repost(struct be__wdev *wd, void *buf)
+{
+	struct be_xrecv_wr wr, *bad;
+	uintptr_t a = (uintptr_t)buf;
+	int rc;
+
+	if (a < wd->lkey_base || a >= wd->lkey_end) {
+		struct be_alloc_region r;
+
+		rc = be_alloc_lookup(buf, wd->cd->alloc_dev, &r);
+		if (rc) {
+			be_log_err("worker: receive buffer %p not registered: %s", buf,
+				   be_strerror(rc));
+			return;
+		}
+		wd->lkey_base = (uintptr_t)r.base;
+		wd->lkey_end = (uintptr_t)r.base + r.len;
+		wd->lkey = r.lkey;
+	}
+	wr.next = NULL;
+	wr.wr_id = (uint64_t)a;
+	wr.sge.addr = (uint64_t)a;
+	wr.sge.length = wd->w->ctx->cfg.recv_buf_size;
+	wr.sge.lkey = wd->lkey;
+	rc = wd->cd->ops->srq_post_recv(wd->srq, &wr, &bad);
+	if (rc)
+		be_log_err("worker: srq_post_recv failed: %s", be_strerror(rc));
+}
+
+/* Allocate and post @n more receive buffers. */
+static int wdev_grow(struct be__wdev *wd, uint32_t n)
+{
+	uint32_t size = wd->w->ctx->cfg.recv_buf_size, i;
+
+	if (wd->nbufs + n > wd->capbufs) {
+		uint32_t cap = BE_MAX(wd->capbufs * 2, wd->nbufs + n);
+		void **b = realloc(wd->bufs, cap * sizeof(*b));
+
+		if (!b)
+			return -ENOMEM;
+		wd->bufs = b;
+		wd->capbufs = cap;
+	}
+	for (i = 0; i < n; i++) {
+		void *buf = be_alloc(size);
+
+		if (!buf) {
+			be_log_err("worker: no memory for receive buffers: %s",
+				   be_alloc_last_error());
+			return -ENOMEM;
+		}
+		wd->bufs[wd->nbufs++] = buf;
+		be__wdev_repost(wd, buf);
+	}
+	return 0;
+}
+
+static uint32_t wdev_srq_cap(const struct be__wdev *wd)
+{
+	uint32_t cap = wd->w->ctx->cfg.srq_max_depth;
+
+	if (wd->cd->attr.max_srq_wr && cap > wd->cd->attr.max_srq_wr)
+		cap = wd->cd->attr.max_srq_wr;
+	return cap;
+}
+
+/* The depth of the CQ we create: the configured one, within the device's
+ * limit (a verbs cq_create clamps it; our accounting must use the same). */
+static uint32_t wdev_cq_depth(const struct be__wdev *wd)
+{
+	uint32_t depth = wd->w->ctx->cfg.cq_depth;
+
+	if (wd->cd->attr.max_cqe && depth > wd->cd->attr.max_cqe)
+		depth = wd->cd->attr.max_cqe;
+	return depth;
+}
+
+/* Reserve @credits receives, and @sq more CQ entries (a new Engine's
+ * send queue). */
+static int wdev_reserve(struct be__wdev *wd, uint32_t credits, uint32_t sq)
+{
+	uint64_t want = (uint64_t)wd->reserved + credits;
+	int rc;
+
+	/* The SRQ must hold every granted credit, and the CQ every posted
+	 * receive plus every Engine's full send queue (a CQ overrun is fatal
+	 * on verbs). */
+	if (want > wdev_srq_cap(wd))
+		return -ENOSPC;
+	if (BE_MAX(want, (uint64_t)wd->nbufs) + wd->cq_reserved + sq > wdev_cq_depth(wd))
+		return -ENOSPC;
+	if (want > wd->nbufs) {
+		rc = wdev_grow(wd, (uint32_t)want - wd->nbufs);
+		if (rc)
+			return rc;
+	}
+	wd->reserved = (uint32_t)want;
+	wd->cq_reserved += sq;
+	return 0;
+}
+
+int be__wdev_reserve(struct be__wdev *wd, uint32_t credits)
+{
+	return wdev_reserve(wd, credits, wd->w->ctx->cfg.sq_depth);
+}
+
+int be__wdev_reserve_recv(struct be__wdev *wd, uint32_t n)
+{
+	return wdev_reserve(wd, n, 0);
+}
+
+void be__wdev_unreserve_recv(struct be__wdev *wd, uint32_t n)
+{
+	wd->reserved -= n;
+}
+
+void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits)
+{
+	be__wdev_unreserve_recv(wd, credits);
+	wd->cq_reserved -= wd->w->ctx->cfg.sq_depth;
+}
+
+/* Destroy @wd's queues and free every receive buffer it owns (the SRQ
+ * goes first, so none is still posted). */
+void be__wdev_destroy(struct be__wdev *wd)
+{
+	const struct be_xport_ops *ops = wd->cd->ops;
+	struct be_xwc wc[WDEV_DRAIN_BATCH];
+	uint32_t i;
+
+	if (wd->srq)
+		ops->srq_destroy(wd->srq);
+	/* Drain the flushed receives; the buffers are freed below anyway. */
+	if (wd->cq)
+		while (ops->cq_poll(wd->cq, wc, WDEV_DRAIN_BATCH) > 0)
+			;
+	for (i = 0; i < wd->nbufs; i++)
+		be_free(wd->bufs[i]);
+	free(wd->bufs);
+	if (wd->cq)
+		ops->cq_destroy(wd->cq);
+	if (wd->evch)
+		ops->evch_destroy(wd->evch);
+	free(wd);
+}
+
+/*
+ * be__wdev_create() - the queues of @cd's transport for @w: event
+ * channel, CQ (cq_depth within the device's limit), SRQ, and srq_depth
+ * receive buffers posted. 0 or -errno, with nothing left behind.
+ */
+int be__wdev_create(struct be_worker *w, struct be__cdev *cd, struct be__wdev **out)
+{
+	const struct be_config *cfg = &w->ctx->cfg;
+	const struct be_xport_ops *ops = cd->ops;
+	struct be__wdev *wd;
+	int rc;
+
+	wd = calloc(1, sizeof(*wd));
+	if (!wd)
+		return -ENOMEM;
+	wd->w = w;
+	wd->cd = cd;
+	rc = ops->evch_create(cd->dev, &wd->evch);
+	if (rc)
+		goto err;
+	rc = ops->cq_create(cd->dev, wdev_cq_depth(wd), &wd->cq);
+	if (rc)
+		goto err;
+	rc = ops->srq_create(wd->cq, wdev_srq_cap(wd), &wd->srq);
+	if (rc)
+		goto err;
+	wd->srq->user = wd;
+	rc = wdev_grow(wd, BE_MIN(cfg->srq_depth, wdev_srq_cap(wd)));
+	if (rc)
+		goto err;
+	*out = wd;
+	return 0;
+
+err:
+	be_log_err("worker: cannot set up %s queues: %s", cd->name, be_strerror(rc));
+	be__wdev_destroy(wd);
+	return rc;
+}
