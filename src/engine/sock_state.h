@@ -7,12 +7,14 @@
  *     └─ rxq             messages announced, not yet delivered
  *
  * Model. A socket is a logical channel on one Engine, named on the wire
- * by an id its opener chose; opening and closing are handshakes of the
- * socket state machine (sock_state.c). A message record (be__msg) is one
- * send: queued on its socket's scheduling queue (or its Engine's FIFO when
- * frag_sched is off), then on the staging SEND that carries it or in the
- * fragment scheduler, then on the worker's done list until its callback
- * runs. Records come from the worker's cache (be__worker_msg_get).
+ * by an id its opener chose. Opening is one SOCK_OPEN frame that
+ * be_sock_connect queues ahead of the data and the peer's rx.c answers;
+ * the rest of a socket's life, closing included, is the state machine of
+ * sock_state.c. A message record (be__msg) is one send: queued on its
+ * socket's scheduling queue (or its Engine's FIFO when frag_sched is
+ * off), then on the staging SEND that carries it or in the fragment
+ * scheduler, then on the worker's done list until its callback runs.
+ * Records come from the worker's cache (be__worker_msg_get).
  *
  * Ownership. A socket belongs to its worker's thread. It is reference
  * counted with a plain int: held by the application handle (until

@@ -12,10 +12,12 @@
  *
  * Ownership and threads. Everything of a worker belongs to it and is
  * touched only by the thread running its progress (no locks): its
- * queues, Engines, Sockets and Listeners. The one exception is the call
- * stack (be_worker_call), pushed lock-free from any thread and drained by
- * progress. Callbacks run only from progress: API calls queue them (done,
- * closeq), so be_sock_close() and friends are safe inside any callback.
+ * queues, Engines, Sockets and Listeners. The exceptions are atomics:
+ * the call stack (be_worker_call), pushed lock-free from any thread and
+ * drained by progress, and the library thread's running and stop flags
+ * (src/sock/worker.c). Callbacks run only from progress: API calls
+ * queue them (done, closeq), so be_sock_close() and friends are safe
+ * inside any callback.
  *
  * Receive buffers. A wdev owns every buffer it ever posted on its SRQ
  * (wd->bufs) until the worker dies. Engines reserve their peers' grants

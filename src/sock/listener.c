@@ -6,6 +6,7 @@
  * (engine.c). Sockets the peer then opens on that Engine are offered to
  * the listener's on_accept. Closing a listener stops new Engines; Engines
  * already accepted keep working and keep the callbacks they were given.
+ * struct be_listener is in src/engine/worker.h: Engines read it.
  */
 #include <errno.h>
 #include <stdio.h>
