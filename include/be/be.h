@@ -3,7 +3,7 @@
  *
  * be is an RDMA communication library in layers:
  *
- *   rpc / parameter server   (later)
+ *   rpc.h                     calls with deadlines over replica sets, failover
  *   sock.h                    Sockets multiplexed over Engines (the BE core)
  *   alloc.h                   bemalloc: message buffers already registered for RDMA
  *   transports               verbs, shm, tcp (internal, src/xport)
@@ -55,5 +55,6 @@ BE_EXPORT const char *be_version_string(void);
 
 #include <be/alloc.h>
 #include <be/sock.h>
+#include <be/rpc.h>
 
 #endif /* BE_BE_H */

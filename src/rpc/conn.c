@@ -1,0 +1,110 @@
+/*
+ * conn.c - RPC connections: one be_sock each, client or server side.
+ *
+ * A client conn belongs to one address of one replica of one channel
+ * (struct rpc_addr) and carries that channel's requests to it; a server
+ * conn is a socket a listener accepted. Requests flow only from the
+ * opener to the acceptor, so a REQUEST on a client conn or a REPLY on a
+ * server conn is a protocol error.
+ *
+ * A conn is referenced by its open socket and by every attempt (client)
+ * or request (server) on it, and freed when the last reference goes: a
+ * handler may answer after the caller hung up, and the reply is then
+ * dropped with nothing freed under it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "rpc/rpc_int.h"
+#include "util/log.h"
+
+void be__rpc_conn_put(struct rpc_conn *c)
+{
+	if (--c->refs)
+		return;
+	free(c);
+}
+
+void be__rpc_conn_close(struct rpc_conn *c)
+{
+	if (!c->s)
+		return;
+	be_sock_close(c->s);
+	c->s = NULL;
+	if (c->role == RPC_CONN_SERVER) {
+		rpc_list_del(&c->link);
+		c->rpc->ss.conns--;
+	}
+	be__rpc_conn_put(c);
+}
+
+static void client_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	be__rpc_client_recv(user, buf, len);
+}
+
+static void client_close(struct be_sock *s, int reason, void *user)
+{
+	struct rpc_conn *c = user;
+
+	/* The peer closing its socket (reason 0) ends the conn as surely as
+	 * a failure: its requests will not be answered. */
+	if (!reason)
+		reason = -ECONNRESET;
+	c->refs++;
+	if (c->addr)
+		be__rpc_addr_down(c->addr, reason);
+	else
+		be__rpc_conn_failed(c, reason);
+	be__rpc_conn_close(c);
+	be__rpc_conn_put(c);
+}
+
+const struct be_sock_cbs be__rpc_client_cbs = {
+	.on_recv = client_recv,
+	.on_close = client_close,
+};
+
+static void server_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	be__rpc_server_recv(user, buf, len);
+}
+
+static void server_close(struct be_sock *s, int reason, void *user)
+{
+	be__rpc_conn_close(user);
+}
+
+static int server_accept(struct be_listener *l, struct be_sock *s, void *user)
+{
+	struct be_rpc *rpc = user;
+	struct rpc_conn *c;
+	struct rpc_list *p;
+
+	if (rpc->destroyed)
+		return -ECONNREFUSED;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->rpc = rpc;
+	c->s = s;
+	c->role = RPC_CONN_SERVER;
+	c->refs = 1;
+	rpc_list_init(&c->atts);
+	for (p = rpc->lsts.next; p != &rpc->lsts; p = p->next) {
+		struct rpc_lst *rl = rpc_list_entry(p, struct rpc_lst, link);
+
+		if (rl->l == l)
+			c->lst = rl;
+	}
+	rpc_list_add_tail(&rpc->sconns, &c->link);
+	rpc->ss.conns++;
+	be_sock_set_user(s, c);
+	return 0;
+}
+
+const struct be_sock_cbs be__rpc_server_cbs = {
+	.on_recv = server_recv,
+	.on_close = server_close,
+	.on_accept = server_accept,
+};

@@ -1,0 +1,253 @@
+/*
+ * failover.c - the health of a replica's addresses and the path a
+ * replica's calls take: port switch, TCP fallback, probing, and the way
+ * back.
+ *
+ * A replica's addresses are in order of preference. Its path is the
+ * first address that is usable: IDLE (not connected yet: a call connects
+ * it) or UP. An address goes DOWN when its connection fails (on_close of
+ * its socket: a dead Engine, a port gone, the peer hanging up; a send
+ * that fails at once; a protocol error) or when addr_timeouts attempts in
+ * a row time out on it with nothing answered in between (a path that
+ * drops traffic while the Engine's own keepalive, 10 s by default, has
+ * not noticed yet). The path then moves to the next usable address: a
+ * port switch, or a TCP fallback when it moves from an RDMA-class
+ * address (verbs, shm) to tcp. The attempts that were on the failed
+ * connection are failed over after the path moved, so their retries go
+ * the new way at once.
+ *
+ * A DOWN address is probed while it matters: when it is preferred to the
+ * current path, or when the replica has no usable address at all. A probe
+ * opens a fresh connection (a failed Engine is never reused by the core)
+ * and pings it (service 0, method 0) within probe_timeout_ms; the first
+ * probe goes probe_min_ms after the failure, and the delay doubles up to
+ * probe_max_ms while probes fail. A successful probe makes the address UP
+ * and, when it is preferred to the current path, the replica returns to
+ * it: a port return, or a fallback return from tcp to RDMA. While being
+ * probed an address takes no calls, so a path that is still broken costs
+ * one probe, not the calls of a deadline.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "rpc/rpc_int.h"
+#include "util/log.h"
+
+int be__rpc_addr_conn(struct rpc_addr *a, struct rpc_conn **out)
+{
+	struct be_rpc *rpc = a->rep->ch->rpc;
+	struct rpc_conn *c;
+	int rc;
+
+	if (a->conn && a->conn->s) {
+		*out = a->conn;
+		return 0;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->rpc = rpc;
+	c->role = RPC_CONN_CLIENT;
+	c->refs = 1;
+	c->addr = a;
+	rpc_list_init(&c->atts);
+	rpc_list_init(&c->link);
+	rc = be_sock_connect(rpc->w, a->str, &be__rpc_client_cbs, c, &c->s);
+	if (rc) {
+		be__log(BE_LOG_INFO, "rpc: connect %s: %s", a->str, be_strerror(rc));
+		free(c);
+		return rc;
+	}
+	a->conn = c;
+	if (a->state == BE_RPC_ADDR_IDLE)
+		a->state = BE_RPC_ADDR_UP;
+	*out = c;
+	return 0;
+}
+
+/* Does probing @a matter now? */
+static bool addr_wanted(const struct rpc_addr *a)
+{
+	const struct rpc_replica *rep = a->rep;
+
+	if (rep->state == BE_RPC_REP_REMOVED || rep->ch->destroying)
+		return false;
+	return rep->path < 0 || (int)a->idx < rep->path;
+}
+
+static void addr_probe_fire(struct be_rpc *rpc, struct rpc_tmr *t);
+
+void be__rpc_addr_schedule_probe(struct rpc_addr *a)
+{
+	struct be_rpc *rpc = a->rep->ch->rpc;
+
+	if (a->state != BE_RPC_ADDR_DOWN || rpc_tmr_armed(&a->probe_tmr) || a->probe_call ||
+	    !addr_wanted(a))
+		return;
+	be__rpc_tmr_arm(rpc, &a->probe_tmr, rpc_now() + (uint64_t)a->probe_ms * 1000000ull,
+			addr_probe_fire);
+}
+
+static void addr_probe_failed(struct rpc_addr *a)
+{
+	const struct be_rpc_config *cfg = &a->rep->ch->cfg;
+
+	a->c.probe_failures++;
+	a->rep->ch->c.probe_failures++;
+	a->probe_ms = a->probe_ms * 2 > cfg->probe_max_ms ? cfg->probe_max_ms : a->probe_ms * 2;
+	if (a->state == BE_RPC_ADDR_PROBING)
+		a->state = BE_RPC_ADDR_DOWN;
+	if (a->conn) {
+		struct rpc_conn *c = a->conn;
+
+		a->conn = NULL;
+		c->addr = NULL;
+		be__rpc_conn_failed(c, -ECONNRESET);
+		be__rpc_conn_close(c);
+	}
+	be__rpc_addr_schedule_probe(a);
+}
+
+static void addr_probe_fire(struct be_rpc *rpc, struct rpc_tmr *t)
+{
+	struct rpc_addr *a = container_of(t, struct rpc_addr, probe_tmr);
+	int rc;
+
+	if (a->state != BE_RPC_ADDR_DOWN || !addr_wanted(a))
+		return;
+	a->state = BE_RPC_ADDR_PROBING;
+	rc = be__rpc_probe_start(a->rep->ch, a, NULL, &a->probe_call);
+	if (rc) {
+		a->probe_call = 0;
+		a->c.probes++;
+		a->rep->ch->c.probes++;
+		addr_probe_failed(a);
+	}
+}
+
+void be__rpc_probe_done(struct rpc_call *call, int status)
+{
+	struct rpc_replica *rep = call->probe_rep;
+	struct rpc_addr *a = call->probe_addr;
+
+	if (rep) {
+		rep->probe_call = 0;
+		be__rpc_rep_probe_done(rep, status);
+		return;
+	}
+	a->probe_call = 0;
+	if (a->rep->state == BE_RPC_REP_REMOVED || a->rep->ch->destroying)
+		return;
+	if (status) {
+		addr_probe_failed(a);
+		return;
+	}
+	a->state = BE_RPC_ADDR_UP;
+	a->probe_ms = a->rep->ch->cfg.probe_min_ms;
+	a->timeouts_row = 0;
+	be__rpc_rep_path(a->rep);
+}
+
+void be__rpc_rep_path(struct rpc_replica *rep)
+{
+	struct be_rpc_chan *ch = rep->ch;
+	int i, path = -1, last = rep->last_path;
+
+	for (i = 0; i < (int)rep->rec.naddrs; i++) {
+		int st = rep->addrs[i].state;
+
+		if (st == BE_RPC_ADDR_IDLE || st == BE_RPC_ADDR_UP) {
+			path = i;
+			break;
+		}
+	}
+	if (path != rep->path) {
+		rep->path = path;
+		if (path >= 0 && last >= 0 && path != last) {
+			struct rpc_addr *from = &rep->addrs[last], *to = &rep->addrs[path];
+
+			if (path > last && from->rdma && !to->rdma) {
+				ch->c.fallbacks++;
+				to->c.fallbacks++;
+			} else if (path > last) {
+				ch->c.port_switches++;
+				to->c.port_switches++;
+			} else if (!from->rdma && to->rdma) {
+				ch->c.fallback_returns++;
+				to->c.fallback_returns++;
+			} else {
+				ch->c.port_returns++;
+				to->c.port_returns++;
+			}
+			be__log(BE_LOG_INFO, "rpc: replica %s: %s -> %s", rep->rec.replica, from->str,
+				to->str);
+		}
+		if (path >= 0)
+			rep->last_path = path;
+	}
+	for (i = 0; i < (int)rep->rec.naddrs; i++)
+		be__rpc_addr_schedule_probe(&rep->addrs[i]);
+}
+
+void be__rpc_addr_down(struct rpc_addr *a, int err)
+{
+	struct rpc_replica *rep = a->rep;
+	struct rpc_conn *c = a->conn;
+	bool was_path = (int)a->idx == rep->path;
+
+	rep->outstanding++; /* pinned while its attempts fail over */
+	if (c) {
+		a->conn = NULL;
+		c->addr = NULL;
+	}
+	if (a->state == BE_RPC_ADDR_UP || a->state == BE_RPC_ADDR_IDLE) {
+		a->c.conn_errors++;
+		be__log(BE_LOG_INFO, "rpc: %s down: %s", a->str, be_strerror(err));
+	}
+	if (a->state != BE_RPC_ADDR_PROBING)
+		a->state = BE_RPC_ADDR_DOWN;
+	a->timeouts_row = 0;
+	be__rpc_rep_path(rep);
+	if (c) {
+		be__rpc_conn_failed(c, err);
+		be__rpc_conn_close(c);
+	}
+	/* Losing the path is a failure of the replica (ejection counts it);
+	 * a probe that fails is counted by its own completion. */
+	if (was_path)
+		be__rpc_rep_failed(rep);
+	rep->outstanding--;
+	be__rpc_replica_maybe_free(rep);
+}
+
+void be__rpc_addr_ok(struct rpc_addr *a)
+{
+	a->timeouts_row = 0;
+}
+
+void be__rpc_addr_timeout(struct rpc_addr *a, bool silent)
+{
+	struct rpc_replica *rep = a->rep;
+	uint32_t i;
+
+	a->c.timeouts++;
+	be__rpc_rep_failed(rep);
+	/* Replies to later requests came back: the path works and the
+	 * server is slow; that is the replica's business (ejection), not a
+	 * reason to leave the path. */
+	if (!silent || a->state != BE_RPC_ADDR_UP || rep->state == BE_RPC_REP_REMOVED)
+		return;
+	if (++a->timeouts_row < rep->ch->cfg.addr_timeouts)
+		return;
+	/* Leave a silent path only for another one: with nowhere to go,
+	 * waiting for its calls (or for the Engine's keepalive to fail it)
+	 * is better than failing every call at once. */
+	for (i = 0; i < rep->rec.naddrs; i++) {
+		int st = rep->addrs[i].state;
+
+		if (i != a->idx && (st == BE_RPC_ADDR_IDLE || st == BE_RPC_ADDR_UP)) {
+			be__rpc_addr_down(a, -ETIMEDOUT);
+			return;
+		}
+	}
+}

@@ -1,0 +1,436 @@
+/*
+ * rpc_int.h - the objects of the RPC layer (internal to src/rpc).
+ *
+ *   be_rpc ─┬─ timer heap + timer thread (timer.c)
+ *           ├─ id tables of calls and attempts (ids.c)
+ *           ├─ methods, listeners, server conns, requests (server.c)
+ *           └─ channels (channel.c)
+ *                └─ replicas (failover.c, eject.c)
+ *                     └─ addresses ── conn (one be_sock, conn.c)
+ *                                      └─ attempts in flight on it
+ *   call (call.c) ── attempts (one per send of the request) ── conn
+ *   scatter (scatter.c) ── legs, each a call
+ *
+ * Everything is touched by the worker's thread only, except the fields
+ * named in struct rpc_ctl and the timer thread's handshake (timer.c).
+ * Reference counts are plain ints for that reason.
+ *
+ * Lifetimes. A conn lives while its socket is open or something refers to
+ * it (attempts, server requests). A call lives until it completed and the
+ * last send of its request buffer came back. A replica removed from its
+ * set lives until its last attempt finished. The be_rpc itself lives
+ * until be_rpc_destroy() and the last server request held by a handler.
+ */
+#ifndef BE_RPC_RPC_INT_H
+#define BE_RPC_RPC_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <be/be.h>
+#include <be/rpc.h>
+#include "util/common.h"
+
+/* ---- intrusive list (its own: the engine's is internal to src/engine) */
+
+struct rpc_list {
+	struct rpc_list *next, *prev;
+};
+
+static inline void rpc_list_init(struct rpc_list *l)
+{
+	l->next = l->prev = l;
+}
+static inline bool rpc_list_empty(const struct rpc_list *l)
+{
+	return l->next == l;
+}
+static inline void rpc_list_add_tail(struct rpc_list *h, struct rpc_list *n)
+{
+	n->prev = h->prev;
+	n->next = h;
+	h->prev->next = n;
+	h->prev = n;
+}
+static inline void rpc_list_del(struct rpc_list *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	n->next = n->prev = n;
+}
+#define rpc_list_entry(p, type, member) container_of(p, type, member)
+#define rpc_list_for_each_safe(p, tmp, h) \
+	for ((p) = (h)->next, (tmp) = (p)->next; (p) != (h); (p) = (tmp), (tmp) = (p)->next)
+
+/* ---- wire header (proto.c) */
+
+#define RPC_MAGIC 0x5242u /* "BR" little-endian */
+#define RPC_VERSION 1u
+
+/* Fill the header in front of payload @payload. */
+void be__rpc_hdr_put(void *payload, const struct be_rpc_hdr *h);
+/* A status a reply may carry. */
+bool be__rpc_status_valid(int32_t st);
+/* The type, id, service and method of a message whose header failed
+ * validation but starts with our magic and version (so an error reply
+ * can name the request); -EINVAL when it does not. */
+int be__rpc_hdr_peek(const void *msg, size_t len, struct be_rpc_hdr *out);
+
+/* ---- timers (timer.c) */
+
+struct be_rpc;
+struct rpc_tmr;
+typedef void (*rpc_tmr_fn)(struct be_rpc *rpc, struct rpc_tmr *t);
+
+struct rpc_tmr {
+	uint64_t due;     /* monotonic ns */
+	uint32_t idx;     /* heap position + 1; 0: not armed */
+	rpc_tmr_fn fn;
+};
+
+struct rpc_heap {
+	struct rpc_tmr **v;
+	uint32_t n, cap;
+};
+
+/* What queued worker calls (ticks, deferred completions) and the timer
+ * thread share with a be_rpc that may be destroyed before they run. */
+struct rpc_ctl {
+	struct be_rpc *rpc;     /* NULL once destroyed (worker thread only) */
+	atomic_int queued;      /* worker calls queued and not yet run */
+	atomic_bool tick_queued;
+};
+
+int be__rpc_timer_start(struct be_rpc *rpc);
+void be__rpc_timer_stop(struct be_rpc *rpc);
+/* Arm @t at @due (re-arm if armed). 0 or -ENOMEM. */
+int be__rpc_tmr_arm(struct be_rpc *rpc, struct rpc_tmr *t, uint64_t due, rpc_tmr_fn fn);
+void be__rpc_tmr_cancel(struct be_rpc *rpc, struct rpc_tmr *t);
+static inline bool rpc_tmr_armed(const struct rpc_tmr *t)
+{
+	return t->idx != 0;
+}
+/* Queue be__rpc_flush() to run at the next progress (deferred completions). */
+void be__rpc_kick(struct be_rpc *rpc);
+
+/* ---- id tables (ids.c): u64 handles (generation << 32 | slot) */
+
+#define RPC_IDS_NONE UINT32_MAX /* free_head of an empty table */
+
+struct rpc_ids {
+	struct rpc_id_slot {
+		uint32_t gen;
+		uint32_t next_free;
+		void *p;
+	} *v;
+	uint32_t n, cap, free_head;
+};
+
+int be__rpc_ids_add(struct rpc_ids *t, void *p, uint64_t *id);
+/* The object of @id, or NULL; *@late set when @id was issued once and
+ * its object is gone (NULL: caller does not care). */
+void *be__rpc_ids_get(const struct rpc_ids *t, uint64_t id, bool *late);
+void be__rpc_ids_del(struct rpc_ids *t, uint64_t id);
+void be__rpc_ids_free(struct rpc_ids *t);
+
+/* ---- connections (conn.c) */
+
+enum { RPC_CONN_CLIENT, RPC_CONN_SERVER };
+
+struct rpc_addr;
+struct rpc_lst;
+
+struct rpc_conn {
+	struct be_rpc *rpc;
+	struct be_sock *s;        /* NULL once closed */
+	int role;
+	int refs;                 /* the socket + attempts/requests referring to it */
+	bool heard;               /* received something (client: a reply) */
+	bool established;         /* a send on it completed with 0 */
+	uint64_t last_rx_ns;      /* client: when the last reply arrived */
+	struct rpc_addr *addr;    /* client: whose connection this is (NULL once detached) */
+	struct rpc_lst *lst;      /* server: the listener that accepted it */
+	struct rpc_list atts;     /* client: attempts waiting for a reply */
+	struct rpc_list link;     /* server: rpc->sconns */
+};
+
+void be__rpc_conn_put(struct rpc_conn *c);
+/* Close the socket (idempotent); attempts on it are failed by the caller. */
+void be__rpc_conn_close(struct rpc_conn *c);
+/* Send one message (header already written at @base); the send callback
+ * frees copies and drops the call's hold on its buffer. */
+extern const struct be_sock_cbs be__rpc_client_cbs;
+extern const struct be_sock_cbs be__rpc_server_cbs;
+
+/* ---- channels, replicas, addresses (channel.c, failover.c, eject.c) */
+
+struct be_rpc_chan;
+struct rpc_replica;
+
+struct rpc_addr {
+	struct rpc_replica *rep;
+	unsigned int idx;
+	char str[BE_RPC_ADDR_MAX];
+	bool rdma;                /* verbs or shm: a tcp address is the fallback */
+	int state;                /* enum be_rpc_addr_state */
+	struct rpc_conn *conn;
+	uint32_t timeouts_row;    /* attempts timed out since the last answer */
+	uint32_t probe_ms;        /* next probe backoff */
+	uint64_t probe_call;      /* id of the probe in flight, 0: none */
+	struct rpc_tmr probe_tmr;
+	struct be_rpc_counters c;
+};
+
+struct rpc_replica {
+	struct be_rpc_chan *ch;
+	struct be_rpc_record rec;
+	struct rpc_addr addrs[BE_RPC_MAX_ADDRS];
+	int path;                 /* current address, -1: none usable */
+	int last_path;            /* the last path >= 0 (to name a switch) */
+	int state;                /* enum be_rpc_rep_state */
+	uint32_t outstanding;     /* attempts in flight (probes included) */
+	uint32_t fails_row;
+	uint32_t eject_level;     /* ejections in a row */
+	uint64_t eject_start_ns;  /* last ejection */
+	uint64_t active_since_ns; /* last return (or creation) */
+	uint64_t probe_call;      /* return probe in flight, 0: none */
+	struct rpc_tmr eject_tmr;
+	uint64_t ejections, returns;
+	struct rpc_list gone;     /* ch->gone while removed and draining */
+};
+
+struct rpc_budget {
+	uint64_t bucket_ns;       /* start of the current 100 ms bucket */
+	uint32_t cur;             /* index of the current bucket */
+	uint32_t calls[10], spent[10];
+	uint64_t sum_calls, sum_spent;
+};
+
+struct rpc_watch;
+
+struct be_rpc_chan {
+	struct be_rpc *rpc;
+	struct be_rpc_config cfg;
+	struct rpc_list link;     /* rpc->chans */
+	struct rpc_replica **reps;
+	uint32_t nreps, cap;
+	struct rpc_list gone;     /* removed replicas still draining */
+	struct rpc_list calls;    /* calls in flight */
+	uint64_t min_version;
+	struct rpc_budget budget;
+	struct be_rpc_counters c;
+	struct be_rpc_hist lat;
+	struct rpc_watch *watch;  /* when fed by a naming source */
+	bool destroying;
+};
+
+/* ---- calls (call.c) */
+
+enum { RPC_CALL_USER, RPC_CALL_PROBE, RPC_CALL_LEG, RPC_CALL_SCATTER };
+
+struct rpc_scatter;
+
+struct rpc_attempt {
+	uint64_t id;
+	struct rpc_call *call;
+	struct rpc_conn *conn;
+	struct rpc_addr *addr;
+	uint64_t sent_ns;
+	uint8_t no;               /* 0 = first */
+	bool hedge;
+	bool sent;                /* its send completed with 0 */
+	struct rpc_list clink;    /* conn->atts */
+	struct rpc_attempt *next; /* call->atts */
+};
+
+struct rpc_call {
+	uint64_t id;
+	int kind;
+	struct be_rpc *rpc;
+	struct be_rpc_chan *ch;
+	uint32_t service, method;
+	uint32_t flags;
+	void *req;                /* payload pointer, NULL for len 0 */
+	uint32_t len;
+	int refs;                 /* 1 until completed + sends of the buffer in flight */
+	bool busy;                /* a send of the original buffer is in flight */
+	bool done;
+	bool deferred;            /* on rpc->deferred, completing with status */
+	bool hedged;
+	int status;
+	int last_err;             /* best error seen so far */
+	uint64_t start_ns, deadline_ns;
+	uint32_t timeout_us;
+	uint64_t hedge_ns;        /* hedge delay */
+	struct rpc_tmr dl_tmr, hedge_tmr;
+	struct rpc_attempt *atts; /* outstanding attempts */
+	uint32_t natts;           /* attempts made */
+	struct rpc_replica *tried[8];
+	be_rpc_done_cb cb;
+	void *arg;
+	struct rpc_addr *probe_addr;
+	struct rpc_replica *probe_rep;
+	struct rpc_scatter *sc;
+	uint32_t leg;
+	struct rpc_list link;     /* ch->calls, or rpc->deferred */
+	struct rpc_call *next_free;
+};
+
+struct rpc_scatter {
+	struct rpc_call base;     /* kind RPC_CALL_SCATTER: id, deferral */
+	struct be_rpc_scatter_item *items;
+	uint32_t n, left;
+	int first_err;
+	bool fail_fast;
+	be_rpc_scatter_cb cb;
+	void *arg;
+	uint64_t *legs;           /* call ids of the legs */
+};
+
+/* ---- server (server.c) */
+
+struct rpc_method {
+	uint64_t key;             /* service << 32 | method; 0: empty slot */
+	be_rpc_handler fn;
+	void *user;
+	uint32_t min_remaining_us;
+};
+
+struct rpc_lst {
+	struct be_listener *l;
+	struct rpc_list link;
+};
+
+struct be_rpc_req {
+	struct be_rpc *rpc;
+	struct rpc_conn *conn;
+	struct be_rpc_hdr h;
+	uint64_t deadline_ns;     /* UINT64_MAX: none */
+	struct be_rpc_req *next_free;
+};
+
+/* ---- the RPC state of a worker */
+
+struct be_rpc {
+	struct be_worker *w;
+	struct be_rpc_config cfg;
+	int refs;                 /* 1 until destroyed + requests held by handlers */
+	bool destroyed;
+	int cb_depth;             /* > 0 inside an application callback */
+	uint64_t rnd;
+
+	/* timers */
+	struct rpc_heap heap;
+	struct rpc_ctl *ctl;
+	pthread_t thr;
+	bool thr_started;
+	pthread_mutex_t mu;       /* guards thr_due and stop with the thread */
+	pthread_cond_t cv;
+	uint64_t thr_due;         /* what the thread sleeps toward; UINT64_MAX: nothing */
+	bool stop;
+	uint64_t pub_due;         /* worker's copy of what it last published */
+	bool kick_queued;
+
+	/* ids and caches */
+	struct rpc_ids calls, atts;
+	struct rpc_attempt *att_free;
+	struct rpc_call *call_free;
+	struct be_rpc_req *req_free;
+	struct rpc_list deferred; /* calls completing at the next flush */
+
+	/* server */
+	struct rpc_method *methods;
+	uint32_t mcap, mcount;
+	struct rpc_list lsts, sconns;
+	bool draining;
+	struct be_rpc_server_stats ss;
+
+	/* client */
+	struct rpc_list chans;
+};
+
+/* ---- cross-file internals */
+
+uint64_t be__rpc_rand(struct be_rpc *rpc);
+int be__rpc_method_find(struct be_rpc *rpc, uint32_t service, uint32_t method,
+			struct rpc_method **out);
+void be__rpc_server_recv(struct rpc_conn *c, void *buf, size_t len);
+void be__rpc_server_conn_gone(struct rpc_conn *c);
+void be__rpc_req_put_rpc(struct be_rpc *rpc);
+void be__rpc_unref(struct be_rpc *rpc);
+
+/* call.c */
+void be__rpc_client_recv(struct rpc_conn *c, void *buf, size_t len);
+/* The connection of @c failed with @err: fail every attempt on it. */
+void be__rpc_conn_failed(struct rpc_conn *c, int err);
+void be__rpc_call_complete(struct rpc_call *call, int status);
+void be__rpc_flush(struct be_rpc *rpc);
+void be__rpc_send_cb(struct be_sock *s, void *buf, int status, void *arg);
+int be__rpc_call_start(struct be_rpc_chan *ch, int kind, uint32_t service, uint32_t method,
+		       void *req, size_t len, const struct be_rpc_call_opts *o, be_rpc_done_cb cb,
+		       void *arg, struct rpc_call **out);
+int be__rpc_probe_start(struct be_rpc_chan *ch, struct rpc_addr *a, struct rpc_replica *rep,
+			uint64_t *id);
+void be__rpc_call_free_all(struct be_rpc *rpc);
+
+/* channel.c */
+struct rpc_replica *be__rpc_pick(struct be_rpc_chan *ch, struct rpc_call *call);
+void be__rpc_replica_maybe_free(struct rpc_replica *rep);
+void be__rpc_chan_refresh(struct be_rpc_chan *ch);
+
+/* failover.c: address health and the path of a replica */
+int be__rpc_addr_conn(struct rpc_addr *a, struct rpc_conn **out);
+void be__rpc_addr_down(struct rpc_addr *a, int err);
+void be__rpc_addr_ok(struct rpc_addr *a);
+void be__rpc_addr_timeout(struct rpc_addr *a, bool silent);
+void be__rpc_rep_path(struct rpc_replica *rep);
+void be__rpc_probe_done(struct rpc_call *call, int status);
+void be__rpc_addr_schedule_probe(struct rpc_addr *a);
+
+/* eject.c */
+void be__rpc_rep_failed(struct rpc_replica *rep);
+void be__rpc_rep_ok(struct rpc_replica *rep);
+void be__rpc_rep_probe_done(struct rpc_replica *rep, int status);
+bool be__rpc_rep_usable(const struct rpc_replica *rep);
+
+/* budget.c */
+void be__rpc_budget_deposit(struct rpc_budget *b, uint64_t now);
+bool be__rpc_budget_withdraw(struct rpc_budget *b, const struct be_rpc_config *cfg, uint64_t now);
+
+/* naming.c */
+void be__rpc_watch_stop(struct rpc_watch *w);
+int be__rpc_watch_snapshot(struct rpc_watch *w, struct be_rpc_record **recs, unsigned int *n);
+
+/* more cross-file entry points */
+void be__rpc_call_defer(struct rpc_call *call, int status);
+void be__rpc_call_abort(struct rpc_call *call);
+void be__rpc_chan_destroy_all(struct be_rpc *rpc);
+void be__rpc_server_close_all(struct be_rpc *rpc);
+void be__rpc_server_free(struct be_rpc *rpc);
+int be__rpc_config_check(const struct be_rpc_config *c);
+int be__rpc_watch_start(struct be_rpc_chan *ch, struct be_rpc_naming *n, const char *service,
+			uint32_t shard);
+void be__rpc_scatter_leg_done(struct rpc_call *leg, int status, void *reply, size_t len);
+void be__rpc_scatter_notify(struct rpc_call *sc);
+void be__rpc_scatter_cancel(struct rpc_call *sc);
+
+/* stats.c */
+void be__rpc_count_error(struct be_rpc_counters *c, int status);
+
+static inline uint64_t rpc_now(void)
+{
+	return be__now_ns();
+}
+
+/* Callbacks of the application run inside these, so a nested
+ * be_rpc_call_sync() can tell it must not wait. */
+#define RPC_APP_CB(rpc, expr)          \
+	do {                           \
+		(rpc)->cb_depth++;     \
+		expr;                  \
+		(rpc)->cb_depth--;     \
+	} while (0)
+
+#endif /* BE_RPC_RPC_INT_H */

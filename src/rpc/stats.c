@@ -1,0 +1,241 @@
+/*
+ * stats.c - counters of channels, replicas, addresses and the server, as
+ * structs and as JSON.
+ *
+ * Channel counters count calls by their outcome; address counters count
+ * what happened on that address (attempts, connections lost, probes,
+ * switches onto it). The JSON is written with snprintf into the caller's
+ * buffer and returns the length it needs, like be_worker_stats_json():
+ * one object per channel with its counters, the latency quantiles in
+ * microseconds, and each replica with its state, path and addresses.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rpc/rpc_int.h"
+
+void be__rpc_count_error(struct be_rpc_counters *c, int status)
+{
+	c->errors++;
+	switch (status) {
+	case -ETIMEDOUT:
+		c->timeouts++;
+		break;
+	case -ECANCELED:
+		c->canceled++;
+		break;
+	case -EHOSTUNREACH:
+		c->unavailable++;
+		break;
+	case BE_EPROTO_PEER:
+		c->proto_errors++;
+		break;
+	case -ECONNRESET:
+	case -ECONNREFUSED:
+	case -ECONNABORTED:
+	case -ENOTCONN:
+	case -EPIPE:
+	case -ENETUNREACH:
+	case -ENETDOWN:
+	case BE_ECONNFAULT:
+		c->conn_errors++;
+		break;
+	default:
+		c->server_errors++;
+		break;
+	}
+}
+
+void be_rpc_chan_stats(struct be_rpc_chan *ch, struct be_rpc_chan_stats *out)
+{
+	uint32_t i, ej = 0;
+
+	out->c = ch->c;
+	out->replicas = ch->nreps;
+	for (i = 0; i < ch->nreps; i++)
+		ej += ch->reps[i]->state == BE_RPC_REP_EJECTED ||
+		      ch->reps[i]->state == BE_RPC_REP_PROBING;
+	out->ejected = ej;
+	out->lat = ch->lat;
+}
+
+int be_rpc_chan_replica_stats(struct be_rpc_chan *ch, unsigned int i,
+			      struct be_rpc_replica_stats *out)
+{
+	const struct rpc_replica *rep;
+	uint32_t j;
+
+	if (i >= ch->nreps)
+		return -ENOENT;
+	rep = ch->reps[i];
+	memset(out, 0, sizeof(*out));
+	memcpy(out->name, rep->rec.replica, sizeof(out->name));
+	out->state = rep->state;
+	out->path = rep->path;
+	out->version = rep->rec.version;
+	out->epoch = rep->rec.epoch;
+	out->naddrs = rep->rec.naddrs;
+	out->outstanding = rep->outstanding;
+	out->ejections = rep->ejections;
+	out->returns = rep->returns;
+	out->fails_in_row = rep->fails_row;
+	for (j = 0; j < rep->rec.naddrs; j++) {
+		memcpy(out->addrs[j].addr, rep->addrs[j].str, sizeof(out->addrs[j].addr));
+		out->addrs[j].state = rep->addrs[j].state;
+		out->addrs[j].c = rep->addrs[j].c;
+	}
+	return 0;
+}
+
+/* ---- JSON */
+
+struct json_out {
+	char *buf;
+	size_t len, pos;
+};
+
+static void __attribute__((format(printf, 2, 3))) json_put(struct json_out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(o->pos < o->len ? o->buf + o->pos : NULL, o->pos < o->len ? o->len - o->pos : 0,
+		      fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		o->pos += (size_t)n;
+}
+
+/* A string we made (names, addresses): escape what JSON needs. */
+static void json_str(struct json_out *o, const char *s)
+{
+	json_put(o, "\"");
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			json_put(o, "\\%c", ch);
+		else if (ch < 0x20)
+			json_put(o, "\\u%04x", ch);
+		else
+			json_put(o, "%c", ch);
+	}
+	json_put(o, "\"");
+}
+
+static void json_counters(struct json_out *o, const struct be_rpc_counters *c)
+{
+#define F(x) json_put(o, "\"" #x "\":%" PRIu64 ",", (uint64_t)c->x)
+	F(calls);
+	F(ok);
+	F(errors);
+	F(timeouts);
+	F(canceled);
+	F(conn_errors);
+	F(proto_errors);
+	F(server_errors);
+	F(unavailable);
+	F(retries);
+	F(hedges);
+	F(hedge_wins);
+	F(budget_denied);
+	F(late_replies);
+	F(req_copies);
+	F(port_switches);
+	F(port_returns);
+	F(fallbacks);
+	F(fallback_returns);
+	F(ejections);
+	F(returns);
+	F(probes);
+	F(probe_failures);
+#undef F
+	json_put(o, "\"outstanding\":%" PRIu64, c->outstanding);
+}
+
+static const char *addr_state_name(int st)
+{
+	static const char *const names[] = { "idle", "up", "down", "probing" };
+
+	return st >= 0 && st < 4 ? names[st] : "?";
+}
+
+static const char *rep_state_name(int st)
+{
+	static const char *const names[] = { "active", "ejected", "probing", "draining", "removed" };
+
+	return st >= 0 && st < 5 ? names[st] : "?";
+}
+
+int be_rpc_chan_stats_json(struct be_rpc_chan *ch, char *buf, size_t len)
+{
+	struct json_out o = { buf, len, 0 };
+	uint32_t i, j;
+
+	if (!ch || (!buf && len))
+		return -EINVAL;
+	json_put(&o, "{");
+	json_counters(&o, &ch->c);
+	json_put(&o, ",\"latency_us\":{\"count\":%" PRIu64 ",\"p50\":%.1f,\"p90\":%.1f,"
+		     "\"p99\":%.1f,\"p999\":%.1f,\"max\":%.1f},",
+		 ch->lat.count, be_rpc_hist_quantile(&ch->lat, 0.5) / 1e3,
+		 be_rpc_hist_quantile(&ch->lat, 0.9) / 1e3, be_rpc_hist_quantile(&ch->lat, 0.99) / 1e3,
+		 be_rpc_hist_quantile(&ch->lat, 0.999) / 1e3, ch->lat.max_ns / 1e3);
+	json_put(&o, "\"replicas\":[");
+	for (i = 0; i < ch->nreps; i++) {
+		const struct rpc_replica *rep = ch->reps[i];
+
+		json_put(&o, "%s{\"name\":", i ? "," : "");
+		json_str(&o, rep->rec.replica);
+		json_put(&o, ",\"state\":\"%s\",\"path\":", rep_state_name(rep->state));
+		if (rep->path >= 0)
+			json_str(&o, rep->addrs[rep->path].str);
+		else
+			json_put(&o, "null");
+		json_put(&o, ",\"version\":%" PRIu64 ",\"epoch\":%" PRIu64 ",\"outstanding\":%u,"
+			     "\"ejections\":%" PRIu64 ",\"returns\":%" PRIu64 ",\"fails_in_row\":%u,"
+			     "\"addrs\":[",
+			 rep->rec.version, rep->rec.epoch, rep->outstanding, rep->ejections,
+			 rep->returns, rep->fails_row);
+		for (j = 0; j < rep->rec.naddrs; j++) {
+			json_put(&o, "%s{\"addr\":", j ? "," : "");
+			json_str(&o, rep->addrs[j].str);
+			json_put(&o, ",\"state\":\"%s\",", addr_state_name(rep->addrs[j].state));
+			json_counters(&o, &rep->addrs[j].c);
+			json_put(&o, "}");
+		}
+		json_put(&o, "]}");
+	}
+	json_put(&o, "]}");
+	return (int)o.pos;
+}
+
+int be_rpc_server_stats_json(struct be_rpc *rpc, char *buf, size_t len)
+{
+	struct json_out o = { buf, len, 0 };
+	const struct be_rpc_server_stats *s = &rpc->ss;
+
+	if (!rpc || (!buf && len))
+		return -EINVAL;
+#define F(x, sep) json_put(&o, "\"" #x "\":%" PRIu64 sep, (uint64_t)s->x)
+	json_put(&o, "{");
+	F(requests, ",");
+	F(replies, ",");
+	F(errors, ",");
+	F(oneway, ",");
+	F(refused_deadline, ",");
+	F(refused_draining, ",");
+	F(no_method, ",");
+	F(proto_errors, ",");
+	F(replies_dropped, ",");
+	F(pings, ",");
+	F(in_flight, ",");
+	F(conns, "");
+	json_put(&o, ",\"draining\":%s}", rpc->draining ? "true" : "false");
+#undef F
+	return (int)o.pos;
+}

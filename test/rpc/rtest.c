@@ -1,0 +1,383 @@
+/*
+ * rtest.c - helper of the RPC tests (see rtest.h). Public API only.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rtest.h"
+
+uint64_t rt_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void rt_init(struct rt *t, int argc, char **argv)
+{
+	int i;
+
+	memset(t, 0, sizeof(*t));
+	t->transport = "tcp";
+	for (i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--transport") && i + 1 < argc)
+			t->transport = argv[++i];
+	signal(SIGPIPE, SIG_IGN);
+	be_config_init(&t->cfg);
+	/* Short enough that a broken test fails fast, long enough for a
+	 * loaded machine (sanitizers) never to trip it falsely. */
+	t->cfg.keepalive_ms = 500;
+	t->cfg.conn_timeout_ms = 20000;
+	t->cfg.spin_us = 0;
+	be_rpc_config_init(&t->rcfg);
+	/* Generous deadlines: the machine is shared and noisy; tests that
+	 * are about deadlines set their own. */
+	t->rcfg.timeout_us = 10000000;
+}
+
+const char *rt_listen_addr(struct rt *t, const char *transport)
+{
+	const char *tr = transport ? transport : t->transport;
+
+	if (!strcmp(tr, "shm")) {
+		snprintf(t->addr, sizeof(t->addr), "shm://be-rt-%d-%d", (int)getpid(), t->naddr++);
+	} else if (!strcmp(tr, "verbs")) {
+		const char *ip = getenv("BE_RXE_IP0");
+
+		snprintf(t->addr, sizeof(t->addr), "verbs://%s:0", ip ? ip : "127.0.0.1");
+	} else {
+		snprintf(t->addr, sizeof(t->addr), "%s://127.0.0.1:0", tr);
+	}
+	return t->addr;
+}
+
+static uint64_t rt_hang_ms(void)
+{
+	const char *h = getenv("RT_HANG_S");
+
+	return (uint64_t)(h ? atoi(h) : 60) * 1000u;
+}
+
+void rt_pump(struct be_worker **ws, int n, bool (*done)(void *arg), void *arg)
+{
+	uint64_t start = rt_ms(), hang = rt_hang_ms();
+	int i, idle = 0;
+
+	while (!done(arg)) {
+		int work = 0;
+
+		for (i = 0; i < n; i++) {
+			int rc = be_worker_progress(ws[i]);
+
+			ASSERT_OK(rc);
+			work += rc;
+		}
+		if (rt_ms() - start > hang)
+			TEST_FAIL("hang: condition not reached in %d s", (int)(hang / 1000));
+		if (!work && ++idle > 100) {
+			usleep(100);
+			idle = 0;
+		}
+	}
+}
+
+void rt_pump_ms(struct be_worker **ws, int n, int ms)
+{
+	uint64_t end = rt_ms() + (uint64_t)ms;
+	int i;
+
+	while (rt_ms() < end) {
+		int work = 0;
+
+		for (i = 0; i < n; i++)
+			work += be_worker_progress(ws[i]);
+		if (!work)
+			usleep(100);
+	}
+}
+
+void rt_echo(struct be_rpc_req *req, void *buf, size_t len, void *user)
+{
+	struct rt_server *s = user;
+	int rc;
+
+	if (s)
+		s->echoed++;
+	/* Zero copy: the request's buffer is the reply's. A caller that hung
+	 * up makes the reply -ENOTCONN (dropped and counted). */
+	rc = be_rpc_req_reply(req, buf, len);
+	if (rc && rc != -ENOTCONN)
+		TEST_FAIL("reply: %s", be_strerror(rc));
+}
+
+void rt_server_start(struct rt *t, struct rt_server *s, struct be_ctx *shared_ctx)
+{
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	if (shared_ctx)
+		s->ctx = shared_ctx;
+	else
+		ASSERT_OK(be_ctx_create(&t->cfg, &s->ctx));
+	ASSERT_OK(be_worker_create(s->ctx, &s->w));
+	ASSERT_OK(be_rpc_create(s->w, &t->rcfg, &s->rpc));
+	ASSERT_OK(be_rpc_register(s->rpc, RT_SVC, RT_ECHO, rt_echo, s, 0));
+	rc = be_rpc_listen(s->rpc, rt_listen_addr(t, NULL), &s->l);
+	if (rc == -EPROTONOSUPPORT) {
+		fprintf(stderr, "transport %s not built in: skipped\n", t->transport);
+		exit(77);
+	}
+	ASSERT_OK(rc);
+	ASSERT_OK(be_listener_addr(s->l, s->addr, sizeof(s->addr)));
+	if (shared_ctx)
+		s->ctx = NULL; /* not ours to destroy */
+}
+
+void rt_server_stop(struct rt_server *s)
+{
+	be_rpc_destroy(s->rpc);
+	be_worker_destroy(s->w);
+	if (s->ctx)
+		be_ctx_destroy(s->ctx);
+}
+
+void rt_client_start(struct rt *t, struct rt_client *c, struct be_ctx *ctx)
+{
+	memset(c, 0, sizeof(*c));
+	ASSERT_OK(be_worker_create(ctx, &c->w));
+	ASSERT_OK(be_rpc_create(c->w, &t->rcfg, &c->rpc));
+}
+
+void rt_client_stop(struct rt_client *c)
+{
+	be_rpc_destroy(c->rpc);
+	be_worker_destroy(c->w);
+}
+
+static void rt_fill(void *p, size_t len, uint32_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	uint8_t *b = p;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		b[i] = (uint8_t)x;
+	}
+}
+
+int rt_check(const void *p, size_t len, uint32_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	const uint8_t *b = p;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		if (b[i] != (uint8_t)x)
+			return 0;
+	}
+	return 1;
+}
+
+void *rt_req(size_t len, uint32_t seed)
+{
+	void *p = be_rpc_buf_alloc(len);
+
+	ASSERT(p);
+	rt_fill(p, len, seed);
+	return p;
+}
+
+void rt_done_cb(int status, void *reply, size_t len, void *arg)
+{
+	struct rt_result *r = arg;
+
+	r->calls++;
+	if (r->calls > 1)
+		TEST_FAIL("a call completed twice (status %d then %d)", r->status, status);
+	r->status = status;
+	r->reply = reply;
+	r->len = len;
+}
+
+/* ---- replicas in child processes */
+
+struct slow {
+	struct be_rpc_req *req;
+	void *buf;
+	size_t len;
+	uint64_t due_ms;
+};
+
+static struct slow slows[4096];
+static int nslow;
+
+static void rt_slow(struct be_rpc_req *req, void *buf, size_t len, void *user)
+{
+	uint32_t us = 0;
+
+	if (len >= 4)
+		memcpy(&us, buf, 4);
+	if (nslow == (int)(sizeof(slows) / sizeof(slows[0]))) {
+		be_rpc_req_fail(req, -EBUSY);
+		be_rpc_buf_free(buf);
+		return;
+	}
+	slows[nslow++] = (struct slow){ req, buf, len, rt_ms() + us / 1000 };
+}
+
+static void replica_main(struct rt *t, const char *transports, int wfd, int rfd)
+{
+	struct be_listener *ls[4];
+	char trs[64], msg[4 * BE_RPC_ADDR_MAX + 8];
+	char first[BE_RPC_ADDR_MAX] = "";
+	struct be_rpc_config rc;
+	struct be_worker *w;
+	struct be_rpc *rpc;
+	struct be_ctx *ctx;
+	char *tok, *save;
+	size_t off = 0;
+	int n = 0, i, closed = 0;
+
+	ASSERT_OK(be_ctx_create(&t->cfg, &ctx));
+	ASSERT_OK(be_worker_create(ctx, &w));
+	be_rpc_config_init(&rc);
+	ASSERT_OK(be_rpc_create(w, &rc, &rpc));
+	ASSERT_OK(be_rpc_register(rpc, RT_SVC, RT_ECHO, rt_echo, NULL, 0));
+	ASSERT_OK(be_rpc_register(rpc, RT_SVC, RT_SLOW, rt_slow, NULL, 0));
+	snprintf(trs, sizeof(trs), "%s", transports);
+	for (tok = strtok_r(trs, ",", &save); tok && n < 4; tok = strtok_r(NULL, ",", &save)) {
+		char a[BE_RPC_ADDR_MAX];
+		int rcode = be_rpc_listen(rpc, rt_listen_addr(t, tok), &ls[n]);
+
+		if (rcode == -EPROTONOSUPPORT)
+			_exit(77);
+		ASSERT_OK(rcode);
+		ASSERT_OK(be_listener_addr(ls[n], a, sizeof(a)));
+		if (!n)
+			snprintf(first, sizeof(first), "%s", a);
+		off += (size_t)snprintf(msg + off, sizeof(msg) - off, "%s\n", a);
+		n++;
+	}
+	ASSERT((size_t)write(wfd, msg, off) == off);
+	close(wfd);
+	fcntl(rfd, F_SETFL, O_NONBLOCK);
+	for (;;) {
+		uint64_t now;
+		char cmd;
+		ssize_t got;
+
+		be_worker_wait(w, nslow ? 1 : 10);
+		now = rt_ms();
+		for (i = 0; i < nslow;) {
+			if (slows[i].due_ms <= now) {
+				be_rpc_req_reply(slows[i].req, slows[i].buf, slows[i].len);
+				slows[i] = slows[--nslow];
+			} else {
+				i++;
+			}
+		}
+		got = read(rfd, &cmd, 1);
+		if (got == 0)
+			_exit(0); /* the parent is gone */
+		if (got < 0)
+			continue;
+		switch (cmd) {
+		case 'd':
+			be_rpc_drain(rpc, 1);
+			break;
+		case 'u':
+			be_rpc_drain(rpc, 0);
+			break;
+		case 'c':
+			if (!closed) {
+				be_rpc_unlisten(rpc, ls[0], 1);
+				closed = 1;
+			}
+			break;
+		case 'o':
+			if (closed) {
+				ASSERT_OK(be_rpc_listen(rpc, first, &ls[0]));
+				closed = 0;
+			}
+			break;
+		}
+	}
+}
+
+void rt_replica_start(struct rt *t, struct rt_replica *r, const char *transports)
+{
+	int up[2], down[2];
+	char buf[4 * BE_RPC_ADDR_MAX + 8], *p, *save;
+	size_t got = 0;
+	ssize_t n;
+
+	memset(r, 0, sizeof(*r));
+	ASSERT_OK(pipe(up));
+	ASSERT_OK(pipe(down));
+	/* Names must differ between replicas and from the parent's. */
+	t->naddr += 100;
+	r->pid = fork();
+	ASSERT(r->pid >= 0);
+	if (!r->pid) {
+		close(up[0]);
+		close(down[1]);
+		replica_main(t, transports, up[1], down[0]);
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	r->ctl = down[1];
+	while ((n = read(up[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += (size_t)n;
+	close(up[0]);
+	buf[got] = '\0';
+	if (!got) {
+		int st;
+
+		waitpid(r->pid, &st, 0);
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+			fprintf(stderr, "transport not built in: skipped\n");
+			exit(77);
+		}
+		TEST_FAIL("replica did not start (status %d)", st);
+	}
+	for (p = strtok_r(buf, "\n", &save); p && r->naddrs < 4; p = strtok_r(NULL, "\n", &save))
+		snprintf(r->addrs[r->naddrs++], BE_RPC_ADDR_MAX, "%s", p);
+}
+
+void rt_replica_ctl(struct rt_replica *r, char cmd)
+{
+	ASSERT(write(r->ctl, &cmd, 1) == 1);
+}
+
+void rt_replica_kill(struct rt_replica *r, int sig)
+{
+	if (r->pid > 0)
+		kill(r->pid, sig);
+}
+
+void rt_replica_reap(struct rt_replica *r)
+{
+	int st;
+
+	if (r->pid <= 0)
+		return;
+	kill(r->pid, SIGKILL);
+	waitpid(r->pid, &st, 0);
+	r->pid = 0;
+	close(r->ctl);
+}

@@ -1,0 +1,106 @@
+/*
+ * rtest.h - shared helper of the RPC tests.
+ *
+ * Every test in test/rpc/ runs on one transport chosen with --transport
+ * NAME (tcp, shm, verbs; default tcp). A transport that is not built in
+ * skips the test (exit 77: be_listen() says -EPROTONOSUPPORT). Most tests
+ * run server and client workers in one process, driven from one thread
+ * by rt_pump(), which alternates progress until a condition holds and
+ * fails the test after a generous hang guard (RT_HANG_S, default 60 s:
+ * not a speed assertion, it turns a hang into a clear failure). Tests
+ * that kill or stop replicas fork them (rt_replica_*), before any
+ * context exists in the parent (sock.h: fork before creating contexts).
+ */
+#ifndef BE_TEST_RPC_RTEST_H
+#define BE_TEST_RPC_RTEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <be/be.h>
+#include "test.h"
+
+struct rt {
+	const char *transport;
+	struct be_config cfg;     /* be_config_init() + test settings */
+	struct be_rpc_config rcfg;/* be_rpc_config_init() */
+	int naddr;
+	char addr[BE_RPC_ADDR_MAX];
+};
+
+void rt_init(struct rt *t, int argc, char **argv);
+/* A fresh listen address on @transport (NULL: the test's). */
+const char *rt_listen_addr(struct rt *t, const char *transport);
+
+/* Progress @ws until @done(@arg); fails the test on a hang. */
+void rt_pump(struct be_worker **ws, int n, bool (*done)(void *arg), void *arg);
+/* Progress @ws for about @ms milliseconds. */
+void rt_pump_ms(struct be_worker **ws, int n, int ms);
+
+/* A server: context, worker, be_rpc listening on one address of the
+ * test's transport, with an echo handler on (RT_SVC, RT_ECHO). */
+#define RT_SVC 7u
+#define RT_ECHO 1u
+struct rt_server {
+	struct be_ctx *ctx;
+	struct be_worker *w;
+	struct be_rpc *rpc;
+	struct be_listener *l;
+	char addr[BE_RPC_ADDR_MAX];
+	uint64_t echoed;
+};
+void rt_server_start(struct rt *t, struct rt_server *s, struct be_ctx *shared_ctx);
+void rt_server_stop(struct rt_server *s);
+/* The echo handler (user: struct rt_server, may be NULL): replies with the
+ * request's own buffer. */
+void rt_echo(struct be_rpc_req *req, void *buf, size_t len, void *user);
+
+/* A client: worker + be_rpc on @ctx. */
+struct rt_client {
+	struct be_worker *w;
+	struct be_rpc *rpc;
+};
+void rt_client_start(struct rt *t, struct rt_client *c, struct be_ctx *ctx);
+void rt_client_stop(struct rt_client *c);
+
+/* A request payload of @len bytes with the pattern of @seed. */
+void *rt_req(size_t len, uint32_t seed);
+int rt_check(const void *p, size_t len, uint32_t seed);
+
+/* Call results, counted. */
+struct rt_result {
+	int calls;        /* callbacks seen */
+	int status;
+	void *reply;
+	size_t len;
+};
+void rt_done_cb(int status, void *reply, size_t len, void *arg); /* arg: rt_result; keeps reply */
+
+/* ---- replicas in child processes */
+
+struct rt_replica {
+	pid_t pid;
+	int naddrs;
+	char addrs[4][BE_RPC_ADDR_MAX];
+	int ctl;                  /* write end of the control pipe */
+};
+
+/* Fork a replica listening on each transport of @transports (comma
+ * separated, e.g. "shm,tcp") with the echo handler and a "slow echo"
+ * (RT_SLOW: answers after the number of microseconds in the first 4
+ * bytes), then report its addresses. Control bytes on the pipe: 'd'
+ * drain on, 'u' drain off, 'c' close the first address's listener and
+ * connections (its "RDMA path" breaks), 'o' listen on it again (same
+ * address). */
+#define RT_SLOW 2u
+void rt_replica_start(struct rt *t, struct rt_replica *r, const char *transports);
+void rt_replica_ctl(struct rt_replica *r, char cmd);
+void rt_replica_kill(struct rt_replica *r, int sig);
+void rt_replica_reap(struct rt_replica *r);
+
+/* Monotonic milliseconds. */
+uint64_t rt_ms(void);
+
+#endif
