@@ -243,7 +243,9 @@ BE_EXPORT int be_rpc_register(struct be_rpc *rpc, uint32_t service, uint32_t met
 BE_EXPORT int be_rpc_listen(struct be_rpc *rpc, const char *addr, struct be_listener **out);
 
 /*
- * be_rpc_unlisten() - stop accepting on @l; with @close_conns also close
+ * be_rpc_unlisten() - stop accepting on @l, including new sockets peers
+ * open on the Engines it accepted earlier (an Engine outlives its
+ * listener: its peer may keep reusing it); with @close_conns also close
  * the connections it accepted (their callers see the connection fail;
  * replies of requests still held are then dropped and counted).
  * Returns 0 or -ENOENT (not a listener of @rpc). Threads: worker.

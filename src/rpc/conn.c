@@ -81,7 +81,10 @@ static int server_accept(struct be_listener *l, struct be_sock *s, void *user)
 	struct rpc_conn *c;
 	struct rpc_list *p;
 
-	if (rpc->destroyed)
+	/* l is NULL when the Engine's listener was closed since: the
+	 * server stopped accepting there (be_rpc_unlisten()), on the
+	 * Engines it already has too. */
+	if (rpc->destroyed || !l)
 		return -ECONNREFUSED;
 	c = calloc(1, sizeof(*c));
 	if (!c)

@@ -120,6 +120,12 @@ void rt_echo(struct be_rpc_req *req, void *buf, size_t len, void *user)
 
 void rt_server_start(struct rt *t, struct rt_server *s, struct be_ctx *shared_ctx)
 {
+	rt_server_start_at(t, s, shared_ctx, rt_listen_addr(t, NULL));
+}
+
+void rt_server_start_at(struct rt *t, struct rt_server *s, struct be_ctx *shared_ctx,
+			const char *addr)
+{
 	int rc;
 
 	memset(s, 0, sizeof(*s));
@@ -130,7 +136,7 @@ void rt_server_start(struct rt *t, struct rt_server *s, struct be_ctx *shared_ct
 	ASSERT_OK(be_worker_create(s->ctx, &s->w));
 	ASSERT_OK(be_rpc_create(s->w, &t->rcfg, &s->rpc));
 	ASSERT_OK(be_rpc_register(s->rpc, RT_SVC, RT_ECHO, rt_echo, s, 0));
-	rc = be_rpc_listen(s->rpc, rt_listen_addr(t, NULL), &s->l);
+	rc = be_rpc_listen(s->rpc, addr, &s->l);
 	if (rc == -EPROTONOSUPPORT) {
 		fprintf(stderr, "transport %s not built in: skipped\n", t->transport);
 		exit(77);
@@ -213,9 +219,97 @@ void rt_done_cb(int status, void *reply, size_t len, void *arg)
 	r->len = len;
 }
 
+bool rt_result_done(void *arg)
+{
+	return ((struct rt_result *)arg)->calls > 0;
+}
+
+/* ---- streams */
+
+#define RT_MAX_CALLS (1u << 22)
+static uint8_t stream_seen[RT_MAX_CALLS];
+static uint32_t stream_seq;
+
+struct stream_call {
+	struct rt_stream *s;
+	uint32_t seq;
+};
+
+static void stream_cb(int status, void *reply, size_t len, void *arg)
+{
+	struct stream_call *c = arg;
+	struct rt_stream *s = c->s;
+
+	if (stream_seen[c->seq]++)
+		TEST_FAIL("call %u completed twice", c->seq);
+	s->inflight--;
+	s->done++;
+	if (!status) {
+		s->ok++;
+		if (s->mark_ms && !s->first_ok_ms)
+			s->first_ok_ms = rt_ms();
+	} else if (status == -ETIMEDOUT) {
+		s->timeouts++;
+	} else {
+		s->other++;
+		s->last_err = status;
+	}
+	be_rpc_buf_free(reply);
+	free(c);
+}
+
+void rt_stream_fill(struct rt_stream *s)
+{
+	struct be_rpc_call_opts o = { s->timeout_us, s->flags };
+
+	while (s->inflight < s->depth) {
+		struct stream_call *c = malloc(sizeof(*c));
+		size_t len = s->method == RT_SLOW ? 64 : 256;
+		void *req = be_rpc_buf_alloc(len);
+		int rc;
+
+		ASSERT(c && req);
+		memset(req, 0x5a, len);
+		if (s->method == RT_SLOW)
+			memcpy(req, &s->slow_us, 4);
+		ASSERT_LT(stream_seq, RT_MAX_CALLS);
+		c->s = s;
+		c->seq = stream_seq++;
+		rc = be_rpc_call(s->ch, s->service, s->method, req, len, &o, stream_cb, c, NULL);
+		if (rc) {
+			ASSERT_EQ(rc, -EHOSTUNREACH);
+			stream_seen[c->seq] = 1;
+			s->refused++;
+			be_rpc_buf_free(req);
+			free(c);
+			return;
+		}
+		s->inflight++;
+		s->sent++;
+	}
+}
+
+void rt_stream_drain(struct rt_stream *s, struct be_worker **ws, int n)
+{
+	uint64_t start = rt_ms(), hang = rt_hang_ms();
+	int i;
+
+	while (s->inflight) {
+		int work = 0;
+
+		for (i = 0; i < n; i++)
+			work += be_worker_progress(ws[i]);
+		if (!work)
+			usleep(100);
+		if (rt_ms() - start > hang)
+			TEST_FAIL("hang: %d calls still in flight", s->inflight);
+	}
+}
+
 /* ---- replicas in child processes */
 
 struct slow {
+	void *owner;
 	struct be_rpc_req *req;
 	void *buf;
 	size_t len;
@@ -236,40 +330,69 @@ static void rt_slow(struct be_rpc_req *req, void *buf, size_t len, void *user)
 		be_rpc_buf_free(buf);
 		return;
 	}
-	slows[nslow++] = (struct slow){ req, buf, len, rt_ms() + us / 1000 };
+	slows[nslow++] = (struct slow){ user, req, buf, len, rt_ms() + us / 1000 };
+}
+
+/* One path of a replica: its own worker, be_rpc and listener, so that
+ * breaking it ('c') takes its Engines down with it, as a broken RDMA
+ * path does, while the other paths keep serving. */
+struct path {
+	struct be_worker *w;
+	struct be_rpc *rpc;
+	char addr[BE_RPC_ADDR_MAX];
+};
+
+static void path_open(struct rt *t, struct be_ctx *ctx, struct path *p, const char *addr)
+{
+	struct be_rpc_config rc;
+	struct be_listener *l;
+	int rcode;
+
+	ASSERT_OK(be_worker_create(ctx, &p->w));
+	be_rpc_config_init(&rc);
+	ASSERT_OK(be_rpc_create(p->w, &rc, &p->rpc));
+	ASSERT_OK(be_rpc_register(p->rpc, RT_SVC, RT_ECHO, rt_echo, NULL, 0));
+	ASSERT_OK(be_rpc_register(p->rpc, RT_SVC, RT_SLOW, rt_slow, p->rpc, 0));
+	rcode = be_rpc_listen(p->rpc, addr, &l);
+	if (rcode == -EPROTONOSUPPORT)
+		_exit(77);
+	ASSERT_OK(rcode);
+	ASSERT_OK(be_listener_addr(l, p->addr, sizeof(p->addr)));
+}
+
+static void path_close(struct path *p)
+{
+	int i;
+
+	/* Requests of this path still held by the slow handler are
+	 * answered into the void (their reply is dropped). */
+	for (i = 0; i < nslow;) {
+		if (slows[i].owner == p->rpc) {
+			be_rpc_req_reply(slows[i].req, slows[i].buf, slows[i].len);
+			slows[i] = slows[--nslow];
+		} else {
+			i++;
+		}
+	}
+	be_rpc_destroy(p->rpc);
+	be_worker_destroy(p->w);
+	p->w = NULL;
 }
 
 static void replica_main(struct rt *t, const char *transports, int wfd, int rfd)
 {
-	struct be_listener *ls[4];
+	struct path paths[4];
 	char trs[64], msg[4 * BE_RPC_ADDR_MAX + 8];
-	char first[BE_RPC_ADDR_MAX] = "";
-	struct be_rpc_config rc;
-	struct be_worker *w;
-	struct be_rpc *rpc;
 	struct be_ctx *ctx;
 	char *tok, *save;
 	size_t off = 0;
-	int n = 0, i, closed = 0;
+	int n = 0, i;
 
 	ASSERT_OK(be_ctx_create(&t->cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &w));
-	be_rpc_config_init(&rc);
-	ASSERT_OK(be_rpc_create(w, &rc, &rpc));
-	ASSERT_OK(be_rpc_register(rpc, RT_SVC, RT_ECHO, rt_echo, NULL, 0));
-	ASSERT_OK(be_rpc_register(rpc, RT_SVC, RT_SLOW, rt_slow, NULL, 0));
 	snprintf(trs, sizeof(trs), "%s", transports);
 	for (tok = strtok_r(trs, ",", &save); tok && n < 4; tok = strtok_r(NULL, ",", &save)) {
-		char a[BE_RPC_ADDR_MAX];
-		int rcode = be_rpc_listen(rpc, rt_listen_addr(t, tok), &ls[n]);
-
-		if (rcode == -EPROTONOSUPPORT)
-			_exit(77);
-		ASSERT_OK(rcode);
-		ASSERT_OK(be_listener_addr(ls[n], a, sizeof(a)));
-		if (!n)
-			snprintf(first, sizeof(first), "%s", a);
-		off += (size_t)snprintf(msg + off, sizeof(msg) - off, "%s\n", a);
+		path_open(t, ctx, &paths[n], rt_listen_addr(t, tok));
+		off += (size_t)snprintf(msg + off, sizeof(msg) - off, "%s\n", paths[n].addr);
 		n++;
 	}
 	ASSERT((size_t)write(wfd, msg, off) == off);
@@ -279,8 +402,11 @@ static void replica_main(struct rt *t, const char *transports, int wfd, int rfd)
 		uint64_t now;
 		char cmd;
 		ssize_t got;
+		int work = 0;
 
-		be_worker_wait(w, nslow ? 1 : 10);
+		for (i = 0; i < n; i++)
+			if (paths[i].w)
+				work += be_worker_progress(paths[i].w);
 		now = rt_ms();
 		for (i = 0; i < nslow;) {
 			if (slows[i].due_ms <= now) {
@@ -290,30 +416,28 @@ static void replica_main(struct rt *t, const char *transports, int wfd, int rfd)
 				i++;
 			}
 		}
+		if (!work)
+			usleep(50);
 		got = read(rfd, &cmd, 1);
 		if (got == 0)
 			_exit(0); /* the parent is gone */
 		if (got < 0)
 			continue;
-		switch (cmd) {
-		case 'd':
-			be_rpc_drain(rpc, 1);
-			break;
-		case 'u':
-			be_rpc_drain(rpc, 0);
-			break;
-		case 'c':
-			if (!closed) {
-				be_rpc_unlisten(rpc, ls[0], 1);
-				closed = 1;
-			}
-			break;
-		case 'o':
-			if (closed) {
-				ASSERT_OK(be_rpc_listen(rpc, first, &ls[0]));
-				closed = 0;
-			}
-			break;
+		for (i = 0; i < n; i++) {
+			if (!paths[i].w)
+				continue;
+			if (cmd == 'd')
+				be_rpc_drain(paths[i].rpc, 1);
+			else if (cmd == 'u')
+				be_rpc_drain(paths[i].rpc, 0);
+		}
+		if (cmd == 'c' && paths[0].w)
+			path_close(&paths[0]);
+		if (cmd == 'o' && !paths[0].w) {
+			char a[BE_RPC_ADDR_MAX];
+
+			snprintf(a, sizeof(a), "%s", paths[0].addr);
+			path_open(t, ctx, &paths[0], a);
 		}
 	}
 }
@@ -362,6 +486,18 @@ void rt_replica_start(struct rt *t, struct rt_replica *r, const char *transports
 void rt_replica_ctl(struct rt_replica *r, char cmd)
 {
 	ASSERT(write(r->ctl, &cmd, 1) == 1);
+}
+
+void rt_replica_record(const struct rt_replica *r, const char *name, struct be_rpc_record *out)
+{
+	int i;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(out->replica, sizeof(out->replica), "%s", name);
+	out->shard_hi = UINT32_MAX;
+	out->naddrs = (uint32_t)r->naddrs;
+	for (i = 0; i < r->naddrs; i++)
+		snprintf(out->addrs[i], sizeof(out->addrs[i]), "%s", r->addrs[i]);
 }
 
 void rt_replica_kill(struct rt_replica *r, int sig)

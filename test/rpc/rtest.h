@@ -52,6 +52,9 @@ struct rt_server {
 	uint64_t echoed;
 };
 void rt_server_start(struct rt *t, struct rt_server *s, struct be_ctx *shared_ctx);
+/* ... listening on @addr (e.g. the address of a server stopped before). */
+void rt_server_start_at(struct rt *t, struct rt_server *s, struct be_ctx *shared_ctx,
+			const char *addr);
 void rt_server_stop(struct rt_server *s);
 /* The echo handler (user: struct rt_server, may be NULL): replies with the
  * request's own buffer. */
@@ -77,6 +80,7 @@ struct rt_result {
 	size_t len;
 };
 void rt_done_cb(int status, void *reply, size_t len, void *arg); /* arg: rt_result; keeps reply */
+bool rt_result_done(void *arg); /* for rt_pump(): the rt_result completed */
 
 /* ---- replicas in child processes */
 
@@ -87,18 +91,43 @@ struct rt_replica {
 	int ctl;                  /* write end of the control pipe */
 };
 
-/* Fork a replica listening on each transport of @transports (comma
- * separated, e.g. "shm,tcp") with the echo handler and a "slow echo"
- * (RT_SLOW: answers after the number of microseconds in the first 4
- * bytes), then report its addresses. Control bytes on the pipe: 'd'
- * drain on, 'u' drain off, 'c' close the first address's listener and
- * connections (its "RDMA path" breaks), 'o' listen on it again (same
- * address). */
+/*
+ * Fork a replica listening on each transport of @transports (comma
+ * separated, e.g. "shm,tcp"), each on a worker of its own, with the echo
+ * handler and a "slow echo" (RT_SLOW: answers after the number of
+ * microseconds in the first 4 bytes, at millisecond resolution), then
+ * report its addresses. Control bytes on the pipe: 'd' drain on, 'u'
+ * drain off, 'c' break the first path (its worker goes, with every
+ * Engine on it: a broken RDMA path), 'o' open it again (same address).
+ */
 #define RT_SLOW 2u
 void rt_replica_start(struct rt *t, struct rt_replica *r, const char *transports);
 void rt_replica_ctl(struct rt_replica *r, char cmd);
+/* A record naming replica @r as @name with all its addresses. */
+void rt_replica_record(const struct rt_replica *r, const char *name, struct be_rpc_record *out);
 void rt_replica_kill(struct rt_replica *r, int sig);
 void rt_replica_reap(struct rt_replica *r);
+
+/*
+ * A stream of calls kept @depth deep on a channel, every completion
+ * checked to come exactly once. rt_stream_fill() tops it up (call it from
+ * an rt_pump() condition); calls refused at once (-EHOSTUNREACH: nothing
+ * usable) are counted, not retried, until the next fill.
+ */
+struct rt_stream {
+	struct be_rpc_chan *ch;
+	uint32_t service, method, flags, timeout_us;
+	uint32_t slow_us;         /* payload of RT_SLOW */
+	int depth;
+	int inflight;
+	uint64_t sent, done, ok, timeouts, other, refused;
+	int last_err;
+	uint64_t mark_ms;         /* set by the test; first_ok_ms: first success after it */
+	uint64_t first_ok_ms;
+};
+void rt_stream_fill(struct rt_stream *s);
+/* Run until nothing is in flight. */
+void rt_stream_drain(struct rt_stream *s, struct be_worker **ws, int n);
 
 /* Monotonic milliseconds. */
 uint64_t rt_ms(void);
