@@ -1,0 +1,114 @@
+/*
+ * Check kill -9 of one replica of three during a stream of idempotent
+ * calls (each held a few milliseconds by its server, so some are in
+ * flight on the victim when it dies): every call completes exactly
+ * once and successfully, those in flight on the dead replica retried on
+ * the others within their deadline; the dead replica's address goes down
+ * and takes no calls afterwards; and the channel keeps going on two.
+ * Prints the time from the kill to the address going down and to the
+ * first success after it (figures, not assertions).
+ */
+#include <signal.h>
+#include <string.h>
+
+#include "rtest.h"
+
+#define NR 3
+
+static struct rt_stream st;
+static struct be_worker *w;
+static struct be_rpc_chan *ch;
+static uint64_t goal;
+
+static bool step(void *arg)
+{
+	rt_stream_fill(&st);
+	return st.done >= goal;
+}
+
+static bool victim_down(void *arg)
+{
+	struct be_rpc_replica_stats rs;
+
+	rt_stream_fill(&st);
+	ASSERT_OK(be_rpc_chan_replica_stats(ch, 1, &rs));
+	return rs.addrs[0].state == BE_RPC_ADDR_DOWN || rs.addrs[0].state == BE_RPC_ADDR_PROBING;
+}
+
+int main(int argc, char **argv)
+{
+	struct rt t;
+	struct rt_replica reps[NR];
+	struct be_rpc_record recs[NR];
+	struct be_rpc_replica_stats rs;
+	struct be_rpc_chan_stats cs;
+	struct be_rpc_config cfg;
+	struct be_rpc *rpc;
+	struct be_ctx *ctx;
+	uint64_t t_kill, t_down, ok_victim;
+	int i;
+
+	rt_init(&t, argc, argv);
+	for (i = 0; i < NR; i++)
+		rt_replica_start(&t, &reps[i], t.transport);
+	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
+	ASSERT_OK(be_worker_create(ctx, &w));
+	cfg = t.rcfg;
+	cfg.timeout_us = 1000000;
+	ASSERT_OK(be_rpc_create(w, &cfg, &rpc));
+	for (i = 0; i < NR; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "r%d", i);
+		rt_replica_record(&reps[i], name, &recs[i]);
+	}
+	ASSERT_OK(be_rpc_chan_create(rpc, recs, NR, &ch));
+	st.ch = ch;
+	st.service = RT_SVC;
+	st.method = RT_SLOW;
+	st.slow_us = 2000;
+	st.flags = BE_RPC_IDEMPOTENT;
+	st.depth = 24;
+
+	goal = 300;
+	rt_pump(&w, 1, step, NULL);
+	ASSERT_OK(be_rpc_chan_replica_stats(ch, 1, &rs));
+	ASSERT_GT(rs.addrs[0].c.ok, 0);
+
+	t_kill = rt_ms();
+	st.mark_ms = t_kill;
+	rt_replica_kill(&reps[1], SIGKILL);
+	rt_pump(&w, 1, victim_down, NULL);
+	t_down = rt_ms();
+	ASSERT_OK(be_rpc_chan_replica_stats(ch, 1, &rs));
+	ok_victim = rs.addrs[0].c.ok;
+	goal = st.done + 600;
+	rt_pump(&w, 1, step, NULL);
+	rt_stream_drain(&st, &w, 1);
+
+	be_rpc_chan_stats(ch, &cs);
+	ASSERT_OK(be_rpc_chan_replica_stats(ch, 1, &rs));
+	fprintf(stderr,
+		"kill -9: down after %llu ms, first success after %llu ms; calls %llu ok %llu "
+		"timeouts %llu other %llu retries %llu\n",
+		(unsigned long long)(t_down - t_kill), (unsigned long long)(st.first_ok_ms - t_kill),
+		(unsigned long long)st.done, (unsigned long long)st.ok,
+		(unsigned long long)st.timeouts, (unsigned long long)st.other,
+		(unsigned long long)cs.c.retries);
+	if (st.other)
+		fprintf(stderr, "last error: %s\n", be_strerror(st.last_err));
+	ASSERT_EQ(st.ok, st.done);
+	ASSERT_EQ(st.refused, 0);
+	ASSERT_EQ(cs.c.ok, st.done);
+	ASSERT_GE(cs.c.retries, 1);
+	ASSERT_EQ(rs.addrs[0].c.ok, ok_victim);
+	ASSERT(rs.path == -1);
+
+	be_rpc_chan_destroy(ch);
+	be_rpc_destroy(rpc);
+	be_worker_destroy(w);
+	be_ctx_destroy(ctx);
+	for (i = 0; i < NR; i++)
+		rt_replica_reap(&reps[i]);
+	return 0;
+}

@@ -1,0 +1,120 @@
+/*
+ * Check SIGSTOP of one replica of three during a stream of idempotent
+ * calls: the frozen replica's calls are hedged or time out (each call
+ * still completes exactly once, with its reply or -ETIMEDOUT, nothing
+ * else); the replica is ejected, probed while it stays frozen (ejected
+ * again), and after SIGCONT it returns and serves calls again.
+ */
+#include <signal.h>
+#include <string.h>
+
+#include "rtest.h"
+
+#define NR 3
+
+static struct rt_stream st;
+static struct be_worker *w;
+static struct be_rpc_chan *ch;
+
+struct goal {
+	uint64_t done, ejections, returns, victim_ok;
+};
+
+static bool reached(void *arg)
+{
+	struct goal *g = arg;
+	struct be_rpc_chan_stats cs;
+	struct be_rpc_replica_stats rs;
+
+	rt_stream_fill(&st);
+	be_rpc_chan_stats(ch, &cs);
+	ASSERT_OK(be_rpc_chan_replica_stats(ch, 2, &rs));
+	return st.done >= g->done && cs.c.ejections >= g->ejections &&
+	       cs.c.returns >= g->returns && rs.addrs[0].c.ok >= g->victim_ok;
+}
+
+int main(int argc, char **argv)
+{
+	struct rt t;
+	struct rt_replica reps[NR];
+	struct be_rpc_record recs[NR];
+	struct be_rpc_replica_stats rs;
+	struct be_rpc_chan_stats cs;
+	struct be_rpc_config cfg;
+	struct be_rpc *rpc;
+	struct be_ctx *ctx;
+	struct goal g;
+	uint64_t t_stop, t_eject, t_cont, ej_before_cont;
+	int i;
+
+	rt_init(&t, argc, argv);
+	for (i = 0; i < NR; i++)
+		rt_replica_start(&t, &reps[i], t.transport);
+	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
+	ASSERT_OK(be_worker_create(ctx, &w));
+	cfg = t.rcfg;
+	cfg.timeout_us = 300000;  /* hedge at 150 ms */
+	cfg.eject_min_ms = 100;
+	cfg.eject_max_ms = 800;
+	ASSERT_OK(be_rpc_create(w, &cfg, &rpc));
+	for (i = 0; i < NR; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "r%d", i);
+		rt_replica_record(&reps[i], name, &recs[i]);
+	}
+	ASSERT_OK(be_rpc_chan_create(rpc, recs, NR, &ch));
+	st.ch = ch;
+	st.service = RT_SVC;
+	st.method = RT_SLOW;
+	st.slow_us = 1000;
+	st.flags = BE_RPC_IDEMPOTENT;
+	st.depth = 12;
+
+	g = (struct goal){ 300, 0, 0, 1 };
+	rt_pump(&w, 1, reached, &g);
+
+	t_stop = rt_ms();
+	rt_replica_kill(&reps[2], SIGSTOP);
+	g = (struct goal){ st.done + 100, 1, 0, 0 };
+	rt_pump(&w, 1, reached, &g);
+	t_eject = rt_ms();
+	ASSERT_OK(be_rpc_chan_replica_stats(ch, 2, &rs));
+	ASSERT(rs.state == BE_RPC_REP_EJECTED || rs.state == BE_RPC_REP_PROBING);
+	/* Frozen for a while: probes fail, it stays out. */
+	rt_pump_ms(&w, 1, 1);
+	g = (struct goal){ st.done + 500, 1, 0, 0 };
+	rt_pump(&w, 1, reached, &g);
+	be_rpc_chan_stats(ch, &cs);
+	ej_before_cont = cs.c.ejections;
+	ASSERT_OK(be_rpc_chan_replica_stats(ch, 2, &rs));
+
+	t_cont = rt_ms();
+	rt_replica_kill(&reps[2], SIGCONT);
+	g = (struct goal){ st.done + 100, 1, 1, rs.addrs[0].c.ok + 20 };
+	rt_pump(&w, 1, reached, &g);
+	rt_stream_drain(&st, &w, 1);
+
+	be_rpc_chan_stats(ch, &cs);
+	fprintf(stderr,
+		"SIGSTOP: ejected after %llu ms, %llu ejections while frozen; SIGCONT: back "
+		"and serving after %llu ms; calls %llu ok %llu timeouts %llu hedges %llu "
+		"wins %llu\n",
+		(unsigned long long)(t_eject - t_stop), (unsigned long long)ej_before_cont,
+		(unsigned long long)(rt_ms() - t_cont), (unsigned long long)st.done,
+		(unsigned long long)st.ok, (unsigned long long)st.timeouts,
+		(unsigned long long)cs.c.hedges, (unsigned long long)cs.c.hedge_wins);
+	ASSERT_EQ(st.other, 0);
+	ASSERT_EQ(st.refused, 0);
+	ASSERT_EQ(st.ok + st.timeouts, st.done);
+	ASSERT_GE(cs.c.returns, 1);
+	ASSERT_EQ(cs.c.ok, st.ok);
+
+	be_rpc_chan_destroy(ch);
+	be_rpc_destroy(rpc);
+	be_worker_destroy(w);
+	be_ctx_destroy(ctx);
+	for (i = 0; i < NR; i++)
+		rt_replica_reap(&reps[i]);
+	return 0;
+}

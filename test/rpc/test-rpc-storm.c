@@ -1,0 +1,128 @@
+/*
+ * Check that retries stay within the budget when every replica fails:
+ * three replicas in other processes all draining (every attempt is
+ * refused -ESHUTDOWN, which any call may retry) under a stream of calls:
+ * every call completes exactly once with -ESHUTDOWN, and retries stay
+ * within retry_budget_pct of the calls plus retry_budget_min per second.
+ * Then every replica is killed: calls fail (at once, or with a
+ * connection error), retries stay within the budget, and nothing hangs.
+ */
+#include <signal.h>
+#include <string.h>
+
+#include "rtest.h"
+
+#define NR 3
+
+static struct rt_stream st;
+static struct be_worker *w;
+static struct be_rpc_chan *ch;
+static uint64_t until_ms;
+
+static bool timed(void *arg)
+{
+	rt_stream_fill(&st);
+	return rt_ms() >= until_ms;
+}
+
+static bool all_down(void *arg)
+{
+	struct be_rpc_replica_stats rs;
+	unsigned int i;
+
+	rt_stream_fill(&st);
+	for (i = 0; i < NR; i++) {
+		ASSERT_OK(be_rpc_chan_replica_stats(ch, i, &rs));
+		if (rs.path >= 0)
+			return false;
+	}
+	return true;
+}
+
+int main(int argc, char **argv)
+{
+	struct rt t;
+	struct rt_replica reps[NR];
+	struct be_rpc_record recs[NR];
+	struct be_rpc_chan_stats cs, before;
+	struct be_rpc_config cfg;
+	struct be_rpc *rpc;
+	struct be_ctx *ctx;
+	uint64_t t0, secs, allowed;
+	int i;
+
+	rt_init(&t, argc, argv);
+	for (i = 0; i < NR; i++)
+		rt_replica_start(&t, &reps[i], t.transport);
+	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
+	ASSERT_OK(be_worker_create(ctx, &w));
+	cfg = t.rcfg;
+	cfg.timeout_us = 1000000;
+	cfg.retry_budget_pct = 10;
+	cfg.retry_budget_min = 10;
+	ASSERT_OK(be_rpc_create(w, &cfg, &rpc));
+	for (i = 0; i < NR; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "r%d", i);
+		rt_replica_record(&reps[i], name, &recs[i]);
+		rt_replica_ctl(&reps[i], 'd');
+	}
+	ASSERT_OK(be_rpc_chan_create(rpc, recs, NR, &ch));
+	st.ch = ch;
+	st.service = RT_SVC;
+	st.method = RT_ECHO;
+	st.flags = BE_RPC_IDEMPOTENT;
+	st.depth = 16;
+
+	/* Let the drain commands land: until the first refusal. */
+	until_ms = rt_ms() + 100;
+	rt_pump(&w, 1, timed, NULL);
+	rt_stream_drain(&st, &w, 1);
+	be_rpc_chan_stats(ch, &before);
+	st.ok = st.done = st.timeouts = st.other = 0;
+
+	t0 = rt_ms();
+	until_ms = t0 + 2000;
+	rt_pump(&w, 1, timed, NULL);
+	rt_stream_drain(&st, &w, 1);
+	secs = (rt_ms() - t0 + 999) / 1000;
+	be_rpc_chan_stats(ch, &cs);
+	allowed = (cs.c.calls - before.c.calls) / 10 + 10 * (secs + 1);
+	fprintf(stderr, "draining: calls %llu retries %llu allowed %llu denied %llu\n",
+		(unsigned long long)(cs.c.calls - before.c.calls),
+		(unsigned long long)(cs.c.retries - before.c.retries), (unsigned long long)allowed,
+		(unsigned long long)(cs.c.budget_denied - before.c.budget_denied));
+	ASSERT_EQ(st.ok, 0);
+	ASSERT_EQ(st.other, st.done);
+	ASSERT_EQ(st.last_err, -ESHUTDOWN);
+	ASSERT_LE(cs.c.retries - before.c.retries, allowed);
+	ASSERT_GT(cs.c.budget_denied, before.c.budget_denied);
+
+	/* Every replica dies. */
+	before = cs;
+	t0 = rt_ms();
+	for (i = 0; i < NR; i++)
+		rt_replica_kill(&reps[i], SIGKILL);
+	rt_pump(&w, 1, all_down, NULL);
+	until_ms = rt_ms() + 500;
+	rt_pump(&w, 1, timed, NULL);
+	rt_stream_drain(&st, &w, 1);
+	secs = (rt_ms() - t0 + 999) / 1000;
+	be_rpc_chan_stats(ch, &cs);
+	fprintf(stderr, "all dead: refused at once %llu, calls %llu retries %llu\n",
+		(unsigned long long)st.refused, (unsigned long long)(cs.c.calls - before.c.calls),
+		(unsigned long long)(cs.c.retries - before.c.retries));
+	ASSERT_GT(st.refused, 0);
+	ASSERT_LE(cs.c.retries - before.c.retries,
+		  (cs.c.calls - before.c.calls) / 10 + 10 * (secs + 1));
+	ASSERT_EQ(cs.c.outstanding, 0);
+
+	be_rpc_chan_destroy(ch);
+	be_rpc_destroy(rpc);
+	be_worker_destroy(w);
+	be_ctx_destroy(ctx);
+	for (i = 0; i < NR; i++)
+		rt_replica_reap(&reps[i]);
+	return 0;
+}
