@@ -267,7 +267,29 @@ static struct rpc_addr *att_target(struct rpc_call *call, int kind)
 				rep = r;
 		}
 	}
-	if (!rep || (kind == ATT_HEDGE && call_tried(call, rep)))
+	if (rep && kind == ATT_HEDGE && call_tried(call, rep))
+		rep = NULL;
+	if (!rep && kind == ATT_HEDGE) {
+		/* No other replica: the same one is worth a hedge only over
+		 * another path than its attempts in flight took (the path
+		 * moved because the one they took fell silent). */
+		struct rpc_attempt *a;
+
+		for (a = call->atts; a; a = a->next) {
+			struct rpc_replica *r = a->addr->rep;
+			struct rpc_attempt *b;
+
+			if (!be__rpc_rep_usable(r))
+				continue;
+			for (b = call->atts; b; b = b->next)
+				if (b->addr == &r->addrs[r->path])
+					break;
+			if (!b)
+				return &r->addrs[r->path];
+		}
+		return NULL;
+	}
+	if (!rep)
 		return NULL;
 	return &rep->addrs[rep->path];
 }
@@ -561,7 +583,7 @@ void be__rpc_client_recv(struct rpc_conn *c, void *buf, size_t len)
 		return;
 	}
 	addr = a->addr;
-	be__rpc_addr_ok(addr);
+	be__rpc_addr_ok(addr, c);
 	if (!h.status) {
 		addr->c.ok++;
 		be__rpc_rep_ok(addr->rep);
@@ -617,8 +639,18 @@ static void call_hedge(struct be_rpc *rpc, struct rpc_tmr *t)
 {
 	struct rpc_call *call = container_of(t, struct rpc_call, hedge_tmr);
 
+	struct rpc_attempt *a;
+
 	if (call->done || !call->atts || call->natts >= call->ch->cfg.max_attempts)
 		return;
+	/* Half the deadline and nothing at all back on the connection since
+	 * the attempt left: a path dropping traffic (a port down, an RDMA
+	 * path broken) rather than a slow server, which answers other calls.
+	 * Move the replica off it before hedging, so the hedge (and the
+	 * calls after it) take another path. */
+	for (a = call->atts; a; a = a->next)
+		if (a->conn->last_rx_ns < a->sent_ns)
+			be__rpc_addr_suspect(a->addr);
 	if (!call_attempt(call, ATT_HEDGE)) {
 		call->hedged = true;
 		call->ch->c.hedges++;

@@ -220,34 +220,68 @@ void be__rpc_addr_down(struct rpc_addr *a, int err)
 	be__rpc_replica_maybe_free(rep);
 }
 
-void be__rpc_addr_ok(struct rpc_addr *a)
+void be__rpc_addr_ok(struct rpc_addr *a, struct rpc_conn *c)
 {
 	a->timeouts_row = 0;
+	/* An answer on the connection of a path left as silent: it is not
+	 * (a false alarm, or it recovered); take it back without waiting
+	 * for the probe. */
+	if (a->state == BE_RPC_ADDR_DOWN && a->conn == c && !a->probe_call) {
+		be__rpc_tmr_cancel(a->rep->ch->rpc, &a->probe_tmr);
+		a->state = BE_RPC_ADDR_UP;
+		a->probe_ms = a->rep->ch->cfg.probe_min_ms;
+		be__rpc_rep_path(a->rep);
+	}
+}
+
+/* Has the replica of @a a usable address other than @a? */
+static bool addr_has_alternative(const struct rpc_addr *a)
+{
+	const struct rpc_replica *rep = a->rep;
+	uint32_t i;
+
+	for (i = 0; i < rep->rec.naddrs; i++) {
+		int st = rep->addrs[i].state;
+
+		if (i != a->idx && (st == BE_RPC_ADDR_IDLE || st == BE_RPC_ADDR_UP))
+			return true;
+	}
+	return false;
+}
+
+bool be__rpc_addr_suspect(struct rpc_addr *a)
+{
+	struct rpc_replica *rep = a->rep;
+
+	if (a->state != BE_RPC_ADDR_UP || rep->state == BE_RPC_REP_REMOVED ||
+	    !addr_has_alternative(a))
+		return false;
+	/* The path is left, its connection is not: the calls on it may still
+	 * be answered (a false alarm costs a probe), and the probe runs on
+	 * it. If the path is dead, the probe times out and closes it, or the
+	 * Engine fails first. */
+	be__log(BE_LOG_INFO, "rpc: %s silent, leaving it", a->str);
+	a->state = BE_RPC_ADDR_DOWN;
+	a->timeouts_row = 0;
+	a->c.conn_errors++;
+	be__rpc_rep_path(rep);
+	be__rpc_rep_failed(rep);
+	return true;
 }
 
 void be__rpc_addr_timeout(struct rpc_addr *a, bool silent)
 {
 	struct rpc_replica *rep = a->rep;
-	uint32_t i;
 
 	a->c.timeouts++;
 	be__rpc_rep_failed(rep);
 	/* Replies to later requests came back: the path works and the
 	 * server is slow; that is the replica's business (ejection), not a
-	 * reason to leave the path. */
+	 * reason to leave the path. With nowhere else to go, waiting for the
+	 * calls (or for the Engine's keepalive to fail it) is better than
+	 * failing every call at once. */
 	if (!silent || a->state != BE_RPC_ADDR_UP || rep->state == BE_RPC_REP_REMOVED)
 		return;
-	if (++a->timeouts_row < rep->ch->cfg.addr_timeouts)
-		return;
-	/* Leave a silent path only for another one: with nowhere to go,
-	 * waiting for its calls (or for the Engine's keepalive to fail it)
-	 * is better than failing every call at once. */
-	for (i = 0; i < rep->rec.naddrs; i++) {
-		int st = rep->addrs[i].state;
-
-		if (i != a->idx && (st == BE_RPC_ADDR_IDLE || st == BE_RPC_ADDR_UP)) {
-			be__rpc_addr_down(a, -ETIMEDOUT);
-			return;
-		}
-	}
+	if (++a->timeouts_row >= rep->ch->cfg.addr_timeouts)
+		be__rpc_addr_suspect(a);
 }

@@ -383,8 +383,11 @@ void be__rpc_chan_refresh(struct be_rpc_chan *ch);
 /* failover.c: address health and the path of a replica */
 int be__rpc_addr_conn(struct rpc_addr *a, struct rpc_conn **out);
 void be__rpc_addr_down(struct rpc_addr *a, int err);
-void be__rpc_addr_ok(struct rpc_addr *a);
+void be__rpc_addr_ok(struct rpc_addr *a, struct rpc_conn *c);
 void be__rpc_addr_timeout(struct rpc_addr *a, bool silent);
+/* Leave a silent path (keeping its connection); false if @a is not UP or
+ * its replica has nowhere else to go. */
+bool be__rpc_addr_suspect(struct rpc_addr *a);
 void be__rpc_rep_path(struct rpc_replica *rep);
 void be__rpc_probe_done(struct rpc_call *call, int status);
 void be__rpc_addr_schedule_probe(struct rpc_addr *a);

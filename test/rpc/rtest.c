@@ -338,6 +338,7 @@ static void rt_slow(struct be_rpc_req *req, void *buf, size_t len, void *user)
  * path does, while the other paths keep serving. */
 struct path {
 	struct be_worker *w;
+	bool frozen;              /* not progressed: its traffic goes unanswered */
 	struct be_rpc *rpc;
 	char addr[BE_RPC_ADDR_MAX];
 };
@@ -381,7 +382,7 @@ static void path_close(struct path *p)
 
 static void replica_main(struct rt *t, const char *transports, int wfd, int rfd)
 {
-	struct path paths[4];
+	struct path paths[4] = { 0 };
 	char trs[64], msg[4 * BE_RPC_ADDR_MAX + 8];
 	struct be_ctx *ctx;
 	char *tok, *save;
@@ -405,7 +406,7 @@ static void replica_main(struct rt *t, const char *transports, int wfd, int rfd)
 		int work = 0;
 
 		for (i = 0; i < n; i++)
-			if (paths[i].w)
+			if (paths[i].w && !paths[i].frozen)
 				work += be_worker_progress(paths[i].w);
 		now = rt_ms();
 		for (i = 0; i < nslow;) {
@@ -433,6 +434,8 @@ static void replica_main(struct rt *t, const char *transports, int wfd, int rfd)
 		}
 		if (cmd == 'c' && paths[0].w)
 			path_close(&paths[0]);
+		if (cmd == 'f' || cmd == 't')
+			paths[0].frozen = cmd == 'f';
 		if (cmd == 'o' && !paths[0].w) {
 			char a[BE_RPC_ADDR_MAX];
 

@@ -98,7 +98,10 @@ struct rt_replica {
  * microseconds in the first 4 bytes, at millisecond resolution), then
  * report its addresses. Control bytes on the pipe: 'd' drain on, 'u'
  * drain off, 'c' break the first path (its worker goes, with every
- * Engine on it: a broken RDMA path), 'o' open it again (same address).
+ * Engine on it: a broken RDMA path), 'o' open it again (same address),
+ * 'f' freeze the first path (its worker is no longer progressed: its
+ * traffic goes unanswered while its Engines stay up, as on a path that
+ * drops packets), 't' thaw it.
  */
 #define RT_SLOW 2u
 void rt_replica_start(struct rt *t, struct rt_replica *r, const char *transports);
