@@ -4,8 +4,8 @@
 #         -DEXPECT=raw-lat -P check-json.cmake
 #
 # Fails unless the command exits 0 and prints at least one line, every
-# line a JSON object whose "test" is EXPECT and which has the keys every
-# be-perf result carries.
+# line a JSON object whose "test" is EXPECT (or one of a comma-separated
+# list of tests) and which has the keys every be-perf result carries.
 cmake_policy(SET CMP0057 NEW) # if(IN_LIST)
 separate_arguments(args UNIX_COMMAND "${ARGS}")
 execute_process(COMMAND ${BE_PERF} ${args}
@@ -18,6 +18,7 @@ if(out STREQUAL "")
   message(FATAL_ERROR "be-perf ${ARGS}: no output\nstderr:\n${err}")
 endif()
 string(REPLACE "\n" ";" lines "${out}")
+string(REPLACE "," ";" expect_list "${EXPECT}")
 if(DEFINED KEYS)
   string(REPLACE "," ";" keys "${KEYS}")
 else()
@@ -42,7 +43,7 @@ foreach(line IN LISTS lines)
       endif()
     endforeach()
     string(JSON t GET "${line}" test)
-    if(NOT t STREQUAL EXPECT)
+    if(NOT t IN_LIST expect_list)
       message(FATAL_ERROR "be-perf ${ARGS}: \"test\" is '${t}', want '${EXPECT}'")
     endif()
     if("iters" IN_LIST keys)

@@ -6,6 +6,7 @@
  *   be-perf raw-bw    transport 1 MiB windowed writes
  *   be-perf lat|bw|hol|mux|idle   Socket-level tests
  *   be-perf cost      software cost of a Socket round trip, one thread
+ *   be-perf rpc-lat|rpc-rate   RPC calls (include/be/rpc.h)
  *
  * Every subcommand prints a readable table, or one JSON object per line
  * with --json.
