@@ -21,6 +21,11 @@ uint64_t rt_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+uint32_t rt_slow_factor(void)
+{
+	return getenv("BE_RXE_GUEST") ? 5 : 1;
+}
+
 void rt_init(struct rt *t, int argc, char **argv)
 {
 	int i;
@@ -49,8 +54,8 @@ const char *rt_listen_addr(struct rt *t, const char *transport)
 
 	if (!strcmp(tr, "shm")) {
 		snprintf(t->addr, sizeof(t->addr), "shm://be-rt-%d-%d", (int)getpid(), t->naddr++);
-	} else if (!strcmp(tr, "verbs")) {
-		const char *ip = getenv("BE_RXE_IP0");
+	} else if (!strcmp(tr, "verbs") || !strcmp(tr, "verbs1")) {
+		const char *ip = getenv(tr[5] ? "BE_RXE_IP1" : "BE_RXE_IP0");
 
 		snprintf(t->addr, sizeof(t->addr), "verbs://%s:0", ip ? ip : "127.0.0.1");
 	} else {
@@ -250,9 +255,11 @@ static void stream_cb(int status, void *reply, size_t len, void *arg)
 			s->first_ok_ms = rt_ms();
 	} else if (status == -ETIMEDOUT) {
 		s->timeouts++;
+		s->last_fail_ms = rt_ms();
 	} else {
 		s->other++;
 		s->last_err = status;
+		s->last_fail_ms = rt_ms();
 	}
 	be_rpc_buf_free(reply);
 	free(c);

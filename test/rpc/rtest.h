@@ -31,7 +31,8 @@ struct rt {
 };
 
 void rt_init(struct rt *t, int argc, char **argv);
-/* A fresh listen address on @transport (NULL: the test's). */
+/* A fresh listen address on @transport (NULL: the test's; "verbs1": verbs
+ * on the guest's second NIC, $BE_RXE_IP1). */
 const char *rt_listen_addr(struct rt *t, const char *transport);
 
 /* Progress @ws until @done(@arg); fails the test on a hang. */
@@ -127,10 +128,16 @@ struct rt_stream {
 	int last_err;
 	uint64_t mark_ms;         /* set by the test; first_ok_ms: first success after it */
 	uint64_t first_ok_ms;
+	uint64_t last_fail_ms;    /* when the last call failed (for the log) */
 };
 void rt_stream_fill(struct rt_stream *s);
 /* Run until nothing is in flight. */
 void rt_stream_drain(struct rt_stream *s, struct be_worker **ws, int n);
+
+/* How much slower than the host this runs: 5 inside the Soft-RoCE guest
+ * (an emulated CPU, $BE_RXE_GUEST), else 1. Tests about failover scale
+ * their deadlines by it, so that a deadline means the same thing there. */
+uint32_t rt_slow_factor(void);
 
 /* Monotonic milliseconds. */
 uint64_t rt_ms(void);

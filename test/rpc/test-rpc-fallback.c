@@ -55,7 +55,7 @@ int main(int argc, char **argv)
 	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
 	ASSERT_OK(be_worker_create(ctx, &w));
 	cfg = t.rcfg;
-	cfg.timeout_us = 1000000;
+	cfg.timeout_us = 1000000 * rt_slow_factor();
 	cfg.probe_min_ms = 5;
 	cfg.probe_max_ms = 50;
 	ASSERT_OK(be_rpc_create(w, &cfg, &rpc));

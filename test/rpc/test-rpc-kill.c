@@ -26,6 +26,20 @@ static bool step(void *arg)
 	return st.done >= goal;
 }
 
+static bool all_serving(void *arg)
+{
+	struct be_rpc_replica_stats rs;
+	unsigned int i;
+
+	rt_stream_fill(&st);
+	for (i = 0; i < NR; i++) {
+		ASSERT_OK(be_rpc_chan_replica_stats(ch, i, &rs));
+		if (!rs.addrs[0].c.ok)
+			return false;
+	}
+	return true;
+}
+
 static bool victim_down(void *arg)
 {
 	struct be_rpc_replica_stats rs;
@@ -54,7 +68,7 @@ int main(int argc, char **argv)
 	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
 	ASSERT_OK(be_worker_create(ctx, &w));
 	cfg = t.rcfg;
-	cfg.timeout_us = 1000000;
+	cfg.timeout_us = 1000000 * rt_slow_factor();
 	ASSERT_OK(be_rpc_create(w, &cfg, &rpc));
 	for (i = 0; i < NR; i++) {
 		char name[8];
@@ -70,10 +84,12 @@ int main(int argc, char **argv)
 	st.flags = BE_RPC_IDEMPOTENT;
 	st.depth = 24;
 
+	/* Every replica connected and serving before anything counts (a
+	 * connection coming up in the guest may take a deadline). */
+	rt_pump(&w, 1, all_serving, NULL);
+	st.done = st.ok = st.timeouts = st.other = 0;
 	goal = 300;
 	rt_pump(&w, 1, step, NULL);
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, 1, &rs));
-	ASSERT_GT(rs.addrs[0].c.ok, 0);
 
 	t_kill = rt_ms();
 	st.mark_ms = t_kill;
@@ -97,9 +113,12 @@ int main(int argc, char **argv)
 		(unsigned long long)cs.c.retries);
 	if (st.other)
 		fprintf(stderr, "last error: %s\n", be_strerror(st.last_err));
+	if (st.other + st.timeouts)
+		fprintf(stderr, "last failure %lld ms after the kill\n",
+			(long long)st.last_fail_ms - (long long)t_kill);
 	ASSERT_EQ(st.ok, st.done);
 	ASSERT_EQ(st.refused, 0);
-	ASSERT_EQ(cs.c.ok, st.done);
+	ASSERT_GE(cs.c.ok, st.done);
 	ASSERT_GE(cs.c.retries, 1);
 	ASSERT_EQ(rs.addrs[0].c.ok, ok_victim);
 	ASSERT(rs.path == -1);

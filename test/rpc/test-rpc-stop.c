@@ -53,7 +53,7 @@ int main(int argc, char **argv)
 	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
 	ASSERT_OK(be_worker_create(ctx, &w));
 	cfg = t.rcfg;
-	cfg.timeout_us = 300000;  /* hedge at 150 ms */
+	cfg.timeout_us = 300000 * rt_slow_factor(); /* hedge at half */
 	cfg.eject_min_ms = 100;
 	cfg.eject_max_ms = 800;
 	ASSERT_OK(be_rpc_create(w, &cfg, &rpc));
