@@ -647,11 +647,11 @@ static void call_hedge(struct be_rpc *rpc, struct rpc_tmr *t)
 	 * the attempt left: a path dropping traffic (a port down, an RDMA
 	 * path broken) rather than a slow server, which answers other calls.
 	 * Move the replica off it before hedging, so the hedge (and the
-	 * calls after it) take another path. A connection still being set
-	 * up (no send of it completed yet) is not silent: it is slow to
-	 * come up (rdma_cm takes its time), and its calls wait for it. */
+	 * calls after it) take another path. A connection that never
+	 * answered anything is not silent but still coming up (rdma_cm takes
+	 * its time), and its calls wait for it. */
 	for (a = call->atts; a; a = a->next)
-		if (a->conn->established && a->conn->last_rx_ns < a->sent_ns)
+		if (a->conn->heard && a->conn->last_rx_ns < a->sent_ns)
 			be__rpc_addr_suspect(a->addr);
 	if (!call_attempt(call, ATT_HEDGE)) {
 		call->hedged = true;

@@ -64,51 +64,6 @@ const char *rt_listen_addr(struct rt *t, const char *transport)
 	return t->addr;
 }
 
-static uint64_t rt_hang_ms(void)
-{
-	const char *h = getenv("RT_HANG_S");
-
-	return (uint64_t)(h ? atoi(h) : 60) * 1000u;
-}
-
-void rt_pump(struct be_worker **ws, int n, bool (*done)(void *arg), void *arg)
-{
-	uint64_t start = rt_ms(), hang = rt_hang_ms();
-	int i, idle = 0;
-
-	while (!done(arg)) {
-		int work = 0;
-
-		for (i = 0; i < n; i++) {
-			int rc = be_worker_progress(ws[i]);
-
-			ASSERT_OK(rc);
-			work += rc;
-		}
-		if (rt_ms() - start > hang)
-			TEST_FAIL("hang: condition not reached in %d s", (int)(hang / 1000));
-		if (!work && ++idle > 100) {
-			usleep(100);
-			idle = 0;
-		}
-	}
-}
-
-void rt_pump_ms(struct be_worker **ws, int n, int ms)
-{
-	uint64_t end = rt_ms() + (uint64_t)ms;
-	int i;
-
-	while (rt_ms() < end) {
-		int work = 0;
-
-		for (i = 0; i < n; i++)
-			work += be_worker_progress(ws[i]);
-		if (!work)
-			usleep(100);
-	}
-}
-
 void rt_echo(struct be_rpc_req *req, void *buf, size_t len, void *user)
 {
 	struct rt_server *s = user;
@@ -121,6 +76,33 @@ void rt_echo(struct be_rpc_req *req, void *buf, size_t len, void *user)
 	rc = be_rpc_req_reply(req, buf, len);
 	if (rc && rc != -ENOTCONN)
 		TEST_FAIL("reply: %s", be_strerror(rc));
+}
+
+struct rt_held rt_held[RT_HELD_MAX];
+int rt_nheld;
+
+void rt_hold(struct be_rpc_req *req, void *buf, size_t len, void *user)
+{
+	ASSERT_LT(rt_nheld, RT_HELD_MAX);
+	rt_held[rt_nheld++] = (struct rt_held){ req, buf, len };
+}
+
+bool rt_held_count(void *arg)
+{
+	return rt_nheld >= *(int *)arg;
+}
+
+void rt_held_release(void)
+{
+	int i;
+
+	for (i = 0; i < rt_nheld; i++) {
+		int rc = be_rpc_req_reply(rt_held[i].req, rt_held[i].buf, rt_held[i].len);
+
+		if (rc && rc != -ENOTCONN)
+			TEST_FAIL("reply: %s", be_strerror(rc));
+	}
+	rt_nheld = 0;
 }
 
 void rt_server_start(struct rt *t, struct rt_server *s, struct be_ctx *shared_ctx)
@@ -296,21 +278,14 @@ void rt_stream_fill(struct rt_stream *s)
 	}
 }
 
+static bool stream_empty(void *arg)
+{
+	return !((struct rt_stream *)arg)->inflight;
+}
+
 void rt_stream_drain(struct rt_stream *s, struct be_worker **ws, int n)
 {
-	uint64_t start = rt_ms(), hang = rt_hang_ms();
-	int i;
-
-	while (s->inflight) {
-		int work = 0;
-
-		for (i = 0; i < n; i++)
-			work += be_worker_progress(ws[i]);
-		if (!work)
-			usleep(100);
-		if (rt_ms() - start > hang)
-			TEST_FAIL("hang: %d calls still in flight", s->inflight);
-	}
+	st_pump(ws, n, stream_empty, s);
 }
 
 /* ---- replicas in child processes */
@@ -526,4 +501,126 @@ void rt_replica_reap(struct rt_replica *r)
 	waitpid(r->pid, &st, 0);
 	r->pid = 0;
 	close(r->ctl);
+}
+
+/* ---- scenarios */
+
+void rt_env_open(struct rt *t, struct rt_env *e, struct rt_replica *reps, int n,
+		 const struct be_rpc_config *cfg)
+{
+	struct be_rpc_record *recs = calloc((size_t)n, sizeof(*recs));
+	int i;
+
+	ASSERT(recs);
+	memset(e, 0, sizeof(*e));
+	e->reps = reps;
+	e->n = n;
+	ASSERT_OK(be_ctx_create(&t->cfg, &e->ctx));
+	ASSERT_OK(be_worker_create(e->ctx, &e->w));
+	ASSERT_OK(be_rpc_create(e->w, cfg, &e->rpc));
+	for (i = 0; i < n; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "r%d", i);
+		rt_replica_record(&reps[i], name, &recs[i]);
+	}
+	ASSERT_OK(be_rpc_chan_create(e->rpc, recs, (unsigned int)n, &e->ch));
+	free(recs);
+}
+
+void rt_env_close(struct rt_env *e)
+{
+	int i;
+
+	be_rpc_chan_destroy(e->ch);
+	be_rpc_destroy(e->rpc);
+	be_worker_destroy(e->w);
+	be_ctx_destroy(e->ctx);
+	for (i = 0; i < e->n; i++)
+		rt_replica_reap(&e->reps[i]);
+}
+
+void rt_stream_init(struct rt_stream *s, struct be_rpc_chan *ch, uint32_t method, uint32_t flags,
+		    int depth)
+{
+	memset(s, 0, sizeof(*s));
+	s->ch = ch;
+	s->service = RT_SVC;
+	s->method = method;
+	s->flags = flags;
+	s->depth = depth;
+}
+
+struct path_goal {
+	struct rt_stream *st;
+	struct be_rpc_chan *ch;
+	uint64_t done;
+	int path;
+	uint64_t ok_path;   /* answers over that path at least */
+};
+
+static bool path_reached(void *arg)
+{
+	struct path_goal *g = arg;
+	struct be_rpc_replica_stats rs;
+
+	rt_stream_fill(g->st);
+	ASSERT_OK(be_rpc_chan_replica_stats(g->ch, 0, &rs));
+	return g->st->done >= g->done && rs.path == g->path && rs.addrs[g->path].c.ok >= g->ok_path;
+}
+
+void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
+		    void (*act)(struct rt_replica *rep, bool repair, void *arg), void *arg,
+		    const char *name, struct be_rpc_chan_stats *out)
+{
+	static struct rt_stream st;
+	struct be_rpc_replica_stats rs;
+	struct be_rpc_chan_stats cs;
+	struct be_rpc_config cfg;
+	struct rt_replica rep;
+	struct path_goal g;
+	struct rt_env e;
+	uint64_t t0, t_over, t_back;
+	bool fallback;
+
+	rt_replica_start(t, &rep, paths);
+	fallback = strncmp(rep.addrs[0], "tcp://", 6) && !strncmp(rep.addrs[1], "tcp://", 6);
+	cfg = t->rcfg;
+	cfg.timeout_us = timeout_us;
+	cfg.probe_min_ms = 5;
+	cfg.probe_max_ms = 200;
+	rt_env_open(t, &e, &rep, 1, &cfg);
+	rt_stream_init(&st, e.ch, RT_ECHO, BE_RPC_IDEMPOTENT, 8);
+
+	g = (struct path_goal){ &st, e.ch, 300, 0, 1 };
+	rt_pump(&e.w, 1, path_reached, &g);
+	t0 = rt_ms();
+	act(&rep, false, arg);
+	g = (struct path_goal){ &st, e.ch, st.done + 300, 1, 1 };
+	rt_pump(&e.w, 1, path_reached, &g);
+	t_over = rt_ms() - t0;
+	be_rpc_chan_stats(e.ch, &cs);
+	ASSERT_EQ(cs.c.fallbacks, fallback ? 1 : 0);
+	ASSERT_EQ(cs.c.port_switches, fallback ? 0 : 1);
+	ASSERT_OK(be_rpc_chan_replica_stats(e.ch, 0, &rs));
+
+	t0 = rt_ms();
+	act(&rep, true, arg);
+	g = (struct path_goal){ &st, e.ch, st.done + 300, 0, rs.addrs[0].c.ok + 1 };
+	rt_pump(&e.w, 1, path_reached, &g);
+	t_back = rt_ms() - t0;
+	rt_stream_drain(&st, &e.w, 1);
+
+	be_rpc_chan_stats(e.ch, &cs);
+	fprintf(stderr, "%s (%s): over after %llu ms, back after %llu ms; calls %llu ok %llu "
+			"hedges %llu\n",
+		name, fallback ? "fallback" : "port switch", (unsigned long long)t_over,
+		(unsigned long long)t_back, (unsigned long long)st.done, (unsigned long long)st.ok,
+		(unsigned long long)cs.c.hedges);
+	ASSERT_EQ(st.ok, st.done);
+	ASSERT_EQ(st.refused, 0);
+	ASSERT_EQ(cs.c.fallback_returns, fallback ? 1 : 0);
+	ASSERT_EQ(cs.c.port_returns, fallback ? 0 : 1);
+	*out = cs;
+	rt_env_close(&e);
 }

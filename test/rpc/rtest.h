@@ -6,7 +6,7 @@
  * skips the test (exit 77: be_listen() says -EPROTONOSUPPORT). Most tests
  * run server and client workers in one process, driven from one thread
  * by rt_pump(), which alternates progress until a condition holds and
- * fails the test after a generous hang guard (RT_HANG_S, default 60 s:
+ * fails the test after a generous hang guard (ST_HANG_S, default 60 s:
  * not a speed assertion, it turns a hang into a clear failure). Tests
  * that kill or stop replicas fork them (rt_replica_*), before any
  * context exists in the parent (sock.h: fork before creating contexts).
@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include <be/be.h>
+#include "sock/stest.h" /* st_pump(), st_pump_ms() */
 #include "test.h"
 
 struct rt {
@@ -35,10 +36,10 @@ void rt_init(struct rt *t, int argc, char **argv);
  * on the guest's second NIC, $BE_RXE_IP1). */
 const char *rt_listen_addr(struct rt *t, const char *transport);
 
-/* Progress @ws until @done(@arg); fails the test on a hang. */
-void rt_pump(struct be_worker **ws, int n, bool (*done)(void *arg), void *arg);
-/* Progress @ws for about @ms milliseconds. */
-void rt_pump_ms(struct be_worker **ws, int n, int ms);
+/* Progress @ws until @done(@arg), failing the test on a hang (ST_HANG_S,
+ * default 60 s), or for about @ms milliseconds: the Socket tests' own. */
+#define rt_pump st_pump
+#define rt_pump_ms st_pump_ms
 
 /* A server: context, worker, be_rpc listening on one address of the
  * test's transport, with an echo handler on (RT_SVC, RT_ECHO). */
@@ -60,6 +61,21 @@ void rt_server_stop(struct rt_server *s);
 /* The echo handler (user: struct rt_server, may be NULL): replies with the
  * request's own buffer. */
 void rt_echo(struct be_rpc_req *req, void *buf, size_t len, void *user);
+
+/* A handler that holds every request it gets (user: NULL), for tests of
+ * what happens while a server sits on calls; rt_held_count() for
+ * rt_pump() (arg: int *, at least that many held), rt_held_release()
+ * answers them all with their own buffers. */
+#define RT_HELD_MAX 256
+extern struct rt_held {
+	struct be_rpc_req *req;
+	void *buf;
+	size_t len;
+} rt_held[RT_HELD_MAX];
+extern int rt_nheld;
+void rt_hold(struct be_rpc_req *req, void *buf, size_t len, void *user);
+bool rt_held_count(void *arg);
+void rt_held_release(void);
 
 /* A client: worker + be_rpc on @ctx. */
 struct rt_client {
@@ -133,6 +149,50 @@ struct rt_stream {
 void rt_stream_fill(struct rt_stream *s);
 /* Run until nothing is in flight. */
 void rt_stream_drain(struct rt_stream *s, struct be_worker **ws, int n);
+
+/* A client of replicas in other processes: context, worker, be_rpc with
+ * @cfg, one channel over the @n replicas @reps (named r0, r1, ..., each
+ * with all its paths). rt_env_close() undoes it and reaps the replicas. */
+struct rt_env {
+	struct be_ctx *ctx;
+	struct be_worker *w;
+	struct be_rpc *rpc;
+	struct be_rpc_chan *ch;
+	struct rt_replica *reps;
+	int n;
+};
+void rt_env_open(struct rt *t, struct rt_env *e, struct rt_replica *reps, int n,
+		 const struct be_rpc_config *cfg);
+void rt_env_close(struct rt_env *e);
+
+/* A stream of @method calls with @flags, @depth deep, on @ch. */
+void rt_stream_init(struct rt_stream *s, struct be_rpc_chan *ch, uint32_t method, uint32_t flags,
+		    int depth);
+
+/*
+ * rt_path_switch() - the scenario of a replica whose preferred path breaks
+ * and is repaired: one replica in another process serving @paths (e.g.
+ * "shm,tcp"), a stream of idempotent calls with deadlines of @timeout_us;
+ * once it runs, @act(@rep, false, @arg) breaks the first path; once the
+ * calls run over the second, @act(@rep, true, @arg) repairs it. Checks
+ * that no call fails and that the replica moves over and back once each
+ * (counted as a TCP fallback and its return when the first path is not
+ * tcp and the second is, else as a port switch and return), prints the
+ * times of both moves under @name, and leaves the channel's counters in
+ * *@out for more checks.
+ */
+void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
+		    void (*act)(struct rt_replica *rep, bool repair, void *arg), void *arg,
+		    const char *name, struct be_rpc_chan_stats *out);
+
+/* xorshift64: test input, not statistics. */
+static inline uint64_t rt_rand(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
 
 /* How much slower than the host this runs: 5 inside the Soft-RoCE guest
  * (an emulated CPU, $BE_RXE_GUEST), else 1. Tests about failover scale

@@ -155,10 +155,7 @@ static uint64_t rnd = 0x853c49e6748fea9bull;
 
 static uint64_t xr(void)
 {
-	rnd ^= rnd << 13;
-	rnd ^= rnd >> 7;
-	rnd ^= rnd << 17;
-	return rnd;
+	return rt_rand(&rnd);
 }
 
 int main(int argc, char **argv)

@@ -16,7 +16,6 @@
 #define NR 3
 
 static struct rt_stream st;
-static struct be_worker *w;
 static struct be_rpc_chan *ch;
 static uint64_t goal;
 
@@ -53,54 +52,40 @@ int main(int argc, char **argv)
 {
 	struct rt t;
 	struct rt_replica reps[NR];
-	struct be_rpc_record recs[NR];
 	struct be_rpc_replica_stats rs;
 	struct be_rpc_chan_stats cs;
 	struct be_rpc_config cfg;
-	struct be_rpc *rpc;
-	struct be_ctx *ctx;
+	struct rt_env e;
 	uint64_t t_kill, t_down, ok_victim;
 	int i;
 
 	rt_init(&t, argc, argv);
 	for (i = 0; i < NR; i++)
 		rt_replica_start(&t, &reps[i], t.transport);
-	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &w));
 	cfg = t.rcfg;
 	cfg.timeout_us = 1000000 * rt_slow_factor();
-	ASSERT_OK(be_rpc_create(w, &cfg, &rpc));
-	for (i = 0; i < NR; i++) {
-		char name[8];
-
-		snprintf(name, sizeof(name), "r%d", i);
-		rt_replica_record(&reps[i], name, &recs[i]);
-	}
-	ASSERT_OK(be_rpc_chan_create(rpc, recs, NR, &ch));
-	st.ch = ch;
-	st.service = RT_SVC;
-	st.method = RT_SLOW;
+	rt_env_open(&t, &e, reps, NR, &cfg);
+	ch = e.ch;
+	rt_stream_init(&st, ch, RT_SLOW, BE_RPC_IDEMPOTENT, 24);
 	st.slow_us = 2000;
-	st.flags = BE_RPC_IDEMPOTENT;
-	st.depth = 24;
 
 	/* Every replica connected and serving before anything counts (a
 	 * connection coming up in the guest may take a deadline). */
-	rt_pump(&w, 1, all_serving, NULL);
+	rt_pump(&e.w, 1, all_serving, NULL);
 	st.done = st.ok = st.timeouts = st.other = 0;
 	goal = 300;
-	rt_pump(&w, 1, step, NULL);
+	rt_pump(&e.w, 1, step, NULL);
 
 	t_kill = rt_ms();
 	st.mark_ms = t_kill;
 	rt_replica_kill(&reps[1], SIGKILL);
-	rt_pump(&w, 1, victim_down, NULL);
+	rt_pump(&e.w, 1, victim_down, NULL);
 	t_down = rt_ms();
 	ASSERT_OK(be_rpc_chan_replica_stats(ch, 1, &rs));
 	ok_victim = rs.addrs[0].c.ok;
 	goal = st.done + 600;
-	rt_pump(&w, 1, step, NULL);
-	rt_stream_drain(&st, &w, 1);
+	rt_pump(&e.w, 1, step, NULL);
+	rt_stream_drain(&st, &e.w, 1);
 
 	be_rpc_chan_stats(ch, &cs);
 	ASSERT_OK(be_rpc_chan_replica_stats(ch, 1, &rs));
@@ -122,12 +107,6 @@ int main(int argc, char **argv)
 	ASSERT_GE(cs.c.retries, 1);
 	ASSERT_EQ(rs.addrs[0].c.ok, ok_victim);
 	ASSERT(rs.path == -1);
-
-	be_rpc_chan_destroy(ch);
-	be_rpc_destroy(rpc);
-	be_worker_destroy(w);
-	be_ctx_destroy(ctx);
-	for (i = 0; i < NR; i++)
-		rt_replica_reap(&reps[i]);
+	rt_env_close(&e);
 	return 0;
 }

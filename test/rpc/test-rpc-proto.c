@@ -15,10 +15,7 @@ static uint64_t rnd = 88172645463325252ull;
 
 static uint64_t xr(void)
 {
-	rnd ^= rnd << 13;
-	rnd ^= rnd >> 7;
-	rnd ^= rnd << 17;
-	return rnd;
+	return rt_rand(&rnd);
 }
 
 static void check_roundtrip(const struct be_rpc_hdr *h)

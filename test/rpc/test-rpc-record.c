@@ -15,10 +15,7 @@ static uint64_t rnd = 0x2545f4914f6cdd1dull;
 
 static uint64_t xr(void)
 {
-	rnd ^= rnd << 13;
-	rnd ^= rnd >> 7;
-	rnd ^= rnd << 17;
-	return rnd;
+	return rt_rand(&rnd);
 }
 
 static void bad(const char *line)

@@ -19,19 +19,6 @@
 #define SVC 14u
 #define M_HOLD 1u
 
-static struct be_rpc_req *held[64];
-static void *held_buf[64];
-static size_t held_len[64];
-static int nheld;
-
-static void hold(struct be_rpc_req *req, void *buf, size_t len, void *user)
-{
-	ASSERT_LT(nheld, 64);
-	held[nheld] = req;
-	held_buf[nheld] = buf;
-	held_len[nheld++] = len;
-}
-
 static struct be_worker *ws[NS + 1];
 static struct rt_server srv[NS];
 static int ndone, nfail;
@@ -47,11 +34,6 @@ static void count_cb(int status, void *reply, size_t len, void *arg)
 static bool all_done(void *arg)
 {
 	return ndone >= *(int *)arg;
-}
-
-static bool have_held(void *arg)
-{
-	return nheld >= *(int *)arg;
 }
 
 /* @n echo calls, at most 30 in flight; returns the echoes per server. */
@@ -133,7 +115,7 @@ int main(int argc, char **argv)
 	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
 	for (i = 0; i < NS; i++) {
 		rt_server_start(&t, &srv[i], ctx);
-		ASSERT_OK(be_rpc_register(srv[i].rpc, SVC, M_HOLD, hold, NULL, 0));
+		ASSERT_OK(be_rpc_register(srv[i].rpc, SVC, M_HOLD, rt_hold, NULL, 0));
 		ws[i] = srv[i].w;
 	}
 	rt_client_start(&t, &cli, ctx);
@@ -164,14 +146,12 @@ int main(int argc, char **argv)
 			n++;
 			ASSERT_OK(be_rpc_chan_replica_stats(ch, 2, &rs));
 		} while (!rs.outstanding);
-		rt_pump(ws, NS + 1, have_held, &n);
+		rt_pump(ws, NS + 1, rt_held_count, &n);
 		ASSERT_OK(be_rpc_chan_update(ch, recs, 2));
 		be_rpc_chan_stats(ch, &cs);
 		ASSERT_EQ(cs.replicas, 2);
 		ASSERT_EQ(cs.c.outstanding, (uint64_t)n);
-		for (k = 0; k < nheld; k++)
-			be_rpc_req_reply(held[k], held_buf[k], held_len[k]);
-		nheld = 0;
+		rt_held_release();
 		for (k = 0; k < n; k++) {
 			rt_pump(ws, NS + 1, rt_result_done, &r[k]);
 			ASSERT_OK(r[k].status);

@@ -19,32 +19,10 @@
 #define M_HOLD 1u
 #define M_FAIL 2u
 
-static struct be_rpc_req *held[64];
-static void *held_buf[64];
-static size_t held_len[64];
-static int nheld;
-
-static void hold(struct be_rpc_req *req, void *buf, size_t len, void *user)
-{
-	ASSERT_LT(nheld, 64);
-	held[nheld] = req;
-	held_buf[nheld] = buf;
-	held_len[nheld++] = len;
-}
-
 static void fail(struct be_rpc_req *req, void *buf, size_t len, void *user)
 {
 	be_rpc_buf_free(buf);
 	be_rpc_req_fail(req, -EPERM);
-}
-
-static void release_held(void)
-{
-	int i;
-
-	for (i = 0; i < nheld; i++)
-		be_rpc_req_reply(held[i], held_buf[i], held_len[i]);
-	nheld = 0;
 }
 
 struct sres {
@@ -69,11 +47,6 @@ static struct be_worker *ws[NS + 1];
 static bool s_done(void *arg)
 {
 	return ((struct sres *)arg)->calls > 0;
-}
-
-static bool have_held(void *arg)
-{
-	return nheld >= *(int *)arg;
 }
 
 static void fill(struct be_rpc_scatter_item *it, struct be_rpc_chan **chs, uint32_t method)
@@ -116,7 +89,7 @@ int main(int argc, char **argv)
 	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
 	for (i = 0; i < NS; i++) {
 		rt_server_start(&t, &srv[i], ctx);
-		ASSERT_OK(be_rpc_register(srv[i].rpc, SVC, M_HOLD, hold, NULL, 0));
+		ASSERT_OK(be_rpc_register(srv[i].rpc, SVC, M_HOLD, rt_hold, NULL, 0));
 		ASSERT_OK(be_rpc_register(srv[i].rpc, SVC, M_FAIL, fail, NULL, 0));
 		ws[i] = srv[i].w;
 	}
@@ -185,8 +158,8 @@ int main(int argc, char **argv)
 		late += 2 + (it[2].status == -ECANCELED);
 		free_replies(it, NS);
 		want = 2;
-		rt_pump(ws, NS + 1, have_held, &want);
-		release_held();
+		rt_pump(ws, NS + 1, rt_held_count, &want);
+		rt_held_release();
 	}
 	/* The deadline catches one leg. */
 	{
@@ -204,7 +177,7 @@ int main(int argc, char **argv)
 		ASSERT_OK(it[2].status);
 		ASSERT_OK(it[3].status);
 		free_replies(it, NS);
-		release_held();
+		rt_held_release();
 		late += 1;
 	}
 	/* A leg with no usable replica: a draining one. */
@@ -250,7 +223,7 @@ int main(int argc, char **argv)
 		}
 		ASSERT_OK(be_rpc_scatter(cli.rpc, it, NS, NULL, scatter_cb, &r, &id));
 		want = NS;
-		rt_pump(ws, NS + 1, have_held, &want);
+		rt_pump(ws, NS + 1, rt_held_count, &want);
 		ASSERT_OK(be_rpc_cancel(cli.rpc, id));
 		ASSERT_EQ(be_rpc_cancel(cli.rpc, id), -ENOENT);
 		ASSERT_EQ(r.calls, 0);
@@ -258,7 +231,7 @@ int main(int argc, char **argv)
 		ASSERT_EQ(r.status, -ECANCELED);
 		for (i = 0; i < NS; i++)
 			ASSERT_EQ(it[i].status, -ECANCELED);
-		release_held();
+		rt_held_release();
 		late += NS;
 	}
 	/* Bad arguments take nothing. */

@@ -13,7 +13,6 @@
 #define NR 3
 
 static struct rt_stream st;
-static struct be_worker *w;
 static struct be_rpc_chan *ch;
 
 struct goal {
@@ -37,12 +36,10 @@ int main(int argc, char **argv)
 {
 	struct rt t;
 	struct rt_replica reps[NR];
-	struct be_rpc_record recs[NR];
 	struct be_rpc_replica_stats rs;
 	struct be_rpc_chan_stats cs;
 	struct be_rpc_config cfg;
-	struct be_rpc *rpc;
-	struct be_ctx *ctx;
+	struct rt_env e;
 	struct goal g;
 	uint64_t t_stop, t_eject, t_cont, ej_before_cont;
 	int i;
@@ -50,41 +47,28 @@ int main(int argc, char **argv)
 	rt_init(&t, argc, argv);
 	for (i = 0; i < NR; i++)
 		rt_replica_start(&t, &reps[i], t.transport);
-	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &w));
 	cfg = t.rcfg;
 	cfg.timeout_us = 300000 * rt_slow_factor(); /* hedge at half */
 	cfg.eject_min_ms = 100;
 	cfg.eject_max_ms = 800;
-	ASSERT_OK(be_rpc_create(w, &cfg, &rpc));
-	for (i = 0; i < NR; i++) {
-		char name[8];
-
-		snprintf(name, sizeof(name), "r%d", i);
-		rt_replica_record(&reps[i], name, &recs[i]);
-	}
-	ASSERT_OK(be_rpc_chan_create(rpc, recs, NR, &ch));
-	st.ch = ch;
-	st.service = RT_SVC;
-	st.method = RT_SLOW;
+	rt_env_open(&t, &e, reps, NR, &cfg);
+	ch = e.ch;
+	rt_stream_init(&st, ch, RT_SLOW, BE_RPC_IDEMPOTENT, 12);
 	st.slow_us = 1000;
-	st.flags = BE_RPC_IDEMPOTENT;
-	st.depth = 12;
 
 	g = (struct goal){ 300, 0, 0, 1 };
-	rt_pump(&w, 1, reached, &g);
+	rt_pump(&e.w, 1, reached, &g);
 
 	t_stop = rt_ms();
 	rt_replica_kill(&reps[2], SIGSTOP);
 	g = (struct goal){ st.done + 100, 1, 0, 0 };
-	rt_pump(&w, 1, reached, &g);
+	rt_pump(&e.w, 1, reached, &g);
 	t_eject = rt_ms();
 	ASSERT_OK(be_rpc_chan_replica_stats(ch, 2, &rs));
 	ASSERT(rs.state == BE_RPC_REP_EJECTED || rs.state == BE_RPC_REP_PROBING);
 	/* Frozen for a while: probes fail, it stays out. */
-	rt_pump_ms(&w, 1, 1);
 	g = (struct goal){ st.done + 500, 1, 0, 0 };
-	rt_pump(&w, 1, reached, &g);
+	rt_pump(&e.w, 1, reached, &g);
 	be_rpc_chan_stats(ch, &cs);
 	ej_before_cont = cs.c.ejections;
 	ASSERT_OK(be_rpc_chan_replica_stats(ch, 2, &rs));
@@ -92,8 +76,8 @@ int main(int argc, char **argv)
 	t_cont = rt_ms();
 	rt_replica_kill(&reps[2], SIGCONT);
 	g = (struct goal){ st.done + 100, 1, 1, rs.addrs[0].c.ok + 20 };
-	rt_pump(&w, 1, reached, &g);
-	rt_stream_drain(&st, &w, 1);
+	rt_pump(&e.w, 1, reached, &g);
+	rt_stream_drain(&st, &e.w, 1);
 
 	be_rpc_chan_stats(ch, &cs);
 	fprintf(stderr,
@@ -109,12 +93,6 @@ int main(int argc, char **argv)
 	ASSERT_EQ(st.ok + st.timeouts, st.done);
 	ASSERT_GE(cs.c.returns, 1);
 	ASSERT_EQ(cs.c.ok, st.ok);
-
-	be_rpc_chan_destroy(ch);
-	be_rpc_destroy(rpc);
-	be_worker_destroy(w);
-	be_ctx_destroy(ctx);
-	for (i = 0; i < NR; i++)
-		rt_replica_reap(&reps[i]);
+	rt_env_close(&e);
 	return 0;
 }

@@ -15,7 +15,6 @@
 #define NR 3
 
 static struct rt_stream st;
-static struct be_worker *w;
 static struct be_rpc_chan *ch;
 static uint64_t until_ms;
 
@@ -43,49 +42,36 @@ int main(int argc, char **argv)
 {
 	struct rt t;
 	struct rt_replica reps[NR];
-	struct be_rpc_record recs[NR];
 	struct be_rpc_chan_stats cs, before;
 	struct be_rpc_config cfg;
-	struct be_rpc *rpc;
-	struct be_ctx *ctx;
+	struct rt_env e;
 	uint64_t t0, secs, allowed;
 	int i;
 
 	rt_init(&t, argc, argv);
-	for (i = 0; i < NR; i++)
+	for (i = 0; i < NR; i++) {
 		rt_replica_start(&t, &reps[i], t.transport);
-	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &w));
+		rt_replica_ctl(&reps[i], 'd');
+	}
 	cfg = t.rcfg;
 	cfg.timeout_us = 1000000;
 	cfg.retry_budget_pct = 10;
 	cfg.retry_budget_min = 10;
-	ASSERT_OK(be_rpc_create(w, &cfg, &rpc));
-	for (i = 0; i < NR; i++) {
-		char name[8];
-
-		snprintf(name, sizeof(name), "r%d", i);
-		rt_replica_record(&reps[i], name, &recs[i]);
-		rt_replica_ctl(&reps[i], 'd');
-	}
-	ASSERT_OK(be_rpc_chan_create(rpc, recs, NR, &ch));
-	st.ch = ch;
-	st.service = RT_SVC;
-	st.method = RT_ECHO;
-	st.flags = BE_RPC_IDEMPOTENT;
-	st.depth = 16;
+	rt_env_open(&t, &e, reps, NR, &cfg);
+	ch = e.ch;
+	rt_stream_init(&st, ch, RT_ECHO, BE_RPC_IDEMPOTENT, 16);
 
 	/* Let the drain commands land: until the first refusal. */
 	until_ms = rt_ms() + 100;
-	rt_pump(&w, 1, timed, NULL);
-	rt_stream_drain(&st, &w, 1);
+	rt_pump(&e.w, 1, timed, NULL);
+	rt_stream_drain(&st, &e.w, 1);
 	be_rpc_chan_stats(ch, &before);
 	st.ok = st.done = st.timeouts = st.other = 0;
 
 	t0 = rt_ms();
 	until_ms = t0 + 2000;
-	rt_pump(&w, 1, timed, NULL);
-	rt_stream_drain(&st, &w, 1);
+	rt_pump(&e.w, 1, timed, NULL);
+	rt_stream_drain(&st, &e.w, 1);
 	secs = (rt_ms() - t0 + 999) / 1000;
 	be_rpc_chan_stats(ch, &cs);
 	allowed = (cs.c.calls - before.c.calls) / 10 + 10 * (secs + 1);
@@ -104,10 +90,10 @@ int main(int argc, char **argv)
 	t0 = rt_ms();
 	for (i = 0; i < NR; i++)
 		rt_replica_kill(&reps[i], SIGKILL);
-	rt_pump(&w, 1, all_down, NULL);
+	rt_pump(&e.w, 1, all_down, NULL);
 	until_ms = rt_ms() + 500;
-	rt_pump(&w, 1, timed, NULL);
-	rt_stream_drain(&st, &w, 1);
+	rt_pump(&e.w, 1, timed, NULL);
+	rt_stream_drain(&st, &e.w, 1);
 	secs = (rt_ms() - t0 + 999) / 1000;
 	be_rpc_chan_stats(ch, &cs);
 	fprintf(stderr, "all dead: refused at once %llu, calls %llu retries %llu\n",
@@ -118,11 +104,6 @@ int main(int argc, char **argv)
 		  (cs.c.calls - before.c.calls) / 10 + 10 * (secs + 1));
 	ASSERT_EQ(cs.c.outstanding, 0);
 
-	be_rpc_chan_destroy(ch);
-	be_rpc_destroy(rpc);
-	be_worker_destroy(w);
-	be_ctx_destroy(ctx);
-	for (i = 0; i < NR; i++)
-		rt_replica_reap(&reps[i]);
+	rt_env_close(&e);
 	return 0;
 }
