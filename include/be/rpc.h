@@ -194,7 +194,8 @@ BE_EXPORT int be_rpc_create(struct be_worker *w, const struct be_rpc_config *cfg
  * @rpc. Calls in flight complete with -ECANCELED inside this call (the
  * one exception to the callback rule). Requests still held by handlers
  * stay valid: completing them later only frees their buffers. Must run
- * before be_worker_destroy(@w). Threads: worker.
+ * before be_worker_destroy(@w), and not from a callback of @rpc.
+ * Threads: worker.
  */
 BE_EXPORT void be_rpc_destroy(struct be_rpc *rpc);
 
@@ -287,6 +288,7 @@ BE_EXPORT int64_t be_rpc_req_remaining_us(const struct be_rpc_req *req);
  * @req. Ownership: takes @buf (an RPC buffer, e.g. the request's own; NULL
  * when @len is 0) and @req, in every case. Returns 0 (queued), -ENOTCONN
  * (the caller's connection is gone: reply dropped and counted), -EMSGSIZE,
+ * -EINVAL (NULL @buf with @len > 0; the caller gets the error instead),
  * -ENOMEM (for a 0-byte reply without a buffer). A one-way request sends
  * nothing and returns 0. Threads: worker.
  */
@@ -503,7 +505,8 @@ typedef void (*be_rpc_done_cb)(int status, void *reply, size_t len, void *arg);
  * call completes when its message left (status 0) or failed.
  * *@id (may be NULL) identifies the call for be_rpc_cancel().
  * Returns 0, -EINVAL, -EHOSTUNREACH (no replica is usable now),
- * -EMSGSIZE, -ENOMEM. Threads: worker.
+ * -ESHUTDOWN (the channel is being destroyed), -EMSGSIZE, -ENOMEM.
+ * Threads: worker.
  */
 BE_EXPORT int be_rpc_call(struct be_rpc_chan *ch, uint32_t service, uint32_t method, void *req,
 			  size_t len, const struct be_rpc_call_opts *opts, be_rpc_done_cb cb,
@@ -521,9 +524,9 @@ BE_EXPORT int be_rpc_cancel(struct be_rpc *rpc, uint64_t id);
  * be_rpc_call_sync() - be_rpc_call() and wait: runs be_worker_wait() on
  * @rpc's worker until the call completes, so it must be called by the
  * thread that drives that worker, outside callbacks (-EDEADLK inside one).
- * Ownership: takes @req as be_rpc_call() does (on every return but
- * -EINVAL/-EDEADLK, which leave it with the caller); on 0 returns the
- * reply in *@reply (free with be_rpc_buf_free()), else *@reply is NULL.
+ * Ownership: takes @req in every case (on an error the library frees
+ * it); on 0 returns the reply in *@reply (free with be_rpc_buf_free();
+ * @reply may be NULL to drop it), else *@reply is NULL.
  * Returns the call's status, or be_rpc_call()'s error.
  */
 BE_EXPORT int be_rpc_call_sync(struct be_rpc_chan *ch, uint32_t service, uint32_t method,

@@ -675,6 +675,10 @@ static int call_new(struct be_rpc_chan *ch, int kind, uint32_t service, uint32_t
 		return -EINVAL;
 	if (flags & ~(BE_RPC_ONEWAY | BE_RPC_IDEMPOTENT | BE_RPC_NO_HEDGE | BE_RPC_NO_RETRY))
 		return -EINVAL;
+	/* A callback run by be_rpc_chan_destroy() calling again on the same
+	 * channel would keep the destroy busy forever. */
+	if (ch->destroying)
+		return -ESHUTDOWN;
 	call = call_get(rpc);
 	if (!call)
 		return -ENOMEM;

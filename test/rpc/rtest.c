@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -442,6 +443,9 @@ void rt_replica_start(struct rt *t, struct rt_replica *r, const char *transports
 	r->pid = fork();
 	ASSERT(r->pid >= 0);
 	if (!r->pid) {
+		/* Die with the test, even stopped (a failed test must not
+		 * leave a SIGSTOPped replica holding ctest's pipes). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(up[0]);
 		close(down[1]);
 		replica_main(t, transports, up[1], down[0]);
