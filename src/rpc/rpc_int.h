@@ -77,6 +77,8 @@ bool be__rpc_status_valid(int32_t st);
  * validation but starts with our magic and version (so an error reply
  * can name the request); -EINVAL when it does not. */
 int be__rpc_hdr_peek(const void *msg, size_t len, struct be_rpc_hdr *out);
+/* The id field of a header we wrote ourselves. */
+uint64_t be__rpc_hdr_id(const void *msg);
 
 /* ---- timers (timer.c) */
 
@@ -370,7 +372,7 @@ void be__rpc_flush(struct be_rpc *rpc);
 void be__rpc_send_cb(struct be_sock *s, void *buf, int status, void *arg);
 int be__rpc_call_start(struct be_rpc_chan *ch, int kind, uint32_t service, uint32_t method,
 		       void *req, size_t len, const struct be_rpc_call_opts *o, be_rpc_done_cb cb,
-		       void *arg, struct rpc_call **out);
+		       void *arg, bool want_id, struct rpc_call **out);
 int be__rpc_probe_start(struct be_rpc_chan *ch, struct rpc_addr *a, struct rpc_replica *rep,
 			uint64_t *id);
 void be__rpc_call_free_all(struct be_rpc *rpc);

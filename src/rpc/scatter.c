@@ -154,7 +154,7 @@ int be_rpc_scatter(struct be_rpc *rpc, struct be_rpc_scatter_item *items, unsign
 		int rc;
 
 		rc = be__rpc_call_start(it->ch, RPC_CALL_LEG, it->service, it->method, it->req,
-					it->len, &o, NULL, NULL, &leg);
+					it->len, &o, NULL, NULL, true, &leg);
 		if (rc) {
 			/* The leg never started: it failed, and its request,
 			 * ours since we returned 0, goes now. */

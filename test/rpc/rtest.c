@@ -603,9 +603,11 @@ void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 	g = (struct path_goal){ &st, e.ch, st.done + 300, 1, 1 };
 	rt_pump(&e.w, 1, path_reached, &g);
 	t_over = rt_ms() - t0;
+	/* At least once: on a loaded host a healthy path may stall past a
+	 * hedge delay and be left (and taken back) before the break too. */
 	be_rpc_chan_stats(e.ch, &cs);
-	ASSERT_EQ(cs.c.fallbacks, fallback ? 1 : 0);
-	ASSERT_EQ(cs.c.port_switches, fallback ? 0 : 1);
+	ASSERT_GE(fallback ? cs.c.fallbacks : cs.c.port_switches, 1);
+	ASSERT_EQ(fallback ? cs.c.port_switches : cs.c.fallbacks, 0);
 	ASSERT_OK(be_rpc_chan_replica_stats(e.ch, 0, &rs));
 
 	t0 = rt_ms();
@@ -623,8 +625,9 @@ void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 		(unsigned long long)cs.c.hedges);
 	ASSERT_EQ(st.ok, st.done);
 	ASSERT_EQ(st.refused, 0);
-	ASSERT_EQ(cs.c.fallback_returns, fallback ? 1 : 0);
-	ASSERT_EQ(cs.c.port_returns, fallback ? 0 : 1);
+	/* Every move over came back. */
+	ASSERT_EQ(cs.c.fallback_returns, cs.c.fallbacks);
+	ASSERT_EQ(cs.c.port_returns, cs.c.port_switches);
 	*out = cs;
 	rt_env_close(&e);
 }

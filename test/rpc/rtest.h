@@ -175,11 +175,11 @@ void rt_stream_init(struct rt_stream *s, struct be_rpc_chan *ch, uint32_t method
  * "shm,tcp"), a stream of idempotent calls with deadlines of @timeout_us;
  * once it runs, @act(@rep, false, @arg) breaks the first path; once the
  * calls run over the second, @act(@rep, true, @arg) repairs it. Checks
- * that no call fails and that the replica moves over and back once each
- * (counted as a TCP fallback and its return when the first path is not
- * tcp and the second is, else as a port switch and return), prints the
- * times of both moves under @name, and leaves the channel's counters in
- * *@out for more checks.
+ * that no call fails and that the replica moves over and back (counted
+ * as TCP fallbacks and their returns when the first path is not tcp and
+ * the second is, else as port switches and returns; at least once, as
+ * often back as over), prints the times of both moves under @name, and
+ * leaves the channel's counters in *@out for more checks.
  */
 void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 		    void (*act)(struct rt_replica *rep, bool repair, void *arg), void *arg,
