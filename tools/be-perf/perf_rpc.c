@@ -15,6 +15,10 @@
  *             issuing the next: calls per second, and per core (calls
  *             divided by the CPU seconds both processes spent meanwhile;
  *             the server reports its own through a call).
+ *   rpc-cost  one thread drives both ends (two workers of one process,
+ *             as be-perf cost does for Sockets): ns per call of the
+ *             software alone. Under valgrind --tool=callgrind it gives the
+ *             instructions per call, whatever the host's load.
  *
  * Without --addr the client fork()s the server (perf_peer.c); with
  * --server --addr "RPC SOCK" a server runs alone (two listen addresses:
@@ -44,7 +48,7 @@
 #define PR_QUIT 2u
 #define PR_CPU 3u
 
-enum pr_mode { PR_LAT, PR_RATE };
+enum pr_mode { PR_LAT, PR_RATE, PR_COST };
 
 struct pr_opts {
 	enum pr_mode mode;
@@ -479,6 +483,101 @@ static int pr_client(const struct pr_opts *o, const char *addrs, struct perf_pee
 	return err ? 1 : 0;
 }
 
+/* ---- rpc-cost: both ends in this thread ---- */
+
+struct pr_cost {
+	struct be_rpc_chan *ch;
+	uint64_t left;
+	int errors;
+};
+
+static void pr_cost_cb(int status, void *reply, size_t len, void *arg)
+{
+	struct pr_cost *c = arg;
+
+	if (status) {
+		c->errors++;
+		c->left = 0;
+		return;
+	}
+	if (--c->left && !be_rpc_call(c->ch, PR_SVC, PR_ECHO, reply, len, NULL, pr_cost_cb, c,
+				      NULL))
+		return;
+	be_rpc_buf_free(reply);
+}
+
+static int pr_cost_run(struct pr_cost *c, struct be_worker *cw, struct be_worker *sw,
+		       uint64_t n, size_t size)
+{
+	void *req = be_rpc_buf_alloc(size);
+
+	if (!req)
+		return -ENOMEM;
+	memset(req, 0x5a, size);
+	c->left = n;
+	if (be_rpc_call(c->ch, PR_SVC, PR_ECHO, req, size, NULL, pr_cost_cb, c, NULL)) {
+		be_rpc_buf_free(req);
+		return -EIO;
+	}
+	while (c->left) {
+		be_worker_progress(cw);
+		be_worker_progress(sw);
+	}
+	return c->errors ? -EIO : 0;
+}
+
+static int pr_cost(const struct pr_opts *o)
+{
+	struct pr_cost c = { 0 };
+	struct be_rpc *crpc, *srpc;
+	struct be_worker *cw, *sw;
+	struct be_listener *l;
+	struct be_rpc_config rc;
+	struct be_ctx *ctx;
+	char addr[160];
+	uint64_t t0, t1;
+	int err;
+
+	if (perf_listen_addr(o->transport, "cost", addr, sizeof(addr))) {
+		fprintf(stderr, "be-perf %s: verbs needs BE_RXE_IP0\n", o->cmd);
+		return 1;
+	}
+	be_rpc_config_init(&rc);
+	rc.timeout_us = (uint32_t)o->timeout_s * 1000000u;
+	if ((err = be_ctx_create(NULL, &ctx)) || (err = be_worker_create(ctx, &sw)) ||
+	    (err = be_worker_create(ctx, &cw)) || (err = be_rpc_create(sw, &rc, &srpc)) ||
+	    (err = be_rpc_create(cw, &rc, &crpc)) ||
+	    (err = be_rpc_register(srpc, PR_SVC, PR_ECHO, pr_echo, NULL, 0)) ||
+	    (err = be_rpc_listen(srpc, addr, &l)) ||
+	    (err = be_listener_addr(l, addr, sizeof(addr))) ||
+	    (err = be_rpc_chan_open(crpc, addr, &c.ch))) {
+		fprintf(stderr, "be-perf %s: setup: %s\n", o->cmd, be_strerror(err));
+		return 1;
+	}
+	err = pr_cost_run(&c, cw, sw, o->warmup ? o->warmup : 1, o->size);
+	t0 = perf_now_ns();
+	if (!err)
+		err = pr_cost_run(&c, cw, sw, o->iters, o->size);
+	t1 = perf_now_ns();
+	if (err)
+		fprintf(stderr, "be-perf %s: %s\n", o->cmd, be_strerror(err));
+	else if (o->json)
+		printf("{\"test\":\"rpc-cost\",\"impl\":\"be\",\"transport\":\"%s\""
+		       ",\"size\":%" PRIu64 ",\"iters\":%" PRIu64 ",\"ns_per_call\":%.1f}\n",
+		       o->transport, o->size, o->iters, (double)(t1 - t0) / (double)o->iters);
+	else
+		printf("be-perf rpc-cost: %s, %" PRIu64 " B, one thread, both ends: %.1f ns per "
+		       "call (%" PRIu64 " calls)\n",
+		       o->transport, o->size, (double)(t1 - t0) / (double)o->iters, o->iters);
+	be_rpc_chan_destroy(c.ch);
+	be_rpc_destroy(crpc);
+	be_rpc_destroy(srpc);
+	be_worker_destroy(cw);
+	be_worker_destroy(sw);
+	be_ctx_destroy(ctx);
+	return err ? 1 : 0;
+}
+
 static void pr_usage(const char *cmd)
 {
 	printf("usage: be-perf %s [options]\n"
@@ -487,7 +586,7 @@ static void pr_usage(const char *cmd)
 	       "                  server: where to listen\n"
 	       "  --server        run only the server (needs --addr)\n"
 	       "  --size N        request = reply size (default 64)\n"
-	       "  --iters N       rpc-lat: measured round trips of each kind (default 10000);\n"
+	       "  --iters N       rpc-lat, rpc-cost: measured round trips (default 10000);\n"
 	       "  --warmup N      before them (default 1000), --block N alternation (1000)\n"
 	       "  --depth N       rpc-rate: calls in flight (default 32)\n"
 	       "  --seconds S     rpc-rate: how long (default 3)\n"
@@ -559,6 +658,8 @@ static int pr_main(int argc, char **argv, enum pr_mode mode)
 		fprintf(stderr, "be-perf %s: bad arguments (see --help)\n", o.cmd);
 		return 2;
 	}
+	if (mode == PR_COST)
+		return pr_cost(&o);
 	if (o.server)
 		return pr_server_run(&o, -1);
 	if (o.addr)
@@ -587,6 +688,13 @@ static int pr_rate(int argc, char **argv)
 	return pr_main(argc, argv, PR_RATE);
 }
 
+static int pr_cost_cmd(int argc, char **argv)
+{
+	return pr_main(argc, argv, PR_COST);
+}
+
+PERF_COMMAND(rpc_cost, "rpc-cost", "software cost of an RPC call, both ends in one thread",
+	     pr_cost_cmd)
 PERF_COMMAND(rpc_lat, "rpc-lat", "RPC call round trip beside the Socket ping-pong (same run)",
 	     pr_lat)
 PERF_COMMAND(rpc_rate, "rpc-rate", "RPC calls per second and per core, --depth in flight",
