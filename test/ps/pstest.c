@@ -42,6 +42,45 @@ void pt_keys(uint64_t *keys, uint32_t n, uint32_t shard, uint32_t n_shards, uint
 	}
 }
 
+size_t pt_pull(uint8_t *buf, size_t cap, uint32_t shard, uint16_t flags, uint64_t min_version,
+	       uint32_t table, uint32_t dim, const uint64_t *keys, uint32_t n)
+{
+	struct be__ps_msg m = { .op = BE_PS_OP_PULL, .flags = flags, .shard = shard,
+				.version = min_version, .nsec = 1 };
+	int64_t len;
+
+	m.sec[0] = (struct be__ps_sec){ .table = table, .dim = dim, .n = n,
+					.keys = (const uint8_t *)keys };
+	len = be__ps_msg_encode(&m, buf, cap);
+	ASSERT_GT(len, 0);
+	return (size_t)len;
+}
+
+size_t pt_push(uint8_t *buf, size_t cap, uint32_t shard, uint64_t trainer, uint64_t seq,
+	       uint32_t table, uint32_t dim, const uint64_t *keys, const float *grads, uint32_t n)
+{
+	struct be__ps_msg m = { .op = BE_PS_OP_PUSH, .shard = shard, .trainer = trainer,
+				.seq = seq, .nsec = 1 };
+	int64_t len;
+
+	m.sec[0] = (struct be__ps_sec){ .table = table, .dim = dim, .n = n,
+					.keys = (const uint8_t *)keys,
+					.vals = (const uint8_t *)grads };
+	len = be__ps_msg_encode(&m, buf, cap);
+	ASSERT_GT(len, 0);
+	return (size_t)len;
+}
+
+void pt_decode(const uint8_t *buf, size_t len, const struct be__ps_config *c,
+	       struct be__ps_msg *m)
+{
+	const char *why = "";
+	int rc = be__ps_req_decode(buf, len, c, m, &why);
+
+	if (rc)
+		TEST_FAIL("decode: %s (%d)", why, rc);
+}
+
 void pt_tmpdir(char *out, size_t len)
 {
 	const char *base = getenv("TMPDIR");
