@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ps/ckpt.h"
 #include "ps/config.h"
 #include "ps/ps_int.h"
 #include "ps/serve.h"

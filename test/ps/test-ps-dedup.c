@@ -8,7 +8,8 @@
  * and a random run against a naive model agrees (which exercises the
  * table's deletions). Through a shard: a retried and a hedged push change
  * a row once, reordered pushes all apply, a too-old one does not, a push
- * refused for max_rows applies nothing and records nothing.
+ * refused for max_rows applies nothing and records nothing, and after a
+ * restart from a checkpoint the window is still there.
  */
 #include <math.h>
 
@@ -242,11 +243,14 @@ static float value(struct be__ps_shard *sh, uint64_t key)
 static void test_shard(void)
 {
 	struct be__ps_config c;
-	struct be__ps_shard *sh;
+	struct be__ps_shard *sh, *back;
 	struct be__ps_msg m1, m2;
 	uint64_t keys[4];
 	float w0[4], want;
+	char dir[256];
+	const char *why;
 	size_t len;
+	uint64_t s;
 
 	pt_config(&c, cfg_text);
 	ASSERT_OK(be__ps_shard_create(&c, 3, &sh));
@@ -302,7 +306,25 @@ static void test_shard(void)
 	ASSERT(value(sh, keys[0]) == want);
 	ASSERT_UEQ(sh->stores[0].rows, 3);
 
+	/* Restart: the window survives the checkpoint. */
+	pt_tmpdir(dir, sizeof(dir));
+	ASSERT_OK(be__ps_ckpt_save(sh, dir, &why));
+	ASSERT_OK(be__ps_ckpt_load(&c, 3, dir, &back, &why));
+	ASSERT_UEQ(back->version, sh->version);
+	/* 71 is the highest: 8 .. 71 are remembered, 1 .. 7 too old. */
+	for (s = 1; s <= 8; s++)
+		ASSERT_EQ(push(back, 77, s, keys, 1, 1.0f), s == 8 ? 0 : -ERANGE);
+	ASSERT_EQ(push(back, 77, 8, keys, 1, 1.0f), -EALREADY);
+	want -= 0.5f;
+	ASSERT_EQ(push(back, 77, 70, keys, 1, 1.0f), -EALREADY);
+	ASSERT_EQ(push(back, 77, 71, keys, 1, 1.0f), -EALREADY);
+	ASSERT(value(back, keys[0]) == want);
+	ASSERT_EQ(push(back, 77, 72, keys, 1, 1.0f), 0);
+	ASSERT(value(back, keys[0]) == want - 0.5f);
+	ASSERT_EQ(push(back, 77, 69, keys, 1, 0.0f), 0); /* never sent before */
+	be__ps_shard_destroy(back);
 	be__ps_shard_destroy(sh);
+	pt_rmdir(dir);
 	be__ps_config_close(&c);
 }
 
