@@ -56,5 +56,6 @@ BE_EXPORT const char *be_version_string(void);
 #include <be/alloc.h>
 #include <be/sock.h>
 #include <be/rpc.h>
+#include <be/ps.h>
 
 #endif /* BE_BE_H */

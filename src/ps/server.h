@@ -29,12 +29,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <be/ps.h>
+
 #include "ps/ps_int.h"
 #include "ps/wire.h"
 
-/* The RPC service of the parameter server is be_rpc_service_id("be.ps");
- * its methods: */
-#define BE_PS_SERVICE_NAME "be.ps"
+/* The methods of the RPC service BE_PS_SERVICE (include/be/ps.h). */
 enum be__ps_method {
 	BE_PS_M_PULL = 1,
 	BE_PS_M_PUSH = 2,
