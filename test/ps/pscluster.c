@@ -1,0 +1,189 @@
+/*
+ * pscluster.c - be-ps processes and their client for the end-to-end
+ * tests (pscluster.h).
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pscluster.h"
+
+void pc_init(struct pc *c, int argc, char **argv, const char *config_text)
+{
+	FILE *f;
+	int i;
+
+	memset(c, 0, sizeof(*c));
+	c->transport = "tcp";
+	for (i = 1; i + 1 < argc; i++) {
+		if (!strcmp(argv[i], "--transport"))
+			c->transport = argv[++i];
+		else if (!strcmp(argv[i], "--be-ps"))
+			c->be_ps = argv[++i];
+	}
+	if (!c->be_ps)
+		TEST_FAIL("--be-ps PATH is required");
+	signal(SIGPIPE, SIG_IGN);
+	pt_tmpdir(c->dir, sizeof(c->dir));
+	snprintf(c->config, sizeof(c->config), "%s/model.conf", c->dir);
+	f = fopen(c->config, "w");
+	ASSERT(f);
+	ASSERT(fputs(config_text, f) >= 0);
+	ASSERT_OK(fclose(f));
+}
+
+void pc_server_start(struct pc *c, struct pc_server *s, unsigned int index, bool replica,
+		     const char *name)
+{
+	char listen[BE_RPC_ADDR_MAX], idx[16], line[512];
+	int fds[2];
+	FILE *out;
+
+	memset(s, 0, sizeof(*s));
+	s->index = index;
+	s->replica = replica;
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	if (!strcmp(c->transport, "shm"))
+		snprintf(listen, sizeof(listen), "shm://be-pst-%d-%u", (int)getpid(), c->naddr++);
+	else
+		snprintf(listen, sizeof(listen), "%s://127.0.0.1:0", c->transport);
+	snprintf(idx, sizeof(idx), "%u", index);
+	ASSERT_OK(pipe(fds));
+	s->pid = fork();
+	ASSERT(s->pid >= 0);
+	if (!s->pid) {
+		/* Die with the test, whatever way it ends: ctest waits for
+		 * every process holding the test's stderr. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(fds[1], 1);
+		close(fds[0]);
+		close(fds[1]);
+		if (replica)
+			execl(c->be_ps, c->be_ps, "--config", c->config, "--server", idx, "--listen",
+			      listen, "--replica", "--follow", c->dir, "--follow-ms", "20",
+			      (char *)NULL);
+		else
+			execl(c->be_ps, c->be_ps, "--config", c->config, "--server", idx, "--listen",
+			      listen, "--ckpt-dir", c->dir, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	out = fdopen(fds[0], "r");
+	ASSERT(out);
+	while (fgets(line, sizeof(line), out)) {
+		line[strcspn(line, "\n")] = 0;
+		if (!strncmp(line, "listening ", 10))
+			snprintf(s->addr, sizeof(s->addr), "%.127s", line + 10);
+		else if (!strcmp(line, "ready"))
+			break;
+	}
+	fclose(out);
+	if (!s->addr[0])
+		TEST_FAIL("be-ps server %u did not start", index);
+}
+
+void pc_server_stop(struct pc_server *s)
+{
+	int st;
+
+	ASSERT_OK(kill(s->pid, SIGTERM));
+	ASSERT_EQ(waitpid(s->pid, &st, 0), s->pid);
+	ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	s->pid = 0;
+}
+
+void pc_server_kill(struct pc_server *s)
+{
+	int st;
+
+	ASSERT_OK(kill(s->pid, SIGKILL));
+	ASSERT_EQ(waitpid(s->pid, &st, 0), s->pid);
+	s->pid = 0;
+}
+
+long pc_server_rss_kb(const struct pc_server *s)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)s->pid);
+	f = fopen(path, "r");
+	ASSERT(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static void pc_record(struct be_rpc_record *r, const char *service, const struct pc_server *s,
+		      uint64_t epoch)
+{
+	memset(r, 0, sizeof(*r));
+	snprintf(r->service, sizeof(r->service), "%s", service);
+	snprintf(r->replica, sizeof(r->replica), "%s", s->name);
+	r->shard_hi = UINT32_MAX;
+	r->epoch = epoch;
+	r->naddrs = 1;
+	snprintf(r->addrs[0], sizeof(r->addrs[0]), "%s", s->addr);
+}
+
+void pc_announce(struct pc *c, const struct pc_server *s, uint64_t epoch)
+{
+	struct be_rpc_record r;
+	char svc[BE_RPC_NAME_MAX];
+
+	snprintf(svc, sizeof(svc), "be.ps.%u", s->index);
+	pc_record(&r, svc, s, epoch);
+	ASSERT_OK(be_rpc_naming_put(c->naming, &r));
+	if (s->replica)
+		return;
+	snprintf(svc, sizeof(svc), "be.ps.%u.primary", s->index);
+	pc_record(&r, svc, s, epoch);
+	ASSERT_OK(be_rpc_naming_put(c->naming, &r));
+}
+
+void pc_client_start(struct pc *c, struct pc_server *servers, unsigned int n)
+{
+	struct be_config cfg;
+	unsigned int i;
+
+	be_config_init(&cfg);
+	cfg.keepalive_ms = 500;
+	cfg.conn_timeout_ms = 20000;
+	ASSERT_OK(be_ctx_create(&cfg, &c->ctx));
+	ASSERT_OK(be_worker_create(c->ctx, &c->w));
+	ASSERT_OK(be_rpc_create(c->w, NULL, &c->rpc));
+	ASSERT_OK(be_rpc_naming_create(&c->naming));
+	for (i = 0; i < n; i++)
+		pc_announce(c, &servers[i], 1);
+	ASSERT_OK(be_ps_create(c->rpc, c->config, c->naming, "be.ps", &c->ps));
+}
+
+void pc_client_stop(struct pc *c)
+{
+	be_ps_destroy(c->ps);
+	be_rpc_destroy(c->rpc);
+	be_rpc_naming_destroy(c->naming);
+	be_worker_destroy(c->w);
+	be_ctx_destroy(c->ctx);
+}
+
+struct be_rpc_chan *pc_chan(struct pc *c, const struct pc_server *s)
+{
+	struct be_rpc_chan *ch;
+
+	ASSERT_OK(be_rpc_chan_open(c->rpc, s->addr, &ch));
+	return ch;
+}
+
+void pc_fini(struct pc *c)
+{
+	pt_rmdir(c->dir);
+}
