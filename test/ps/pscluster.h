@@ -14,6 +14,7 @@
 
 #include <be/be.h>
 
+#include "ps/server.h"
 #include "pstest.h"
 
 struct pc_server {

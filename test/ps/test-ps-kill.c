@@ -1,0 +1,152 @@
+/*
+ * Check that a serving replica killed during fetches costs no fetch: one
+ * shard set served by a primary and a replica that follows the
+ * primary's checkpoints. A push to the primary and a CHECKPOINT reach
+ * the replica (its INFO reports the new model versions); then a stream
+ * of fetches, each asking for the versions the client has seen
+ * (BE_PS_FRESH), runs over both while the replica is killed with
+ * SIGKILL: every fetch completes once, successfully, with the pushed
+ * values, those in flight on the dead replica retried on the primary
+ * within their deadline.
+ */
+#include <signal.h>
+#include <stdlib.h>
+
+#include "pscluster.h"
+
+static const char *conf = "shards 4\n"
+			  "table t dim=4 optimizer=sgd lr=0.5 init=uniform lo=-1 hi=1\n";
+
+#define NQ 8     /* fetches in flight */
+#define NKEY 128 /* keys per fetch */
+
+static struct be__ps_config cfg;
+static struct pc c;
+static uint64_t keys[1024];
+static struct q {
+	int busy;
+	uint64_t k[NKEY];
+	float v[NKEY * 4];
+} qs[NQ];
+static uint64_t done, failed, rng = 3;
+static int last_err;
+
+static void check(const struct q *q)
+{
+	float w[4];
+	int j, i;
+
+	for (j = 0; j < NKEY; j++) {
+		be__ps_init_row(&cfg.tables[0], q->k[j], w);
+		for (i = 0; i < 4; i++)
+			if (q->v[j * 4 + i] != w[i] - 0.5f)
+				TEST_FAIL("key %d coord %d: %g, want %g", j, i, q->v[j * 4 + i],
+					  w[i] - 0.5f);
+	}
+}
+
+static void fetched(int status, const struct be_ps_result *res, void *arg)
+{
+	struct q *q = arg;
+
+	q->busy = 0;
+	done++;
+	if (status) {
+		failed++;
+		last_err = status;
+		return;
+	}
+	check(q);
+}
+
+static void fill(void)
+{
+	struct be_ps_fetch_opts fo = { .timeout_us = 5000000, .flags = BE_PS_FRESH };
+	struct be_ps_slice sl;
+	int i, j;
+
+	for (i = 0; i < NQ; i++) {
+		if (qs[i].busy)
+			continue;
+		for (j = 0; j < NKEY; j++)
+			qs[i].k[j] = keys[pt_rand(&rng) % 1024];
+		sl = (struct be_ps_slice){ 0, NKEY, qs[i].k, qs[i].v };
+		ASSERT_OK(be_ps_fetch(c.ps, &sl, 1, &fo, fetched, &qs[i]));
+		qs[i].busy = 1;
+	}
+}
+
+static void run_until(uint64_t goal)
+{
+	while (done < goal) {
+		fill();
+		ASSERT(be_worker_wait(c.w, 10) >= 0);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct pc_server srv[2];
+	struct be_ps_push_opts po = { .timeout_us = 10000000 };
+	struct be_rpc_call_opts o = { .timeout_us = 10000000 };
+	struct be_ps_slice sl;
+	struct be_ps_result res;
+	struct be_rpc_chan *ch;
+	struct be__ps_info info;
+	static float g[1024 * 4];
+	const char *why;
+	uint64_t s = 9, v;
+	uint32_t i, shard, fresh;
+	void *rep;
+	size_t rl;
+
+	pc_init(&c, argc, argv, conf);
+	pt_config(&cfg, conf);
+	pc_server_start(&c, &srv[0], 0, false, "primary");
+	pc_server_start(&c, &srv[1], 0, true, "replica");
+	pc_client_start(&c, srv, 2);
+	for (i = 0; i < 1024; i++)
+		keys[i] = pt_rand(&s);
+	for (i = 0; i < 1024 * 4; i++)
+		g[i] = 1.0f;
+	sl = (struct be_ps_slice){ 0, 1024, keys, g };
+	ASSERT_OK(be_ps_push_sync(c.ps, &sl, 1, &po, &res));
+
+	/* Checkpoint on request; the replica follows (every 20 ms). */
+	ch = pc_chan(&c, &srv[0]);
+	ASSERT_OK(be_rpc_call_sync(ch, be_rpc_service_id(BE_PS_SERVICE), BE_PS_M_CHECKPOINT, NULL,
+				   0, &o, NULL, NULL));
+	be_rpc_chan_destroy(ch);
+	ch = pc_chan(&c, &srv[1]);
+	do {
+		ASSERT_OK(be_rpc_call_sync(ch, be_rpc_service_id(BE_PS_SERVICE), BE_PS_M_INFO, NULL,
+					   0, &o, &rep, &rl));
+		ASSERT_OK(be__ps_info_decode(rep, rl, &info, &why));
+		ASSERT(info.flags & BE_PS_SERVER_REPLICA);
+		for (i = 0, fresh = 0; i < info.count; i++) {
+			be__ps_info_ent(&info, i, &shard, &v);
+			fresh += v == 1;
+		}
+		be_rpc_buf_free(rep);
+	} while (fresh < 4);
+	be_rpc_chan_destroy(ch);
+
+	run_until(200);
+	ASSERT_EQ(failed, 0);
+	pc_server_kill(&srv[1]);
+	run_until(done + 600);
+	while (qs[0].busy || qs[1].busy || qs[2].busy || qs[3].busy || qs[4].busy ||
+	       qs[5].busy || qs[6].busy || qs[7].busy)
+		ASSERT(be_worker_wait(c.w, 10) >= 0);
+	fprintf(stderr, "fetches %llu, failed %llu\n", (unsigned long long)done,
+		(unsigned long long)failed);
+	if (failed)
+		TEST_FAIL("%llu fetches failed, the last with %s", (unsigned long long)failed,
+			  be_strerror(last_err));
+
+	pc_client_stop(&c);
+	pc_server_stop(&srv[0]);
+	be__ps_config_close(&cfg);
+	pc_fini(&c);
+	return 0;
+}
