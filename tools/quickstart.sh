@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # quickstart.sh - install what be needs on Debian 12, build, and run.
 #
-#   bash tools/quickstart.sh demo   install, build, run the demo
+#   bash tools/quickstart.sh demo   install, build, run the demo: a parameter
+#                                   server cluster on this host (tools/ps-demo.sh)
+#   bash tools/quickstart.sh layers install, build, walk up the layers with
+#                                   be-perf (bemalloc, transports, Sockets)
 #   bash tools/quickstart.sh test   install, build, run the whole test suite:
 #                                   normal build, ASan+UBSan build, TSan on the
 #                                   threaded tests, verbs tests on Soft-RoCE
@@ -49,9 +52,14 @@ case "$mode" in
 demo)
 	install_pkgs "${build_pkgs[@]}"
 	build build -DCMAKE_BUILD_TYPE=Release
-	# The demo walks up the layers: bemalloc against glibc malloc, the shm
-	# and tcp transports raw, then Sockets over an Engine (each test forks
-	# its own peer process). It becomes the parameter-server demo later.
+	exec bash tools/ps-demo.sh build
+	;;
+layers)
+	install_pkgs "${build_pkgs[@]}"
+	build build -DCMAKE_BUILD_TYPE=Release
+	# Up the layers: bemalloc against glibc malloc, the shm and tcp
+	# transports raw, then Sockets over an Engine (each test forks its
+	# own peer process).
 	perf=build/tools/be-perf
 	echo "== bemalloc: registered buffers vs glibc malloc"
 	$perf alloc --iters 200000 --runs 3
@@ -86,7 +94,7 @@ test)
 	exit $rc
 	;;
 *)
-	echo "usage: bash tools/quickstart.sh demo|test" >&2
+	echo "usage: bash tools/quickstart.sh demo|layers|test" >&2
 	exit 2
 	;;
 esac

@@ -215,6 +215,51 @@ static void ranker_done(int status, const struct be_ps_result *res, void *arg)
 	lg_hist_add(s->t->lat, lg_now_ns() - s->sched_ns);
 }
 
+/* The buffers of slot @s, allocated on its first use. */
+static int slot_init(struct slot *s, const struct opts *o, const struct client *c)
+{
+	uint32_t tb;
+
+	for (tb = 0; tb < c->ntables; tb++) {
+		s->sl[tb].table = tb;
+		s->sl[tb].n = o->keys;
+		s->sl[tb].keys = malloc(o->keys * sizeof(uint64_t));
+		s->sl[tb].vals = malloc((size_t)o->keys * c->dim[tb] * sizeof(float));
+		if (!s->sl[tb].keys || !s->sl[tb].vals)
+			goto fail;
+	}
+	return 0;
+
+fail:
+	for (tb = 0; tb < c->ntables; tb++) {
+		free((void *)s->sl[tb].keys);
+		free(s->sl[tb].vals);
+		s->sl[tb].keys = NULL;
+		s->sl[tb].vals = NULL;
+	}
+	return -ENOMEM;
+}
+
+/*
+ * Before the clock starts, one fetch of every table's first keys under a
+ * deadline of seconds: the connections to every server open on first
+ * use, and their setup is not what the ranker's latency measures.
+ */
+static int warmup(const struct opts *o, struct client *c, struct be_ps_slice *sl)
+{
+	struct be_ps_fetch_opts fo = { .timeout_us = 10000000, .flags = BE_PS_INFERENCE };
+	uint32_t tb, k;
+	int rc;
+
+	for (tb = 0; tb < c->ntables; tb++)
+		for (k = 0; k < o->keys; k++)
+			((uint64_t *)sl[tb].keys)[k] = key_of(tb, k);
+	rc = be_ps_fetch_sync(c->ps, sl, c->ntables, &fo, NULL);
+	if (rc)
+		fprintf(stderr, "be-ps-load: warm-up fetch: %s\n", be_strerror(rc));
+	return rc;
+}
+
 static int ranker(const struct opts *o, struct client *c, struct tally *t)
 {
 	struct be_ps_fetch_opts fo = { .timeout_us = o->timeout_us, .flags = BE_PS_INFERENCE };
@@ -222,25 +267,18 @@ static int ranker(const struct opts *o, struct client *c, struct tally *t)
 	struct lg_zipf z;
 	struct lg_rng rng;
 	struct lg_poisson p;
-	uint64_t start = lg_now_ns(), end, next, last_progress = start, inflight;
+	uint64_t start, end, next, last_progress, inflight;
 	uint32_t i, k, tb;
 	int rc;
 
-	if (!slots || lg_zipf_init(&z, o->rows, o->alpha) ||
-	    lg_poisson_init(&p, o->rate, start, o->seed))
+	if (!slots || lg_zipf_init(&z, o->rows, o->alpha))
 		return -EINVAL;
 	lg_rng_seed(&rng, o->seed + 1);
-	for (i = 0; i < RANKER_SLOTS; i++) {
+	for (i = 0; i < RANKER_SLOTS; i++)
 		slots[i].t = t;
-		for (tb = 0; tb < c->ntables; tb++) {
-			slots[i].sl[tb].table = tb;
-			slots[i].sl[tb].n = o->keys;
-			slots[i].sl[tb].keys = malloc(o->keys * sizeof(uint64_t));
-			slots[i].sl[tb].vals = malloc((size_t)o->keys * c->dim[tb] * sizeof(float));
-			if (!slots[i].sl[tb].keys || !slots[i].sl[tb].vals)
-				return -ENOMEM;
-		}
-	}
+	start = last_progress = lg_now_ns();
+	if (lg_poisson_init(&p, o->rate, start, o->seed))
+		return -EINVAL;
 	end = start + (uint64_t)(o->duration_s * 1e9);
 	next = lg_poisson_next(&p);
 	for (;;) {
@@ -252,6 +290,8 @@ static int ranker(const struct opts *o, struct client *c, struct tally *t)
 			for (i = 0; i < RANKER_SLOTS && !s; i++)
 				if (!slots[i].busy)
 					s = &slots[i];
+			if (s && !s->sl[0].keys && slot_init(s, o, c))
+				s = NULL; /* out of memory: shed */
 			if (!s) {
 				t->shed++;
 			} else {
@@ -290,7 +330,7 @@ static int ranker(const struct opts *o, struct client *c, struct tally *t)
 	}
 	for (i = 0; i < RANKER_SLOTS; i++)
 		for (tb = 0; tb < c->ntables; tb++) {
-			free((void *)slots[i].sl[tb].keys);
+			free((void *)slots[i].sl[tb].keys); /* NULL in slots never used */
 			free(slots[i].sl[tb].vals);
 		}
 	free(slots);
@@ -324,7 +364,7 @@ static int trainer(const struct opts *o, struct client *c, struct tally *t)
 	struct be_ps_result res;
 	struct lg_zipf z;
 	struct lg_rng rng;
-	uint64_t start = lg_now_ns(), end = start + (uint64_t)(o->duration_s * 1e9), t0;
+	uint64_t end, t0;
 	uint32_t step, tb, k;
 	int rc;
 
@@ -339,6 +379,7 @@ static int trainer(const struct opts *o, struct client *c, struct tally *t)
 		if (!sl[tb].keys || !sl[tb].vals)
 			return -ENOMEM;
 	}
+	end = lg_now_ns() + (uint64_t)(o->duration_s * 1e9);
 	for (step = 0; (!o->steps || step < o->steps) && lg_now_ns() < end; step++) {
 		for (tb = 0; tb < c->ntables; tb++)
 			for (k = 0; k < o->keys; k++)
@@ -465,6 +506,19 @@ int main(int argc, char **argv)
 		return 1;
 	if (client_start(&o, &c))
 		return 1;
+	{
+		struct slot w = { 0 };
+
+		rc = slot_init(&w, &o, &c);
+		if (!rc)
+			rc = warmup(&o, &c, w.sl);
+		for (ch = 0; ch < (int)c.ntables; ch++) {
+			free((void *)w.sl[ch].keys);
+			free(w.sl[ch].vals);
+		}
+		if (rc)
+			return 1;
+	}
 	cpu0 = cpu_all(&o);
 	wall0 = (double)lg_now_ns();
 	rc = !strcmp(o.role, "ranker") ? ranker(&o, &c, &t) : trainer(&o, &c, &t);
