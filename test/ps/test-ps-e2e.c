@@ -8,7 +8,8 @@
  * init - lr * sum. Pushes and fetches carry the shards' model versions
  * back (be_ps_version_seen). A server stopped with SIGTERM checkpoints;
  * restarted on a new address (announced through naming), it serves the
- * same values, and the same client's next push is applied once.
+ * same values, and the same client's next push is applied once. A fetch
+ * in flight when the client is destroyed completes once, -ECANCELED.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -95,6 +96,14 @@ static void push(struct pc *c, struct be_ps_result *res)
 	ASSERT_EQ(res->duplicates, 0);
 }
 
+static int cancel_status = 1, cancel_calls;
+
+static void cancel_cb(int status, const struct be_ps_result *res, void *arg)
+{
+	cancel_status = status;
+	cancel_calls++;
+}
+
 int main(int argc, char **argv)
 {
 	struct pc c;
@@ -153,7 +162,18 @@ int main(int argc, char **argv)
 	sl[0] = (struct be_ps_slice){ 1, 1, keys, &g };
 	ASSERT_EQ(be_ps_push_sync(c.ps, sl, 1, NULL, &res), -EINVAL);
 
+	/* A fetch in flight when the client is destroyed completes with
+	 * -ECANCELED inside be_ps_destroy(), once. */
+	sl[0] = (struct be_ps_slice){ 0, NK, keys, vals };
+	ASSERT_OK(be_ps_fetch(c.ps, sl, 1, &fo, cancel_cb, NULL));
+	ASSERT_EQ(cancel_calls, 0);
+	be_ps_destroy(c.ps);
+	c.ps = NULL;
+	ASSERT_EQ(cancel_calls, 1);
+	ASSERT_EQ(cancel_status, -ECANCELED);
+
 	pc_client_stop(&c);
+	ASSERT_EQ(cancel_calls, 1);
 	pc_server_stop(&srv[0]);
 	pc_server_stop(&srv[1]);
 	be__ps_config_close(&cfg);
