@@ -178,6 +178,16 @@ BE_EXPORT int be_ps_push_sync(struct be_ps *ps, const struct be_ps_slice *sl, un
 			      const struct be_ps_push_opts *opts, struct be_ps_result *res);
 
 /*
+ * be_ps_chan_stats() - the RPC layer's snapshot (rpc.h) of the channel to
+ * server @server that carries its fetches (@push 0: every replica) or its
+ * pushes (@push 1: the primary; the same channel when the server has no
+ * primary record of its own). Returns 0 or -EINVAL (no such server).
+ * Threads: worker.
+ */
+BE_EXPORT int be_ps_chan_stats(struct be_ps *ps, uint32_t server, int push,
+			       struct be_rpc_chan_stats *out);
+
+/*
  * be_ps_version_seen() - the highest model version of logical @shard in
  * any reply this client received (0: none yet). Threads: worker.
  */

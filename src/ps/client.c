@@ -222,6 +222,15 @@ uint32_t be_ps_shards(const struct be_ps *ps)
 	return ps->cfg.n_shards;
 }
 
+int be_ps_chan_stats(struct be_ps *ps, uint32_t server, int push,
+		     struct be_rpc_chan_stats *out)
+{
+	if (!ps || server >= ps->cfg.n_servers || !out)
+		return -EINVAL;
+	be_rpc_chan_stats(push ? ps->push_ch[server] : ps->fetch_ch[server], out);
+	return 0;
+}
+
 uint64_t be_ps_version_seen(const struct be_ps *ps, uint32_t shard)
 {
 	return shard < ps->cfg.n_shards ? ps->seen[shard] : 0;
