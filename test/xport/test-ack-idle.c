@@ -29,51 +29,39 @@ static void wait_sender(struct xt *t, struct be_xcq *cq, uint64_t wr_id)
 
 int main(int argc, char **argv)
 {
-	struct xt t;
-	struct xt_side cli, srv;
-	struct be_xlistener *l;
-	struct be_xconn *c, *s;
+	struct xt_pair p;
+	struct xt *t = &p.t;
 	struct be_xwc wc;
 	volatile uint8_t *dst;
 	uint8_t *src;
 	int i, n;
 
-	xt_init(&t, argc, argv);
-	xt_side_init(&t, &cli, 64, 0);
-	xt_side_init(&t, &srv, 64, 16);
-	l = xt_listen(&t, &srv);
-	xt_connect_pair(&t, &cli, &srv, l, 16, &c, &s);
-	xt_post_recvs(&t, &srv, 4, 256);
-	src = xt_alloc(&t, 65536);
-	dst = xt_alloc(&t, 65536);
+	xt_pair_open(&p, argc, argv, 64, 0, 16, 16);
+	xt_post_recvs(t, &p.srv, 4, 256);
+	src = xt_alloc(t, 65536);
+	dst = xt_alloc(t, 65536);
 	xt_fill(src, 65536, 4);
 	memset((void *)dst, 0, 65536);
-	t.nsides = 0; /* from here on, each side is polled by hand */
+	t->nsides = 0; /* from here on, each side is polled by hand */
 
 	/* WRITE: poll the receiver until the last byte is there, then never. */
-	xt_post(&t, c, BE_XWR_WRITE, 1, src, 65536, BE_XWR_F_SIGNALED,
-		(uint64_t)(uintptr_t)dst, xt_rkey(&t, (void *)dst), 0);
+	xt_post(t, p.c, BE_XWR_WRITE, 1, src, 65536, BE_XWR_F_SIGNALED,
+		(uint64_t)(uintptr_t)dst, xt_rkey(t, (void *)dst), 0);
 	for (i = 0; i < 2000000 && dst[65535] != src[65535]; i++)
-		ASSERT_EQ(t.ops->cq_poll(srv.cq, &wc, 1), 0);
+		ASSERT_EQ(t->ops->cq_poll(p.srv.cq, &wc, 1), 0);
 	ASSERT_EQ(dst[65535], src[65535]);
-	wait_sender(&t, cli.cq, 1);
+	wait_sender(t, p.cli.cq, 1);
 
 	/* SEND: the receiver polls its completion, then polls once more
 	 * and gets nothing, then stops. */
-	xt_post(&t, c, BE_XWR_SEND, 2, src, 100, BE_XWR_F_SIGNALED, 0, 0, 0);
+	xt_post(t, p.c, BE_XWR_SEND, 2, src, 100, BE_XWR_F_SIGNALED, 0, 0, 0);
 	for (i = 0, n = 0; i < 2000000 && n == 0; i++)
-		n = t.ops->cq_poll(srv.cq, &wc, 1);
+		n = t->ops->cq_poll(p.srv.cq, &wc, 1);
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(wc.opcode, BE_XWC_RECV);
-	ASSERT_EQ(t.ops->cq_poll(srv.cq, &wc, 1), 0);
-	wait_sender(&t, cli.cq, 2);
+	ASSERT_EQ(t->ops->cq_poll(p.srv.cq, &wc, 1), 0);
+	wait_sender(t, p.cli.cq, 2);
 
-	t.nsides = 2;
-	t.ops->conn_destroy(c);
-	t.ops->conn_destroy(s);
-	t.ops->listener_close(l);
-	xt_side_fini(&t, &cli);
-	xt_side_fini(&t, &srv);
-	xt_fini(&t);
+	xt_pair_close(&p);
 	return 0;
 }

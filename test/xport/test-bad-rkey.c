@@ -29,24 +29,20 @@ static const struct bad_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	struct xt t;
-	struct xt_side cli, srv;
-	struct be_xlistener *l;
+	struct xt_pair p;
+	struct xt *t = &p.t;
 	struct be_xevent ev;
 	struct be_xwc wc[3];
 	uint8_t *region, *target, *src, *snapshot;
 	size_t i, rlen;
 
-	xt_init(&t, argc, argv);
-	xt_side_init(&t, &cli, 64, 0);
-	xt_side_init(&t, &srv, 64, 16);
-	l = xt_listen(&t, &srv);
+	xt_pair_open(&p, argc, argv, 64, 0, 16, 0);
 	/* Writes are checked against the registered region (the bemalloc
 	 * block holding the target), so the cases aim at its edges and the
 	 * whole region serves as guard bytes. */
-	target = xt_alloc(&t, TLEN);
-	xt_region(&t, target, &region, &rlen);
-	src = xt_alloc(&t, 8192);
+	target = xt_alloc(t, TLEN);
+	xt_region(t, target, &region, &rlen);
+	src = xt_alloc(t, 8192);
 	xt_fill(src, 8192, 9);
 	xt_fill(target, TLEN, 3);
 	snapshot = malloc(rlen);
@@ -61,15 +57,15 @@ int main(int argc, char **argv)
 			bc->off == 0 ? (uint64_t)(uintptr_t)target :
 			(uint64_t)(uintptr_t)region + (uint64_t)bc->off;
 
-		xt_connect_pair(&t, &cli, &srv, l, 16, &c, &s);
+		xt_connect_pair(t, &p.cli, &p.srv, p.l, 16, &c, &s);
 		/* good, bad, then one that must flush */
-		xt_post(&t, c, BE_XWR_WRITE, 1, src, 8, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)target + 100, xt_rkey(&t, target), 0);
-		xt_post(&t, c, BE_XWR_WRITE, 2, src, bc->len, BE_XWR_F_SIGNALED, raddr,
-			xt_rkey(&t, target) ^ bc->rkey_xor, 0);
-		xt_post(&t, c, BE_XWR_WRITE, 3, src, 8, 0,
-			(uint64_t)(uintptr_t)target + 200, xt_rkey(&t, target), 0);
-		xt_wait_wc(&t, &cli, wc, 3);
+		xt_post(t, c, BE_XWR_WRITE, 1, src, 8, BE_XWR_F_SIGNALED,
+			(uint64_t)(uintptr_t)target + 100, xt_rkey(t, target), 0);
+		xt_post(t, c, BE_XWR_WRITE, 2, src, bc->len, BE_XWR_F_SIGNALED, raddr,
+			xt_rkey(t, target) ^ bc->rkey_xor, 0);
+		xt_post(t, c, BE_XWR_WRITE, 3, src, 8, 0,
+			(uint64_t)(uintptr_t)target + 200, xt_rkey(t, target), 0);
+		xt_wait_wc(t, &p.cli, wc, 3);
 		fprintf(stderr, "case %s: %s, %s, %s\n", bc->what,
 			be__xwc_status_str(wc[0].status), be__xwc_status_str(wc[1].status),
 			be__xwc_status_str(wc[2].status));
@@ -79,31 +75,28 @@ int main(int argc, char **argv)
 		ASSERT_EQ(wc[1].status, BE_XWC_REM_ACCESS_ERR);
 		ASSERT_UEQ(wc[2].wr_id, 3);
 		ASSERT_EQ(wc[2].status, BE_XWC_WR_FLUSH_ERR);
-		xt_expect_event(&t, &cli, BE_XEV_DISCONNECTED, &ev);
-		ASSERT_PTR_EQ(ev.conn, c);
-		xt_expect_event(&t, &srv, BE_XEV_DISCONNECTED, &ev);
-		ASSERT_PTR_EQ(ev.conn, s);
+		xt_expect_disconnected(t, &p.cli, c, &p.srv, s);
 		/* Only the good write landed. */
 		memcpy(snapshot + (target - region) + 100, src, 8);
 		ASSERT(memcmp(region, snapshot, rlen) == 0);
 		/* Posting to a conn in error fails or flushes. */
-		xt_post_on_error(&t, &cli, c, 4, src);
-		xt_spin(&t, 5);
-		ASSERT_EQ(srv.nwc, 0);
-		ASSERT_EQ(cli.nwc, 0);
-		t.ops->conn_destroy(c);
-		t.ops->conn_destroy(s);
+		xt_post_on_error(t, &p.cli, c, 4, src);
+		xt_spin(t, 5);
+		ASSERT_EQ(p.srv.nwc, 0);
+		ASSERT_EQ(p.cli.nwc, 0);
+		t->ops->conn_destroy(c);
+		t->ops->conn_destroy(s);
 	}
 
 	/* A bad lkey: WR 1 succeeds, WR 2 fails locally, WR 3 flushes. */
 	{
 		struct be_xconn *c, *s;
 		struct be_xsend_wr wr, *bad;
-		struct be_xsge sge = { (uint64_t)(uintptr_t)src, 8, xt_lkey(&t, src) ^ 0x33CC33CC };
+		struct be_xsge sge = { (uint64_t)(uintptr_t)src, 8, xt_lkey(t, src) ^ 0x33CC33CC };
 
-		xt_connect_pair(&t, &cli, &srv, l, 16, &c, &s);
-		xt_post(&t, c, BE_XWR_WRITE, 1, src, 8, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)target, xt_rkey(&t, target), 0);
+		xt_connect_pair(t, &p.cli, &p.srv, p.l, 16, &c, &s);
+		xt_post(t, c, BE_XWR_WRITE, 1, src, 8, BE_XWR_F_SIGNALED,
+			(uint64_t)(uintptr_t)target, xt_rkey(t, target), 0);
 		memset(&wr, 0, sizeof(wr));
 		wr.wr_id = 2;
 		wr.opcode = BE_XWR_WRITE;
@@ -111,30 +104,27 @@ int main(int argc, char **argv)
 		wr.sg_list = &sge;
 		wr.num_sge = 1;
 		wr.remote_addr = (uint64_t)(uintptr_t)target;
-		wr.rkey = xt_rkey(&t, target);
-		ASSERT_OK(t.ops->post_send(c, &wr, &bad));
-		xt_post(&t, c, BE_XWR_WRITE, 3, src, 8, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)target, xt_rkey(&t, target), 0);
-		xt_wait_wc(&t, &cli, wc, 3);
+		wr.rkey = xt_rkey(t, target);
+		ASSERT_OK(t->ops->post_send(c, &wr, &bad));
+		xt_post(t, c, BE_XWR_WRITE, 3, src, 8, BE_XWR_F_SIGNALED,
+			(uint64_t)(uintptr_t)target, xt_rkey(t, target), 0);
+		xt_wait_wc(t, &p.cli, wc, 3);
 		ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 		fprintf(stderr, "bad lkey: %s (vendor %u)\n", be__xwc_status_str(wc[1].status),
 			wc[1].vendor_err);
 		/* Soft-RoCE reports a bad lkey with a status verbs maps to
 		 * GENERAL_ERR; the software transports say LOC_PROT_ERR. */
-		if (strcmp(t.transport, "verbs") != 0)
+		if (strcmp(t->transport, "verbs") != 0)
 			ASSERT_EQ(wc[1].status, BE_XWC_LOC_PROT_ERR);
 		ASSERT(wc[1].status != BE_XWC_SUCCESS && wc[1].status != BE_XWC_WR_FLUSH_ERR);
 		ASSERT_EQ(wc[2].status, BE_XWC_WR_FLUSH_ERR);
-		xt_expect_event(&t, &cli, BE_XEV_DISCONNECTED, &ev);
-		xt_expect_event(&t, &srv, BE_XEV_DISCONNECTED, &ev);
-		t.ops->conn_destroy(c);
-		t.ops->conn_destroy(s);
+		xt_expect_event(t, &p.cli, BE_XEV_DISCONNECTED, &ev);
+		xt_expect_event(t, &p.srv, BE_XEV_DISCONNECTED, &ev);
+		t->ops->conn_destroy(c);
+		t->ops->conn_destroy(s);
 	}
 
 	free(snapshot);
-	t.ops->listener_close(l);
-	xt_side_fini(&t, &cli);
-	xt_side_fini(&t, &srv);
-	xt_fini(&t);
+	xt_pair_close(&p);
 	return 0;
 }

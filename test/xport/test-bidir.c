@@ -33,45 +33,34 @@ static void check_side(struct xt *t, struct xt_side *s, struct be_xconn *c)
 
 int main(int argc, char **argv)
 {
-	struct xt t;
-	struct xt_side a, b;
-	struct be_xlistener *l;
-	struct be_xconn *ca, *cb;
+	struct xt_pair p;
+	struct xt *t = &p.t;
 	uint8_t *srca, *srcb, *dsta, *dstb;
 	int i;
 
-	xt_init(&t, argc, argv);
-	xt_side_init(&t, &a, 64, 16);
-	xt_side_init(&t, &b, 64, 16);
-	l = xt_listen(&t, &b);
-	xt_connect_pair(&t, &a, &b, l, 2 * NW, &ca, &cb);
-	xt_post_recvs(&t, &a, NW, 512);
-	xt_post_recvs(&t, &b, NW, 512);
-	srca = xt_alloc(&t, BIG);
-	srcb = xt_alloc(&t, BIG);
-	dsta = xt_alloc(&t, (size_t)BIG * NW);
-	dstb = xt_alloc(&t, (size_t)BIG * NW);
+	xt_pair_open(&p, argc, argv, 64, 16, 16, 2 * NW);
+	xt_post_recvs(t, &p.cli, NW, 512);
+	xt_post_recvs(t, &p.srv, NW, 512);
+	srca = xt_alloc(t, BIG);
+	srcb = xt_alloc(t, BIG);
+	dsta = xt_alloc(t, (size_t)BIG * NW);
+	dstb = xt_alloc(t, (size_t)BIG * NW);
 	xt_fill(srca, BIG, 1);
 	xt_fill(srcb, BIG, 2);
 	for (i = 0; i < NW; i++) {
-		xt_post(&t, ca, BE_XWR_WRITE, (uint64_t)i, srca, BIG, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)(dstb + (size_t)i * BIG), xt_rkey(&t, dstb), 0);
-		xt_post(&t, ca, BE_XWR_SEND, 100 + (uint64_t)i, srca, 512, 0, 0, 0, 0);
-		xt_post(&t, cb, BE_XWR_WRITE, (uint64_t)i, srcb, BIG, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)(dsta + (size_t)i * BIG), xt_rkey(&t, dsta), 0);
-		xt_post(&t, cb, BE_XWR_SEND, 100 + (uint64_t)i, srcb, 512, 0, 0, 0, 0);
+		xt_post(t, p.c, BE_XWR_WRITE, (uint64_t)i, srca, BIG, BE_XWR_F_SIGNALED,
+			(uint64_t)(uintptr_t)(dstb + (size_t)i * BIG), xt_rkey(t, dstb), 0);
+		xt_post(t, p.c, BE_XWR_SEND, 100 + (uint64_t)i, srca, 512, 0, 0, 0, 0);
+		xt_post(t, p.s, BE_XWR_WRITE, (uint64_t)i, srcb, BIG, BE_XWR_F_SIGNALED,
+			(uint64_t)(uintptr_t)(dsta + (size_t)i * BIG), xt_rkey(t, dsta), 0);
+		xt_post(t, p.s, BE_XWR_SEND, 100 + (uint64_t)i, srcb, 512, 0, 0, 0, 0);
 	}
-	check_side(&t, &a, ca);
-	check_side(&t, &b, cb);
+	check_side(t, &p.cli, p.c);
+	check_side(t, &p.srv, p.s);
 	for (i = 0; i < NW; i++) {
 		ASSERT(xt_check(dstb + (size_t)i * BIG, BIG, 1));
 		ASSERT(xt_check(dsta + (size_t)i * BIG, BIG, 2));
 	}
-	t.ops->conn_destroy(ca);
-	t.ops->conn_destroy(cb);
-	t.ops->listener_close(l);
-	xt_side_fini(&t, &a);
-	xt_side_fini(&t, &b);
-	xt_fini(&t);
+	xt_pair_close(&p);
 	return 0;
 }

@@ -9,51 +9,44 @@
 
 int main(int argc, char **argv)
 {
-	struct xt t;
-	struct xt_side cli, srv;
-	struct be_xlistener *l;
+	struct xt_pair p;
+	struct xt *t = &p.t;
 	struct be_xconn *c;
 	struct be_xconn_attr ca;
 	struct be_xevent ev;
 	char addr[BE_XPORT_ADDR_MAX];
 	int i;
 
-	xt_init(&t, argc, argv);
-	xt_side_init(&t, &cli, 64, 16);
-	xt_side_init(&t, &srv, 64, 16);
-	l = xt_listen(&t, &srv);
-	ASSERT_OK(t.ops->listener_addr(l, addr, sizeof(addr)));
-	ASSERT(t.nsides == 2 && t.sides[1] == &srv);
-	t.nsides = 1; /* srv is not polled */
+	xt_pair_open(&p, argc, argv, 64, 16, 16, 0);
+	ASSERT_OK(t->ops->listener_addr(p.l, addr, sizeof(addr)));
+	ASSERT(t->nsides == 2 && t->sides[1] == &p.srv);
+	t->nsides = 1; /* p.srv is not polled */
 
-	ca = xt_attr(&cli, 16);
+	ca = xt_attr(&p.cli, 16);
 	ca.timeout_ms = 300;
-	ASSERT_OK(t.ops->connect(cli.ch, addr, &ca, "late", 4, &c));
-	xt_expect_event(&t, &cli, BE_XEV_UNREACHABLE, &ev);
+	ASSERT_OK(t->ops->connect(p.cli.ch, addr, &ca, "late", 4, &c));
+	xt_expect_event(t, &p.cli, BE_XEV_UNREACHABLE, &ev);
 	ASSERT_PTR_EQ(ev.conn, c);
 	ASSERT(ev.status < 0);
-	if (!strcmp(t.transport, "tcp"))
+	if (!strcmp(t->transport, "tcp"))
 		ASSERT_EQ(ev.status, -ETIMEDOUT);
-	t.ops->conn_destroy(c);
+	t->ops->conn_destroy(c);
 
 	/* The server wakes up later: whatever it sees of the dead request,
 	 * answering it must not crash, and nothing reaches the client. */
-	t.nsides = 2;
-	xt_spin(&t, 50);
-	for (i = 0; i < srv.nev; i++) {
-		if (srv.ev[i].type == BE_XEV_CONNECT_REQUEST) {
-			struct be_xconn_attr sa = xt_attr(&srv, 16);
+	t->nsides = 2;
+	xt_spin(t, 50);
+	for (i = 0; i < p.srv.nev; i++) {
+		if (p.srv.ev[i].type == BE_XEV_CONNECT_REQUEST) {
+			struct be_xconn_attr sa = xt_attr(&p.srv, 16);
 
-			if (t.ops->accept(srv.ev[i].conn, &sa, NULL, 0) == 0)
-				xt_spin(&t, 50);
-			t.ops->conn_destroy(srv.ev[i].conn);
+			if (t->ops->accept(p.srv.ev[i].conn, &sa, NULL, 0) == 0)
+				xt_spin(t, 50);
+			t->ops->conn_destroy(p.srv.ev[i].conn);
 		}
 	}
-	ASSERT_EQ(cli.nev, 0);
+	ASSERT_EQ(p.cli.nev, 0);
 
-	t.ops->listener_close(l);
-	xt_side_fini(&t, &cli);
-	xt_side_fini(&t, &srv);
-	xt_fini(&t);
+	xt_pair_close(&p);
 	return 0;
 }

@@ -25,10 +25,8 @@ static int readable(int fd, int ms)
 
 int main(int argc, char **argv)
 {
-	struct xt t;
-	struct xt_side cli, srv;
-	struct be_xlistener *l;
-	struct be_xconn *c, *s;
+	struct xt_pair p;
+	struct xt *t = &p.t;
 	struct be_xconn_attr ca;
 	struct be_xevent ev;
 	struct be_xwc wc[4];
@@ -36,43 +34,40 @@ int main(int argc, char **argv)
 	uint8_t *src;
 	int i, n;
 
-	xt_init(&t, argc, argv);
-	xt_side_init(&t, &cli, 64, 16);
-	xt_side_init(&t, &srv, 64, 16);
-	l = xt_listen(&t, &srv);
-	ASSERT_OK(t.ops->listener_addr(l, addr, sizeof(addr)));
-	src = xt_alloc(&t, 4096);
-	xt_post_recvs(&t, &srv, 4, 4096);
+	xt_pair_open(&p, argc, argv, 64, 16, 16, 0);
+	ASSERT_OK(t->ops->listener_addr(p.l, addr, sizeof(addr)));
+	src = xt_alloc(t, 4096);
+	xt_post_recvs(t, &p.srv, 4, 4096);
 
 	/* evch fd: a connect request wakes the acceptor. */
-	ca = xt_attr(&cli, 16);
-	ASSERT_OK(t.ops->connect(cli.ch, addr, &ca, NULL, 0, &c));
-	for (i = 0; i < 1000 && !readable(t.ops->evch_fd(srv.ch), 0); i++) {
+	ca = xt_attr(&p.cli, 16);
+	ASSERT_OK(t->ops->connect(p.cli.ch, addr, &ca, NULL, 0, &p.c));
+	for (i = 0; i < 1000 && !readable(t->ops->evch_fd(p.srv.ch), 0); i++) {
 		/* The connector progresses only through its own evch. */
-		n = t.ops->evch_get(cli.ch, &ev);
+		n = t->ops->evch_get(p.cli.ch, &ev);
 		ASSERT_OK(n);
 		ASSERT_EQ(n, 0);
-		readable(t.ops->evch_fd(cli.ch), 10);
+		readable(t->ops->evch_fd(p.cli.ch), 10);
 	}
-	wait_fd(t.ops->evch_fd(srv.ch));
+	wait_fd(t->ops->evch_fd(p.srv.ch));
 	/* Each side progresses its own evch when its fd wakes. */
 	for (i = 0, n = 0; i < 1000 && n == 0; i++) {
-		struct pollfd p[2] = { { t.ops->evch_fd(srv.ch), POLLIN, 0 },
-				       { t.ops->evch_fd(cli.ch), POLLIN, 0 } };
+		struct pollfd pf[2] = { { t->ops->evch_fd(p.srv.ch), POLLIN, 0 },
+				       { t->ops->evch_fd(p.cli.ch), POLLIN, 0 } };
 
-		ASSERT(poll(p, 2, 10000) > 0);
-		if (p[1].revents)
-			ASSERT_EQ(t.ops->evch_get(cli.ch, &ev), 0);
-		if (p[0].revents)
-			n = t.ops->evch_get(srv.ch, &ev);
+		ASSERT(poll(pf, 2, 10000) > 0);
+		if (pf[1].revents)
+			ASSERT_EQ(t->ops->evch_get(p.cli.ch, &ev), 0);
+		if (pf[0].revents)
+			n = t->ops->evch_get(p.srv.ch, &ev);
 	}
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(ev.type, BE_XEV_CONNECT_REQUEST);
-	s = ev.conn;
+	p.s = ev.conn;
 	{
-		struct be_xconn_attr sa = xt_attr(&srv, 16);
+		struct be_xconn_attr sa = xt_attr(&p.srv, 16);
 
-		ASSERT_OK(t.ops->accept(s, &sa, NULL, 0));
+		ASSERT_OK(t->ops->accept(p.s, &sa, NULL, 0));
 	}
 	/* Both ESTABLISHED events wake their evch fds; each side progresses
 	 * only when its fd says so (the handshake may need both). */
@@ -80,19 +75,19 @@ int main(int argc, char **argv)
 		int est_s = 0, est_c = 0;
 
 		for (i = 0; i < 1000 && !(est_s && est_c); i++) {
-			struct pollfd p[2] = { { t.ops->evch_fd(srv.ch), POLLIN, 0 },
-					       { t.ops->evch_fd(cli.ch), POLLIN, 0 } };
+			struct pollfd pf[2] = { { t->ops->evch_fd(p.srv.ch), POLLIN, 0 },
+					       { t->ops->evch_fd(p.cli.ch), POLLIN, 0 } };
 
-			if (poll(p, 2, 10000) <= 0)
+			if (poll(pf, 2, 10000) <= 0)
 				TEST_FAIL("no evch fd woke for ESTABLISHED");
-			if (p[0].revents && t.ops->evch_get(srv.ch, &ev) == 1) {
+			if (pf[0].revents && t->ops->evch_get(p.srv.ch, &ev) == 1) {
 				ASSERT_EQ(ev.type, BE_XEV_ESTABLISHED);
-				ASSERT_PTR_EQ(ev.conn, s);
+				ASSERT_PTR_EQ(ev.conn, p.s);
 				est_s++;
 			}
-			if (p[1].revents && t.ops->evch_get(cli.ch, &ev) == 1) {
+			if (pf[1].revents && t->ops->evch_get(p.cli.ch, &ev) == 1) {
 				ASSERT_EQ(ev.type, BE_XEV_ESTABLISHED);
-				ASSERT_PTR_EQ(ev.conn, c);
+				ASSERT_PTR_EQ(ev.conn, p.c);
 				est_c++;
 			}
 		}
@@ -100,88 +95,83 @@ int main(int argc, char **argv)
 	}
 
 	/* cq fd: quiet, armed, then a message arrives. */
-	xt_spin(&t, 10);
-	ASSERT_EQ(srv.nwc + cli.nwc, 0);
-	ASSERT_OK(t.ops->cq_arm(srv.cq));
-	ASSERT_EQ(t.ops->cq_poll(srv.cq, wc, 4), 0);
-	xt_post(&t, c, BE_XWR_SEND, 1, src, 100, BE_XWR_F_SIGNALED, 0, 0, 0);
-	wait_fd(t.ops->cq_fd(srv.cq));
-	ASSERT_OK(t.ops->cq_ack(srv.cq));
+	xt_spin(t, 10);
+	ASSERT_EQ(p.srv.nwc + p.cli.nwc, 0);
+	ASSERT_OK(t->ops->cq_arm(p.srv.cq));
+	ASSERT_EQ(t->ops->cq_poll(p.srv.cq, wc, 4), 0);
+	xt_post(t, p.c, BE_XWR_SEND, 1, src, 100, BE_XWR_F_SIGNALED, 0, 0, 0);
+	wait_fd(t->ops->cq_fd(p.srv.cq));
+	ASSERT_OK(t->ops->cq_ack(p.srv.cq));
 	n = 0;
 	for (i = 0; i < 1000 && n == 0; i++) {
-		n = t.ops->cq_poll(srv.cq, wc, 4);
+		n = t->ops->cq_poll(p.srv.cq, wc, 4);
 		ASSERT_OK(n);
 		if (!n)
-			readable(t.ops->cq_fd(srv.cq), 10);
+			readable(t->ops->cq_fd(p.srv.cq), 10);
 	}
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(wc[0].opcode, BE_XWC_RECV);
 	ASSERT_EQ(wc[0].byte_len, 100);
 	/* The receiver goes to sleep (arm sends the ack it owes); the
 	 * sender's completion wakes the sender. */
-	ASSERT_OK(t.ops->cq_arm(srv.cq));
-	ASSERT_OK(t.ops->cq_arm(cli.cq));
+	ASSERT_OK(t->ops->cq_arm(p.srv.cq));
+	ASSERT_OK(t->ops->cq_arm(p.cli.cq));
 	n = 0;
 	for (i = 0; i < 1000 && n == 0; i++) {
-		n = t.ops->cq_poll(cli.cq, wc, 4);
+		n = t->ops->cq_poll(p.cli.cq, wc, 4);
 		ASSERT_OK(n);
 		if (!n)
-			wait_fd(t.ops->cq_fd(cli.cq));
+			wait_fd(t->ops->cq_fd(p.cli.cq));
 	}
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
-	ASSERT_OK(t.ops->cq_ack(cli.cq));
+	ASSERT_OK(t->ops->cq_ack(p.cli.cq));
 
 	/* Local completions (flush at disconnect) wake an armed cq. */
-	xt_spin(&t, 10);
-	ASSERT_EQ(srv.nwc + cli.nwc, 0);
-	ASSERT_EQ(t.ops->cq_poll(srv.cq, wc, 4), 0);
-	ASSERT_OK(t.ops->cq_ack(srv.cq));
-	ASSERT_OK(t.ops->cq_arm(srv.cq));
-	ASSERT(!readable(t.ops->cq_fd(srv.cq), 0));
-	xt_post(&t, s, BE_XWR_SEND, 2, src, 10, BE_XWR_F_SIGNALED, 0, 0, 0);
-	ASSERT_OK(t.ops->disconnect(s));
-	wait_fd(t.ops->cq_fd(srv.cq));
-	ASSERT_OK(t.ops->cq_ack(srv.cq));
+	xt_spin(t, 10);
+	ASSERT_EQ(p.srv.nwc + p.cli.nwc, 0);
+	ASSERT_EQ(t->ops->cq_poll(p.srv.cq, wc, 4), 0);
+	ASSERT_OK(t->ops->cq_ack(p.srv.cq));
+	ASSERT_OK(t->ops->cq_arm(p.srv.cq));
+	ASSERT(!readable(t->ops->cq_fd(p.srv.cq), 0));
+	xt_post(t, p.s, BE_XWR_SEND, 2, src, 10, BE_XWR_F_SIGNALED, 0, 0, 0);
+	ASSERT_OK(t->ops->disconnect(p.s));
+	wait_fd(t->ops->cq_fd(p.srv.cq));
+	ASSERT_OK(t->ops->cq_ack(p.srv.cq));
 	/* Arm, then poll (the race-free order): the completion is there. */
-	ASSERT_OK(t.ops->cq_arm(srv.cq));
-	n = t.ops->cq_poll(srv.cq, wc, 4);
+	ASSERT_OK(t->ops->cq_arm(p.srv.cq));
+	n = t->ops->cq_poll(p.srv.cq, wc, 4);
 	ASSERT_GE(n, 1);
 	ASSERT_UEQ(wc[0].wr_id, 2);
-	ASSERT_OK(t.ops->cq_ack(srv.cq));
+	ASSERT_OK(t->ops->cq_ack(p.srv.cq));
 	/* The disconnect events wake the evch fds (both sides progressing
 	 * on wakeups only, as the teardown may need the peer). */
 	{
 		int dis_s = 0, dis_c = 0;
 
 		for (i = 0; i < 1000 && !(dis_s && dis_c); i++) {
-			struct pollfd p[3] = { { t.ops->evch_fd(srv.ch), POLLIN, 0 },
-					       { t.ops->evch_fd(cli.ch), POLLIN, 0 },
-					       { t.ops->cq_fd(cli.cq), POLLIN, 0 } };
+			struct pollfd pf[3] = { { t->ops->evch_fd(p.srv.ch), POLLIN, 0 },
+					       { t->ops->evch_fd(p.cli.ch), POLLIN, 0 },
+					       { t->ops->cq_fd(p.cli.cq), POLLIN, 0 } };
 
-			if (poll(p, 3, 10000) <= 0)
+			if (poll(pf, 3, 10000) <= 0)
 				TEST_FAIL("no fd woke for DISCONNECTED");
 			/* A peer's hang-up may need its cq polled (tcp). */
-			t.ops->cq_poll(cli.cq, wc, 4);
-			if (p[0].revents && t.ops->evch_get(srv.ch, &ev) == 1) {
+			t->ops->cq_poll(p.cli.cq, wc, 4);
+			if (pf[0].revents && t->ops->evch_get(p.srv.ch, &ev) == 1) {
 				ASSERT_EQ(ev.type, BE_XEV_DISCONNECTED);
-				ASSERT_PTR_EQ(ev.conn, s);
+				ASSERT_PTR_EQ(ev.conn, p.s);
 				dis_s++;
 			}
-			if (p[1].revents && t.ops->evch_get(cli.ch, &ev) == 1) {
+			if (pf[1].revents && t->ops->evch_get(p.cli.ch, &ev) == 1) {
 				ASSERT_EQ(ev.type, BE_XEV_DISCONNECTED);
-				ASSERT_PTR_EQ(ev.conn, c);
+				ASSERT_PTR_EQ(ev.conn, p.c);
 				dis_c++;
 			}
 		}
 		ASSERT(dis_s == 1 && dis_c == 1);
 	}
 
-	t.ops->conn_destroy(c);
-	t.ops->conn_destroy(s);
-	t.ops->listener_close(l);
-	xt_side_fini(&t, &cli);
-	xt_side_fini(&t, &srv);
-	xt_fini(&t);
+	xt_pair_close(&p);
 	return 0;
 }

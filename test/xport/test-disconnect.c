@@ -45,75 +45,63 @@ static void check_stream(struct xt *t, struct xt_side *sd, struct be_xconn *conn
 
 int main(int argc, char **argv)
 {
-	struct xt t;
-	struct xt_side cli, srv;
-	struct be_xlistener *l;
-	struct be_xconn *c, *s;
+	struct xt_pair p;
+	struct xt *t = &p.t;
 	struct be_xevent ev;
 	uint8_t *src, *dst;
 	int i;
 
-	xt_init(&t, argc, argv);
-	xt_side_init(&t, &cli, 64, 16);
-	xt_side_init(&t, &srv, 64, 16);
-	l = xt_listen(&t, &srv);
-	src = xt_alloc(&t, BIG);
-	dst = xt_alloc(&t, BIG);
+	xt_pair_open(&p, argc, argv, 64, 16, 16, 0);
+	src = xt_alloc(t, BIG);
+	dst = xt_alloc(t, BIG);
 
 	/* Idle conn: disconnect, both sides see it. */
-	xt_connect_pair(&t, &cli, &srv, l, 16, &c, &s);
-	ASSERT_OK(t.ops->disconnect(c));
-	xt_expect_event(&t, &cli, BE_XEV_DISCONNECTED, &ev);
-	ASSERT_PTR_EQ(ev.conn, c);
+	xt_connect_pair(t, &p.cli, &p.srv, p.l, 16, &p.c, &p.s);
+	ASSERT_OK(t->ops->disconnect(p.c));
+	xt_expect_event(t, &p.cli, BE_XEV_DISCONNECTED, &ev);
+	ASSERT_PTR_EQ(ev.conn, p.c);
 	ASSERT_EQ(ev.status, 0);
-	xt_expect_event(&t, &srv, BE_XEV_DISCONNECTED, &ev);
-	ASSERT_PTR_EQ(ev.conn, s);
-	ASSERT_OK(t.ops->disconnect(c));
-	ASSERT_OK(t.ops->disconnect(s));
-	xt_post_on_error(&t, &srv, s, 9, src);
-	xt_spin(&t, 10);
-	ASSERT_EQ(cli.nev + srv.nev + cli.nwc + srv.nwc, 0);
-	t.ops->conn_destroy(c);
-	t.ops->conn_destroy(s);
+	xt_expect_event(t, &p.srv, BE_XEV_DISCONNECTED, &ev);
+	ASSERT_PTR_EQ(ev.conn, p.s);
+	ASSERT_OK(t->ops->disconnect(p.c));
+	ASSERT_OK(t->ops->disconnect(p.s));
+	xt_post_on_error(t, &p.srv, p.s, 9, src);
+	xt_spin(t, 10);
+	ASSERT_EQ(p.cli.nev + p.srv.nev + p.cli.nwc + p.srv.nwc, 0);
+	xt_pair_destroy_conns(&p);
 
 	/* Busy both ways: disconnect with WRs outstanding on each side. */
-	xt_connect_pair(&t, &cli, &srv, l, 16, &c, &s);
+	xt_connect_pair(t, &p.cli, &p.srv, p.l, 16, &p.c, &p.s);
 	for (i = 0; i < 4; i++) {
-		xt_post(&t, c, BE_XWR_WRITE, (uint64_t)i, src, BIG, i % 2 ? BE_XWR_F_SIGNALED : 0,
-			(uint64_t)(uintptr_t)dst, xt_rkey(&t, dst), 0);
-		xt_post(&t, s, BE_XWR_WRITE, (uint64_t)i, src, BIG, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)dst, xt_rkey(&t, dst), 0);
+		xt_post(t, p.c, BE_XWR_WRITE, (uint64_t)i, src, BIG, i % 2 ? BE_XWR_F_SIGNALED : 0,
+			(uint64_t)(uintptr_t)dst, xt_rkey(t, dst), 0);
+		xt_post(t, p.s, BE_XWR_WRITE, (uint64_t)i, src, BIG, BE_XWR_F_SIGNALED,
+			(uint64_t)(uintptr_t)dst, xt_rkey(t, dst), 0);
 	}
-	ASSERT_OK(t.ops->disconnect(c));
+	ASSERT_OK(t->ops->disconnect(p.c));
 	/* Locally, every WR not complete yet flushes (on tcp, all four:
 	 * none was acked); the peer's fail or flush. */
-	check_stream(&t, &cli, c, 1);
-	xt_expect_event(&t, &cli, BE_XEV_DISCONNECTED, &ev);
-	ASSERT_PTR_EQ(ev.conn, c);
-	xt_expect_event(&t, &srv, BE_XEV_DISCONNECTED, &ev);
-	ASSERT_PTR_EQ(ev.conn, s);
-	check_stream(&t, &srv, s, 0);
-	ASSERT_EQ(cli.nwc, 0);
-	t.ops->conn_destroy(c);
-	t.ops->conn_destroy(s);
+	check_stream(t, &p.cli, p.c, 1);
+	xt_expect_disconnected(t, &p.cli, p.c, &p.srv, p.s);
+	check_stream(t, &p.srv, p.s, 0);
+	ASSERT_EQ(p.cli.nwc, 0);
+	xt_pair_destroy_conns(&p);
 
 	/* Never connected: disconnect refuses or does nothing; no event. */
 	{
-		struct be_xconn_attr ca = xt_attr(&cli, 4);
+		struct be_xconn_attr ca = xt_attr(&p.cli, 4);
 		char addr[BE_XPORT_ADDR_MAX];
+		struct be_xconn *c;
 
-		xt_dead_addr(&t, addr, sizeof(addr));
-		ASSERT_OK(t.ops->connect(cli.ch, addr, &ca, NULL, 0, &c));
-		xt_expect_event(&t, &cli, BE_XEV_UNREACHABLE, &ev);
-		t.ops->disconnect(c);
-		xt_spin(&t, 20);
-		ASSERT_EQ(cli.nev, 0);
-		t.ops->conn_destroy(c);
+		xt_dead_addr(t, addr, sizeof(addr));
+		ASSERT_OK(t->ops->connect(p.cli.ch, addr, &ca, NULL, 0, &c));
+		xt_expect_event(t, &p.cli, BE_XEV_UNREACHABLE, &ev);
+		t->ops->disconnect(c);
+		xt_spin(t, 20);
+		ASSERT_EQ(p.cli.nev, 0);
+		t->ops->conn_destroy(c);
 	}
 
-	t.ops->listener_close(l);
-	xt_side_fini(&t, &cli);
-	xt_side_fini(&t, &srv);
-	xt_fini(&t);
+	xt_pair_close(&p);
 	return 0;
 }

@@ -10,9 +10,8 @@
 
 int main(int argc, char **argv)
 {
-	struct xt t;
-	struct xt_side cli, srv;
-	struct be_xlistener *l;
+	struct xt_pair p;
+	struct xt *t = &p.t;
 	struct be_xconn *c[NCONN], *s[NCONN];
 	struct be_xconn_attr ca, sa;
 	struct be_xevent ev;
@@ -22,29 +21,26 @@ int main(int argc, char **argv)
 	int seen[NCONN][2];
 	int i, k, nreq = 0, nest_c = 0, nest_s = 0;
 
-	xt_init(&t, argc, argv);
-	xt_side_init(&t, &cli, 1024, 0);
-	xt_side_init(&t, &srv, 1024, NCONN * 2 + 8);
-	l = xt_listen(&t, &srv);
-	ASSERT_OK(t.ops->listener_addr(l, addr, sizeof(addr)));
-	ca = xt_attr(&cli, 8);
-	sa = xt_attr(&srv, 8);
+	xt_pair_open(&p, argc, argv, 1024, 0, NCONN * 2 + 8, 0);
+	ASSERT_OK(t->ops->listener_addr(p.l, addr, sizeof(addr)));
+	ca = xt_attr(&p.cli, 8);
+	sa = xt_attr(&p.srv, 8);
 
 	/* All connects at once; accept requests as they come. */
 	for (i = 0; i < NCONN; i++) {
 		uint8_t id = (uint8_t)i;
 
-		ASSERT_OK(t.ops->connect(cli.ch, addr, &ca, &id, 1, &c[i]));
+		ASSERT_OK(t->ops->connect(p.cli.ch, addr, &ca, &id, 1, &c[i]));
 		s[i] = NULL;
 	}
 	while (nreq < NCONN || nest_s < NCONN) {
-		xt_next_event(&t, &srv, &ev);
+		xt_next_event(t, &p.srv, &ev);
 		if (ev.type == BE_XEV_CONNECT_REQUEST) {
 			ASSERT_EQ(ev.priv_len, 1);
 			ASSERT_LT(ev.priv[0], NCONN);
 			ASSERT(s[ev.priv[0]] == NULL);
 			s[ev.priv[0]] = ev.conn;
-			ASSERT_OK(t.ops->accept(ev.conn, &sa, NULL, 0));
+			ASSERT_OK(t->ops->accept(ev.conn, &sa, NULL, 0));
 			nreq++;
 		} else {
 			ASSERT_EQ(ev.type, BE_XEV_ESTABLISHED);
@@ -52,24 +48,24 @@ int main(int argc, char **argv)
 		}
 	}
 	while (nest_c < NCONN) {
-		xt_expect_event(&t, &cli, BE_XEV_ESTABLISHED, &ev);
+		xt_expect_event(t, &p.cli, BE_XEV_ESTABLISHED, &ev);
 		nest_c++;
 	}
-	xt_post_recvs(&t, &srv, NCONN * 2, 256);
+	xt_post_recvs(t, &p.srv, NCONN * 2, 256);
 
-	src = xt_alloc(&t, NCONN * 256);
-	dst = xt_alloc(&t, NCONN * 256);
+	src = xt_alloc(t, NCONN * 256);
+	dst = xt_alloc(t, NCONN * 256);
 	memset(dst, 0, NCONN * 256);
 	for (i = 0; i < NCONN; i++) {
 		xt_fill(src + i * 256, 256, (uint32_t)i);
-		xt_post(&t, c[i], BE_XWR_SEND, (uint64_t)i, src + i * 256, 100 + (uint32_t)i,
+		xt_post(t, c[i], BE_XWR_SEND, (uint64_t)i, src + i * 256, 100 + (uint32_t)i,
 			BE_XWR_F_SIGNALED, 0, 0, 0);
-		xt_post(&t, c[i], BE_XWR_WRITE_IMM, 1000 + (uint64_t)i, src + i * 256, 256,
+		xt_post(t, c[i], BE_XWR_WRITE_IMM, 1000 + (uint64_t)i, src + i * 256, 256,
 			BE_XWR_F_SIGNALED, (uint64_t)(uintptr_t)(dst + i * 256),
-			xt_rkey(&t, dst), (uint32_t)i);
+			xt_rkey(t, dst), (uint32_t)i);
 	}
 	memset(seen, 0, sizeof(seen));
-	xt_wait_wc(&t, &srv, wc, NCONN * 2);
+	xt_wait_wc(t, &p.srv, wc, NCONN * 2);
 	for (k = 0; k < NCONN * 2; k++) {
 		ASSERT_EQ(wc[k].status, BE_XWC_SUCCESS);
 		for (i = 0; i < NCONN; i++)
@@ -90,19 +86,16 @@ int main(int argc, char **argv)
 	}
 	for (i = 0; i < NCONN; i++)
 		ASSERT(seen[i][0] == 1 && seen[i][1] == 1);
-	xt_wait_wc(&t, &cli, wc, NCONN * 2);
+	xt_wait_wc(t, &p.cli, wc, NCONN * 2);
 	for (k = 0; k < NCONN * 2; k++) {
 		i = (int)(wc[k].wr_id % 1000);
 		ASSERT_EQ(wc[k].status, BE_XWC_SUCCESS);
 		ASSERT_PTR_EQ(wc[k].conn, c[i]);
 	}
 	for (i = 0; i < NCONN; i++) {
-		t.ops->conn_destroy(c[i]);
-		t.ops->conn_destroy(s[i]);
+		t->ops->conn_destroy(c[i]);
+		t->ops->conn_destroy(s[i]);
 	}
-	t.ops->listener_close(l);
-	xt_side_fini(&t, &cli);
-	xt_side_fini(&t, &srv);
-	xt_fini(&t);
+	xt_pair_close(&p);
 	return 0;
 }

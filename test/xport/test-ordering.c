@@ -13,10 +13,8 @@
 
 int main(int argc, char **argv)
 {
-	struct xt t;
-	struct xt_side cli, srv;
-	struct be_xlistener *l;
-	struct be_xconn *c, *s;
+	struct xt_pair p;
+	struct xt *t = &p.t;
 	static struct be_xwc wc[N];
 	static struct be_xsend_wr wr[N];
 	static struct be_xsge sge[N];
@@ -25,14 +23,10 @@ int main(int argc, char **argv)
 	uint64_t last_id = 0;
 	int i, k, got;
 
-	xt_init(&t, argc, argv);
-	xt_side_init(&t, &cli, 4096, 0);
-	xt_side_init(&t, &srv, 4096, N + 8);
-	l = xt_listen(&t, &srv);
-	xt_connect_pair(&t, &cli, &srv, l, CHAIN * 2, &c, &s);
-	xt_post_recvs(&t, &srv, N, 64);
-	seqbuf = xt_alloc(&t, N * sizeof(uint32_t));
-	target = xt_alloc(&t, N * sizeof(uint32_t));
+	xt_pair_open(&p, argc, argv, 4096, 0, N + 8, CHAIN * 2);
+	xt_post_recvs(t, &p.srv, N, 64);
+	seqbuf = xt_alloc(t, N * sizeof(uint32_t));
+	target = xt_alloc(t, N * sizeof(uint32_t));
 	memset(target, 0, N * sizeof(uint32_t));
 
 	/* Op i: i%3 == 0 WRITE seq into target[i]; 1 SEND seq; 2 WRITE_IMM imm=seq. */
@@ -40,7 +34,7 @@ int main(int argc, char **argv)
 		seqbuf[i] = (uint32_t)i;
 		sge[i].addr = (uint64_t)(uintptr_t)&seqbuf[i];
 		sge[i].length = sizeof(uint32_t);
-		sge[i].lkey = xt_lkey(&t, seqbuf);
+		sge[i].lkey = xt_lkey(t, seqbuf);
 		memset(&wr[i], 0, sizeof(wr[i]));
 		wr[i].wr_id = (uint64_t)i + 1;
 		wr[i].opcode = i % 3 == 0 ? BE_XWR_WRITE : i % 3 == 1 ? BE_XWR_SEND : BE_XWR_WRITE_IMM;
@@ -48,7 +42,7 @@ int main(int argc, char **argv)
 		wr[i].sg_list = &sge[i];
 		wr[i].num_sge = 1;
 		wr[i].remote_addr = (uint64_t)(uintptr_t)&target[i];
-		wr[i].rkey = xt_rkey(&t, target);
+		wr[i].rkey = xt_rkey(t, target);
 		wr[i].imm = (uint32_t)i;
 	}
 	/* Chains of CHAIN linked WRs; wait for room when the queue is full. */
@@ -61,7 +55,7 @@ int main(int argc, char **argv)
 		wr[i + n - 1].next = NULL;
 		head = &wr[i];
 		for (;;) {
-			int r = t.ops->post_send(c, head, &bad);
+			int r = t->ops->post_send(p.c, head, &bad);
 
 			if (r == 0)
 				break;
@@ -69,13 +63,13 @@ int main(int argc, char **argv)
 			ASSERT_EQ(r, -ENOMEM);
 			ASSERT(bad != NULL);
 			head = bad;
-			xt_spin(&t, 1);
+			xt_spin(t, 1);
 		}
 	}
 	/* Receiver: receives in order, WRITEs before them visible. */
 	while (nrecv < (uint32_t)(N * 2 / 3)) {
 		got = 0;
-		xt_wait_wc(&t, &srv, wc, 1);
+		xt_wait_wc(t, &p.srv, wc, 1);
 		got = 1;
 		for (k = 0; k < got; k++) {
 			uint32_t seq;
@@ -101,7 +95,7 @@ int main(int argc, char **argv)
 	}
 	/* Sender: signaled completions in posting order. */
 	for (k = 0; k < N / 5 + 1; k++) {
-		xt_wait_wc(&t, &cli, wc, 1);
+		xt_wait_wc(t, &p.cli, wc, 1);
 		ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 		ASSERT(wc[0].wr_id > last_id);
 		last_id = wc[0].wr_id;
@@ -112,11 +106,6 @@ int main(int argc, char **argv)
 	for (i = 0; i < N; i += 3)
 		ASSERT_EQ(target[i], i);
 
-	t.ops->conn_destroy(c);
-	t.ops->conn_destroy(s);
-	t.ops->listener_close(l);
-	xt_side_fini(&t, &cli);
-	xt_side_fini(&t, &srv);
-	xt_fini(&t);
+	xt_pair_close(&p);
 	return 0;
 }

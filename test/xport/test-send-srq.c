@@ -12,40 +12,36 @@
 
 int main(int argc, char **argv)
 {
-	struct xt t;
-	struct xt_side cli, srv;
-	struct be_xlistener *l;
+	struct xt_pair p;
+	struct xt *t = &p.t;
 	struct be_xconn *c[NCONN], *s[NCONN];
 	struct be_xwc wc[NCONN * PER_CONN];
 	int next[NCONN] = { 0 };
 	uint8_t *src;
 	int i, j, k;
 
-	xt_init(&t, argc, argv);
-	xt_side_init(&t, &cli, 1024, 0);
-	xt_side_init(&t, &srv, 1024, NCONN * PER_CONN + 8);
-	l = xt_listen(&t, &srv);
+	xt_pair_open(&p, argc, argv, 1024, 0, NCONN * PER_CONN + 8, 0);
 	for (i = 0; i < NCONN; i++)
-		xt_connect_pair(&t, &cli, &srv, l, PER_CONN, &c[i], &s[i]);
-	xt_post_recvs(&t, &srv, NCONN * PER_CONN, 4096);
+		xt_connect_pair(t, &p.cli, &p.srv, p.l, PER_CONN, &c[i], &s[i]);
+	xt_post_recvs(t, &p.srv, NCONN * PER_CONN, 4096);
 
 	/* Message j of conn i: length 1 + 100 * j + i, pattern seed i*1000+j. */
-	src = xt_alloc(&t, (size_t)NCONN * PER_CONN * 4096);
+	src = xt_alloc(t, (size_t)NCONN * PER_CONN * 4096);
 	for (j = 0; j < PER_CONN; j++) {
 		for (i = 0; i < NCONN; i++) {
-			uint8_t *p = src + ((size_t)i * PER_CONN + (size_t)j) * 4096;
+			uint8_t *m = src + ((size_t)i * PER_CONN + (size_t)j) * 4096;
 			uint32_t len = 1 + 100 * (uint32_t)j + (uint32_t)i;
 
-			xt_fill(p, len, (uint32_t)(i * 1000 + j));
-			xt_post(&t, c[i], BE_XWR_SEND, (uint64_t)(i * 1000 + j), p, len,
+			xt_fill(m, len, (uint32_t)(i * 1000 + j));
+			xt_post(t, c[i], BE_XWR_SEND, (uint64_t)(i * 1000 + j), m, len,
 				BE_XWR_F_SIGNALED, 0, 0, 0);
 		}
 	}
-	xt_wait_wc(&t, &srv, wc, NCONN * PER_CONN);
+	xt_wait_wc(t, &p.srv, wc, NCONN * PER_CONN);
 	for (k = 0; k < NCONN * PER_CONN; k++) {
 		ASSERT_EQ(wc[k].status, BE_XWC_SUCCESS);
 		ASSERT_EQ(wc[k].opcode, BE_XWC_RECV);
-		ASSERT_PTR_EQ(wc[k].srq, srv.srq);
+		ASSERT_PTR_EQ(wc[k].srq, p.srv.srq);
 		for (i = 0; i < NCONN; i++)
 			if (wc[k].conn == s[i])
 				break;
@@ -54,9 +50,9 @@ int main(int argc, char **argv)
 		ASSERT_EQ(wc[k].byte_len, 1 + 100 * j + i);
 		ASSERT(xt_check((void *)(uintptr_t)wc[k].wr_id, wc[k].byte_len,
 				(uint32_t)(i * 1000 + j)));
-		xt_free(&t, (void *)(uintptr_t)wc[k].wr_id);
+		xt_free(t, (void *)(uintptr_t)wc[k].wr_id);
 	}
-	xt_wait_wc(&t, &cli, wc, NCONN * PER_CONN);
+	xt_wait_wc(t, &p.cli, wc, NCONN * PER_CONN);
 	for (i = 0; i < NCONN; i++)
 		next[i] = 0;
 	for (k = 0; k < NCONN * PER_CONN; k++) {
@@ -69,44 +65,41 @@ int main(int argc, char **argv)
 	}
 
 	/* Inline: the buffer may change right after post. Zero length too. */
-	xt_post_recvs(&t, &srv, 2, 4096);
+	xt_post_recvs(t, &p.srv, 2, 4096);
 	xt_fill(src, 200, 5);
-	xt_post(&t, c[0], BE_XWR_SEND, 1, src, 200, BE_XWR_F_SIGNALED | BE_XWR_F_INLINE, 0, 0, 0);
+	xt_post(t, c[0], BE_XWR_SEND, 1, src, 200, BE_XWR_F_SIGNALED | BE_XWR_F_INLINE, 0, 0, 0);
 	memset(src, 0, 200);
-	xt_post(&t, c[0], BE_XWR_SEND, 2, NULL, 0, BE_XWR_F_SIGNALED, 0, 0, 0);
-	xt_wait_wc(&t, &srv, wc, 2);
+	xt_post(t, c[0], BE_XWR_SEND, 2, NULL, 0, BE_XWR_F_SIGNALED, 0, 0, 0);
+	xt_wait_wc(t, &p.srv, wc, 2);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 	ASSERT_EQ(wc[0].byte_len, 200);
 	ASSERT(xt_check((void *)(uintptr_t)wc[0].wr_id, 200, 5));
 	ASSERT_EQ(wc[1].status, BE_XWC_SUCCESS);
 	ASSERT_EQ(wc[1].byte_len, 0);
 	ASSERT_PTR_EQ(wc[1].conn, s[0]);
-	xt_free(&t, (void *)(uintptr_t)wc[0].wr_id);
-	xt_free(&t, (void *)(uintptr_t)wc[1].wr_id);
-	xt_wait_wc(&t, &cli, wc, 2);
+	xt_free(t, (void *)(uintptr_t)wc[0].wr_id);
+	xt_free(t, (void *)(uintptr_t)wc[1].wr_id);
+	xt_wait_wc(t, &p.cli, wc, 2);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 	ASSERT_EQ(wc[1].status, BE_XWC_SUCCESS);
 	/* Inline beyond the conn's max_inline is refused at post. */
 	{
 		struct be_xsend_wr wr, *bad;
-		struct be_xsge sge = { (uint64_t)(uintptr_t)src, 100000, xt_lkey(&t, src) };
+		struct be_xsge sge = { (uint64_t)(uintptr_t)src, 100000, xt_lkey(t, src) };
 
 		memset(&wr, 0, sizeof(wr));
 		wr.opcode = BE_XWR_SEND;
 		wr.flags = BE_XWR_F_INLINE;
 		wr.sg_list = &sge;
 		wr.num_sge = 1;
-		ASSERT_EQ(t.ops->post_send(c[0], &wr, &bad), -EINVAL);
+		ASSERT_EQ(t->ops->post_send(c[0], &wr, &bad), -EINVAL);
 		ASSERT_PTR_EQ(bad, &wr);
 	}
 
 	for (i = 0; i < NCONN; i++) {
-		t.ops->conn_destroy(c[i]);
-		t.ops->conn_destroy(s[i]);
+		t->ops->conn_destroy(c[i]);
+		t->ops->conn_destroy(s[i]);
 	}
-	t.ops->listener_close(l);
-	xt_side_fini(&t, &cli);
-	xt_side_fini(&t, &srv);
-	xt_fini(&t);
+	xt_pair_close(&p);
 	return 0;
 }

@@ -8,23 +8,17 @@
 
 int main(int argc, char **argv)
 {
-	struct xt t;
-	struct xt_side cli, srv;
-	struct be_xlistener *l;
-	struct be_xconn *c, *s;
+	struct xt_pair p;
+	struct xt *t = &p.t;
 	struct be_xsge sge[64];
 	struct be_xsend_wr wr, *bad;
 	struct be_xwc wc;
 	uint8_t *piece[16], *expect, *dst;
 	uint32_t total = 0, nsge, i;
 
-	xt_init(&t, argc, argv);
-	xt_side_init(&t, &cli, 64, 0);
-	xt_side_init(&t, &srv, 64, 16);
-	l = xt_listen(&t, &srv);
-	xt_connect_pair(&t, &cli, &srv, l, 16, &c, &s);
-	xt_post_recvs(&t, &srv, 4, 1 << 20);
-	nsge = BE_MIN(t.attr.max_sge, 16u);
+	xt_pair_open(&p, argc, argv, 64, 0, 16, 16);
+	xt_post_recvs(t, &p.srv, 4, 1 << 20);
+	nsge = BE_MIN(t->attr.max_sge, 16u);
 	ASSERT_GE(nsge, 2);
 
 	expect = malloc(1 << 20);
@@ -33,12 +27,12 @@ int main(int argc, char **argv)
 		/* Entry lengths 1, 1000, 2001 ... ; every third one empty. */
 		uint32_t len = i % 3 == 2 ? 0 : 1 + i * 1000;
 
-		piece[i] = xt_alloc(&t, len + 1);
+		piece[i] = xt_alloc(t, len + 1);
 		xt_fill(piece[i], len, 50 + i);
 		memcpy(expect + total, piece[i], len);
 		sge[i].addr = (uint64_t)(uintptr_t)piece[i];
 		sge[i].length = len;
-		sge[i].lkey = xt_lkey(&t, piece[i]);
+		sge[i].lkey = xt_lkey(t, piece[i]);
 		total += len;
 	}
 	memset(&wr, 0, sizeof(wr));
@@ -47,24 +41,24 @@ int main(int argc, char **argv)
 	wr.flags = BE_XWR_F_SIGNALED;
 	wr.sg_list = sge;
 	wr.num_sge = (int)nsge;
-	ASSERT_OK(t.ops->post_send(c, &wr, &bad));
-	xt_wait_wc(&t, &srv, &wc, 1);
+	ASSERT_OK(t->ops->post_send(p.c, &wr, &bad));
+	xt_wait_wc(t, &p.srv, &wc, 1);
 	ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
 	ASSERT_EQ(wc.byte_len, total);
 	ASSERT(memcmp((void *)(uintptr_t)wc.wr_id, expect, total) == 0);
-	xt_wait_wc(&t, &cli, &wc, 1);
+	xt_wait_wc(t, &p.cli, &wc, 1);
 	ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
 	ASSERT_UEQ(wc.wr_id, 1);
 
 	/* The same list as a WRITE. */
-	dst = xt_alloc(&t, total + 2);
+	dst = xt_alloc(t, total + 2);
 	memset(dst, 0xEE, total + 2);
 	wr.wr_id = 2;
 	wr.opcode = BE_XWR_WRITE;
 	wr.remote_addr = (uint64_t)(uintptr_t)(dst + 1);
-	wr.rkey = xt_rkey(&t, dst);
-	ASSERT_OK(t.ops->post_send(c, &wr, &bad));
-	xt_wait_wc(&t, &cli, &wc, 1);
+	wr.rkey = xt_rkey(t, dst);
+	ASSERT_OK(t->ops->post_send(p.c, &wr, &bad));
+	xt_wait_wc(t, &p.cli, &wc, 1);
 	ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
 	ASSERT(memcmp(dst + 1, expect, total) == 0);
 	ASSERT_EQ(dst[0], 0xEE);
@@ -73,25 +67,20 @@ int main(int argc, char **argv)
 	/* Too many entries. */
 	for (i = 0; i < BE_ARRAY_SIZE(sge); i++)
 		sge[i] = sge[0];
-	wr.num_sge = (int)t.attr.max_sge + 1;
+	wr.num_sge = (int)t->attr.max_sge + 1;
 	ASSERT(wr.num_sge <= (int)BE_ARRAY_SIZE(sge));
 	bad = NULL;
-	ASSERT_EQ(t.ops->post_send(c, &wr, &bad), -EINVAL);
+	ASSERT_EQ(t->ops->post_send(p.c, &wr, &bad), -EINVAL);
 	ASSERT_PTR_EQ(bad, &wr);
 	/* The conn is still fine. */
 	wr.num_sge = 1;
 	wr.wr_id = 3;
-	ASSERT_OK(t.ops->post_send(c, &wr, &bad));
-	xt_wait_wc(&t, &cli, &wc, 1);
+	ASSERT_OK(t->ops->post_send(p.c, &wr, &bad));
+	xt_wait_wc(t, &p.cli, &wc, 1);
 	ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
 	ASSERT_UEQ(wc.wr_id, 3);
 
 	free(expect);
-	t.ops->conn_destroy(c);
-	t.ops->conn_destroy(s);
-	t.ops->listener_close(l);
-	xt_side_fini(&t, &cli);
-	xt_side_fini(&t, &srv);
-	xt_fini(&t);
+	xt_pair_close(&p);
 	return 0;
 }

@@ -11,51 +11,45 @@ static const uint32_t sizes[] = { 1, 63, 64, 4095, 4096, 65537, 1u << 20, 16u <<
 
 int main(int argc, char **argv)
 {
-	struct xt t;
-	struct xt_side cli, srv;
-	struct be_xlistener *l;
-	struct be_xconn *c, *s;
+	struct xt_pair p;
+	struct xt *t = &p.t;
 	struct be_xwc wc;
 	size_t i, max = 16u << 20;
 	uint8_t *src, *dst;
 	int imm;
 
-	xt_init(&t, argc, argv);
-	xt_side_init(&t, &cli, 256, 16);
-	xt_side_init(&t, &srv, 256, 64);
-	l = xt_listen(&t, &srv);
-	xt_connect_pair(&t, &cli, &srv, l, 64, &c, &s);
-	xt_post_recvs(&t, &srv, 32, 64);
+	xt_pair_open(&p, argc, argv, 256, 16, 64, 64);
+	xt_post_recvs(t, &p.srv, 32, 64);
 
-	src = xt_alloc(&t, max);
-	dst = xt_alloc(&t, max + 128);
+	src = xt_alloc(t, max);
+	dst = xt_alloc(t, max + 128);
 	for (imm = 0; imm < 2; imm++) {
 		for (i = 0; i < BE_ARRAY_SIZE(sizes); i++) {
 			uint32_t n = sizes[i], seed = (uint32_t)(i * 2 + imm + 1);
 
 			memset(dst, 0xA5, max + 128);
 			xt_fill(src, n, seed);
-			xt_post(&t, c, imm ? BE_XWR_WRITE_IMM : BE_XWR_WRITE, 100 + i, src, n,
+			xt_post(t, p.c, imm ? BE_XWR_WRITE_IMM : BE_XWR_WRITE, 100 + i, src, n,
 				BE_XWR_F_SIGNALED, (uint64_t)(uintptr_t)(dst + 64),
-				xt_rkey(&t, dst), 0x1000 + (uint32_t)i);
-			xt_wait_wc(&t, &cli, &wc, 1);
+				xt_rkey(t, dst), 0x1000 + (uint32_t)i);
+			xt_wait_wc(t, &p.cli, &wc, 1);
 			ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
 			ASSERT_UEQ(wc.wr_id, 100 + i);
 			ASSERT_EQ(wc.opcode, imm ? BE_XWC_WRITE_IMM : BE_XWC_WRITE);
-			ASSERT_PTR_EQ(wc.conn, c);
+			ASSERT_PTR_EQ(wc.conn, p.c);
 			if (imm) {
 				uint8_t *rb;
 
-				xt_wait_wc(&t, &srv, &wc, 1);
+				xt_wait_wc(t, &p.srv, &wc, 1);
 				ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
 				ASSERT_EQ(wc.opcode, BE_XWC_RECV_IMM);
 				ASSERT_EQ(wc.imm, 0x1000 + i);
 				ASSERT_EQ(wc.byte_len, n);
-				ASSERT_PTR_EQ(wc.conn, s);
-				ASSERT_PTR_EQ(wc.srq, srv.srq);
+				ASSERT_PTR_EQ(wc.conn, p.s);
+				ASSERT_PTR_EQ(wc.srq, p.srv.srq);
 				rb = (uint8_t *)(uintptr_t)wc.wr_id;
 				ASSERT_EQ(rb[0], 0); /* receive buffer untouched */
-				xt_free(&t, rb);
+				xt_free(t, rb);
 			}
 			/* The completion means the data is at the remote. */
 			ASSERT(xt_check(dst + 64, n, seed));
@@ -63,29 +57,24 @@ int main(int argc, char **argv)
 			ASSERT_EQ(dst[64 + n], 0xA5);
 		}
 	}
-	ASSERT_EQ(srv.nwc, 0);
-	ASSERT_EQ(cli.nwc, 0);
+	ASSERT_EQ(p.srv.nwc, 0);
+	ASSERT_EQ(p.cli.nwc, 0);
 
 	/* Several in flight at once, unsignaled but the last. */
 	for (i = 0; i < 8; i++) {
 		xt_fill(src + i * (1u << 20), 1u << 20, 77 + (uint32_t)i);
-		xt_post(&t, c, BE_XWR_WRITE, i, src + i * (1u << 20), 1u << 20,
+		xt_post(t, p.c, BE_XWR_WRITE, i, src + i * (1u << 20), 1u << 20,
 			i == 7 ? BE_XWR_F_SIGNALED : 0,
-			(uint64_t)(uintptr_t)(dst + i * (1u << 20)), xt_rkey(&t, dst), 0);
+			(uint64_t)(uintptr_t)(dst + i * (1u << 20)), xt_rkey(t, dst), 0);
 	}
-	xt_wait_wc(&t, &cli, &wc, 1);
+	xt_wait_wc(t, &p.cli, &wc, 1);
 	ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
 	ASSERT_UEQ(wc.wr_id, 7);
 	for (i = 0; i < 8; i++)
 		ASSERT(xt_check(dst + i * (1u << 20), 1u << 20, 77 + (uint32_t)i));
-	xt_spin(&t, 20);
-	ASSERT_EQ(cli.nwc, 0);
+	xt_spin(t, 20);
+	ASSERT_EQ(p.cli.nwc, 0);
 
-	t.ops->conn_destroy(c);
-	t.ops->conn_destroy(s);
-	t.ops->listener_close(l);
-	xt_side_fini(&t, &cli);
-	xt_side_fini(&t, &srv);
-	xt_fini(&t);
+	xt_pair_close(&p);
 	return 0;
 }

@@ -297,12 +297,81 @@ void xt_connect_pair(struct xt *t, struct xt_side *cli, struct xt_side *srv,
 	ASSERT_OK(t->ops->connect(cli->ch, addr, &ca, "hi", 2, cli_conn));
 	xt_expect_event(t, srv, BE_XEV_CONNECT_REQUEST, &ev);
 	ASSERT_PTR_EQ(ev.listener, l);
+	ASSERT_EQ(ev.priv_len, 2);
+	ASSERT(memcmp(ev.priv, "hi", 2) == 0);
 	*srv_conn = ev.conn;
 	ASSERT_OK(t->ops->accept(*srv_conn, &sa, "ok", 2));
 	xt_expect_event(t, srv, BE_XEV_ESTABLISHED, &ev);
 	ASSERT_PTR_EQ(ev.conn, *srv_conn);
 	xt_expect_event(t, cli, BE_XEV_ESTABLISHED, &ev);
 	ASSERT_PTR_EQ(ev.conn, *cli_conn);
+	ASSERT_EQ(ev.priv_len, 2);
+	ASSERT(memcmp(ev.priv, "ok", 2) == 0);
+}
+
+void xt_pair_open(struct xt_pair *p, int argc, char **argv, uint32_t cq, uint32_t cli_srq,
+		  uint32_t srv_srq, uint32_t max_send_wr)
+{
+	struct xt *t = &p->t;
+
+	xt_init(t, argc, argv);
+	xt_side_init(t, &p->cli, cq, cli_srq);
+	xt_side_init(t, &p->srv, cq, srv_srq);
+	p->l = xt_listen(t, &p->srv);
+	p->c = p->s = NULL;
+	if (max_send_wr)
+		xt_connect_pair(t, &p->cli, &p->srv, p->l, max_send_wr, &p->c, &p->s);
+}
+
+void xt_pair_close(struct xt_pair *p)
+{
+	struct xt *t = &p->t;
+
+	if (p->c)
+		t->ops->conn_destroy(p->c);
+	if (p->s)
+		t->ops->conn_destroy(p->s);
+	if (p->l)
+		t->ops->listener_close(p->l);
+	/* A test may have taken the sides off the polled list. */
+	t->nsides = 0;
+	t->sides[t->nsides++] = &p->cli;
+	t->sides[t->nsides++] = &p->srv;
+	xt_side_fini(t, &p->cli);
+	xt_side_fini(t, &p->srv);
+	xt_fini(t);
+}
+
+void xt_pair_destroy_conns(struct xt_pair *p)
+{
+	p->t.ops->conn_destroy(p->c);
+	p->t.ops->conn_destroy(p->s);
+	p->c = p->s = NULL;
+}
+
+void xt_expect_disconnected(struct xt *t, struct xt_side *a, struct be_xconn *ca,
+			    struct xt_side *b, struct be_xconn *cb)
+{
+	struct be_xevent ev;
+
+	xt_expect_event(t, a, BE_XEV_DISCONNECTED, &ev);
+	ASSERT_PTR_EQ(ev.conn, ca);
+	xt_expect_event(t, b, BE_XEV_DISCONNECTED, &ev);
+	ASSERT_PTR_EQ(ev.conn, cb);
+}
+
+void xt_expect_wc(struct xt *t, struct xt_side *s, uint64_t wr_id, enum be_xwc_status status,
+		  struct be_xwc *wc)
+{
+	struct be_xwc w;
+
+	if (!wc)
+		wc = &w;
+	xt_wait_wc(t, s, wc, 1);
+	if (wc->wr_id != wr_id || wc->status != status)
+		TEST_FAIL("completion of wr %llu (%s), expected wr %llu (%s)",
+			  (unsigned long long)wc->wr_id, be__xwc_status_str(wc->status),
+			  (unsigned long long)wr_id, be__xwc_status_str(status));
 }
 
 void xt_dead_addr(struct xt *t, char *buf, size_t len)

@@ -93,11 +93,41 @@ void xt_wait_wc(struct xt *t, struct xt_side *s, struct be_xwc *wc, int n);
 void xt_spin(struct xt *t, int ms);
 
 /* Listen on @srv, connect from @cli with @priv, accept: *cli_conn and
- * *srv_conn are established (both ESTABLISHED events consumed). */
+ * *srv_conn are established (both ESTABLISHED events consumed). The
+ * private data ("hi" with the request, "ok" with the accept) is checked
+ * on arrival. */
 void xt_connect_pair(struct xt *t, struct xt_side *cli, struct xt_side *srv,
 		     struct be_xlistener *l, uint32_t max_send_wr,
 		     struct be_xconn **cli_conn, struct be_xconn **srv_conn);
 struct be_xlistener *xt_listen(struct xt *t, struct xt_side *s);
+
+/*
+ * The usual fixture: a client and a server side (cq depth @cq each, srq
+ * depths @cli_srq and @srv_srq, 0 = none), a listener on the server and,
+ * when @max_send_wr is not 0, one conn established between them (c on
+ * the client, s on the server). xt_pair_close() destroys whatever of c,
+ * s and l is still set (a test that destroys one itself sets it NULL),
+ * both sides and the device.
+ */
+struct xt_pair {
+	struct xt t;
+	struct xt_side cli, srv;
+	struct be_xlistener *l;
+	struct be_xconn *c, *s;
+};
+
+void xt_pair_open(struct xt_pair *p, int argc, char **argv, uint32_t cq, uint32_t cli_srq,
+		  uint32_t srv_srq, uint32_t max_send_wr);
+void xt_pair_close(struct xt_pair *p);
+/* Destroy c and s (set them NULL), for a test that connects again. */
+void xt_pair_destroy_conns(struct xt_pair *p);
+
+/* Wait for DISCONNECTED of @ca on @a, then of @cb on @b. */
+void xt_expect_disconnected(struct xt *t, struct xt_side *a, struct be_xconn *ca,
+			    struct xt_side *b, struct be_xconn *cb);
+/* Wait for the next completion on @s; check its wr_id and status. */
+void xt_expect_wc(struct xt *t, struct xt_side *s, uint64_t wr_id, enum be_xwc_status status,
+		  struct be_xwc *wc);
 
 /* An address where nobody listens (for UNREACHABLE). */
 void xt_dead_addr(struct xt *t, char *buf, size_t len);
