@@ -6,11 +6,16 @@
  * return, the ring wraps and a full ring defers WRs without losing or
  * reordering any, and disconnect flushes and reaches both sides.
  */
-#include "test-shm-util.h"
+#include <unistd.h>
+
+#include "xtest.h"
+
+static struct xt xt; /* the device every side of this process uses */
+static const struct be_xport_ops *ops;
 
 #define RING_BYTES (1u << 20)
 
-static void test_send_write(struct side *a, struct side *b, struct mem *ma, struct mem *mb)
+static void test_send_write(struct xt_side *a, struct xt_side *b, struct xt_mem *ma, struct xt_mem *mb)
 {
 	struct be_xwc wc[4];
 	uint32_t i;
@@ -18,9 +23,9 @@ static void test_send_write(struct side *a, struct side *b, struct mem *ma, stru
 	/* SEND b -> a */
 	for (i = 0; i < 100; i++)
 		mb->p[i] = (uint8_t)(i * 7 + 1);
-	post_recv(a, ma, 0, 4096, 11);
-	ASSERT_OK(post_one(b, BE_XWR_SEND, mb, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 21));
-	side_wc(a, wc, 1);
+	xt_mem_recv(a, ma, 0, 4096, 11);
+	ASSERT_OK(xt_mem_post(b, BE_XWR_SEND, mb, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 21));
+	xt_side_wc(a, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 	ASSERT_EQ(wc[0].opcode, BE_XWC_RECV);
 	ASSERT_UEQ(wc[0].wr_id, 11);
@@ -28,8 +33,8 @@ static void test_send_write(struct side *a, struct side *b, struct mem *ma, stru
 	ASSERT((const void *)(wc[0].conn) == (const void *)(a->conn));
 	ASSERT((const void *)(wc[0].srq) == (const void *)(a->srq));
 	ASSERT(memcmp(ma->p, mb->p, 100) == 0);
-	side_ack(a);
-	side_wc(b, wc, 1);
+	xt_side_ack(a);
+	xt_side_wc(b, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 	ASSERT_EQ(wc[0].opcode, BE_XWC_SEND);
 	ASSERT_UEQ(wc[0].wr_id, 21);
@@ -37,27 +42,27 @@ static void test_send_write(struct side *a, struct side *b, struct mem *ma, stru
 	/* WRITE then WRITE_IMM b -> a */
 	for (i = 0; i < 8192; i++)
 		mb->p[4096 + i] = (uint8_t)(i ^ 0x5a);
-	post_recv(a, ma, 0, 16, 12);
-	ASSERT_OK(post_one(b, BE_XWR_WRITE, mb, 4096, 4096, mem_addr(ma, 65536),
+	xt_mem_recv(a, ma, 0, 16, 12);
+	ASSERT_OK(xt_mem_post(b, BE_XWR_WRITE, mb, 4096, 4096, xt_mem_addr(ma, 65536),
 			   ma->mr.rkey, 0, BE_XWR_F_SIGNALED, 22));
-	ASSERT_OK(post_one(b, BE_XWR_WRITE_IMM, mb, 8192, 4096, mem_addr(ma, 65536 + 4096),
+	ASSERT_OK(xt_mem_post(b, BE_XWR_WRITE_IMM, mb, 8192, 4096, xt_mem_addr(ma, 65536 + 4096),
 			   ma->mr.rkey, 0xdeadbeef, BE_XWR_F_SIGNALED, 23));
-	side_wc(a, wc, 1);
+	xt_side_wc(a, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 	ASSERT_EQ(wc[0].opcode, BE_XWC_RECV_IMM);
 	ASSERT_UEQ(wc[0].imm, 0xdeadbeef);
 	ASSERT_EQ(wc[0].byte_len, 4096);
 	ASSERT_UEQ(wc[0].wr_id, 12);
 	ASSERT(memcmp(ma->p + 65536, mb->p + 4096, 8192) == 0);
-	side_ack(a);
-	side_wc(b, wc, 2);
+	xt_side_ack(a);
+	xt_side_wc(b, wc, 2);
 	ASSERT_UEQ(wc[0].wr_id, 22);
 	ASSERT_EQ(wc[0].opcode, BE_XWC_WRITE);
 	ASSERT_UEQ(wc[1].wr_id, 23);
 	ASSERT_EQ(wc[1].opcode, BE_XWC_WRITE_IMM);
 }
 
-static void test_inline_unsignaled(struct side *a, struct side *b, struct mem *ma)
+static void test_inline_unsignaled(struct xt_side *a, struct xt_side *b, struct xt_mem *ma)
 {
 	struct be_xsend_wr wr[3], *bad = NULL;
 	struct be_xsge sge[3];
@@ -77,36 +82,36 @@ static void test_inline_unsignaled(struct side *a, struct side *b, struct mem *m
 		wr[i].sg_list = &sge[i];
 		wr[i].num_sge = 1;
 		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
-		post_recv(a, ma, 4096 * (uint64_t)i, 4096, 200 + (uint64_t)i);
+		xt_mem_recv(a, ma, 4096 * (uint64_t)i, 4096, 200 + (uint64_t)i);
 	}
 	ASSERT_OK(ops->post_send(b->conn, wr, &bad));
 	memset(buf, 0, sizeof(buf)); /* inline: ours again */
-	side_wc(a, wc, 3);
+	xt_side_wc(a, wc, 3);
 	for (i = 0; i < 3; i++) {
 		ASSERT_UEQ(wc[i].wr_id, 200 + (uint64_t)i);
 		ASSERT_EQ(wc[i].byte_len, 64);
 		ASSERT_EQ(ma->p[4096 * i], 'A' + i);
 		ASSERT_EQ(ma->p[4096 * i + 63], 'A' + i);
 	}
-	side_ack(a);
-	side_wc(b, wc, 1); /* only the signaled one */
+	xt_side_ack(a);
+	xt_side_wc(b, wc, 1); /* only the signaled one */
 	ASSERT_UEQ(wc[0].wr_id, 102);
-	side_no_wc(b);
+	xt_side_no_wc(b);
 }
 
 /* Many SENDs without polling the receiver: the ring fills, the rest are
  * deferred, and everything arrives in order once the receiver polls. */
-static void test_wrap_defer(struct side *a, struct side *b, struct mem *ma, struct mem *mb)
+static void test_wrap_defer(struct xt_side *a, struct xt_side *b, struct xt_mem *ma, struct xt_mem *mb)
 {
 	const uint32_t n = 3000, len = 1000; /* ~3 MB through a 1 MiB ring */
 	struct be_xwc wc[64];
 	uint32_t i, got = 0, sent = 0;
 
 	for (i = 0; i < n; i++)
-		post_recv(a, ma, (uint64_t)(i % 64) * 1024, 1024, i);
+		xt_mem_recv(a, ma, (uint64_t)(i % 64) * 1024, 1024, i);
 	for (i = 0; i < n; i++) {
 		memset(mb->p + (uint64_t)i * len, (int)(i & 0xff), len);
-		ASSERT_OK(post_one(b, BE_XWR_SEND, mb, (uint64_t)i * len, len, 0, 0, 0,
+		ASSERT_OK(xt_mem_post(b, BE_XWR_SEND, mb, (uint64_t)i * len, len, 0, 0, 0,
 				   BE_XWR_F_SIGNALED, i));
 	}
 	while (got < n || sent < n) {
@@ -132,49 +137,52 @@ static void test_wrap_defer(struct side *a, struct side *b, struct mem *ma, stru
 	(void)RING_BYTES;
 }
 
-static void test_disconnect(struct side *a, struct side *b, struct mem *ma, struct mem *mb)
+static void test_disconnect(struct xt_side *a, struct xt_side *b, struct xt_mem *ma, struct xt_mem *mb)
 {
 	struct be_xevent ev;
 	struct be_xwc wc[4];
 
 	/* Two SENDs a -> b that b never consumes: flushed by the disconnect. */
-	post_recv(b, mb, 0, 4096, 1);
-	ASSERT_OK(post_one(a, BE_XWR_SEND, ma, 0, 10, 0, 0, 0, BE_XWR_F_SIGNALED, 7));
-	ASSERT_OK(post_one(a, BE_XWR_SEND, ma, 0, 10, 0, 0, 0, 0, 8));
+	xt_mem_recv(b, mb, 0, 4096, 1);
+	ASSERT_OK(xt_mem_post(a, BE_XWR_SEND, ma, 0, 10, 0, 0, 0, BE_XWR_F_SIGNALED, 7));
+	ASSERT_OK(xt_mem_post(a, BE_XWR_SEND, ma, 0, 10, 0, 0, 0, 0, 8));
 	ASSERT_OK(ops->disconnect(a->conn));
-	side_expect(a, BE_XEV_DISCONNECTED, &ev, NULL);
+	xt_side_expect(a, BE_XEV_DISCONNECTED, &ev, NULL);
 	ASSERT((const void *)(ev.conn) == (const void *)(a->conn));
-	side_wc(a, wc, 2);
+	xt_side_wc(a, wc, 2);
 	ASSERT_UEQ(wc[0].wr_id, 7);
 	ASSERT_EQ(wc[0].status, BE_XWC_WR_FLUSH_ERR);
 	ASSERT_UEQ(wc[1].wr_id, 8);
 	ASSERT_EQ(wc[1].status, BE_XWC_WR_FLUSH_ERR);
-	side_expect(b, BE_XEV_DISCONNECTED, &ev, NULL);
+	xt_side_expect(b, BE_XEV_DISCONNECTED, &ev, NULL);
 	ASSERT((const void *)(ev.conn) == (const void *)(b->conn));
 	/* Posting on a conn in error flushes. */
-	ASSERT_OK(post_one(b, BE_XWR_SEND, mb, 0, 10, 0, 0, 0, 0, 9));
-	side_wc(b, wc, 1);
+	ASSERT_OK(xt_mem_post(b, BE_XWR_SEND, mb, 0, 10, 0, 0, 0, 0, 9));
+	xt_side_wc(b, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_WR_FLUSH_ERR);
-	side_no_wc(b);
+	xt_side_no_wc(b);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	struct side a, b;
-	struct mem ma, mb;
+	struct xt_side a, b;
+	struct xt_mem ma, mb;
 	struct be_xdev_attr attr;
 	char name[64], buf[64];
 
-	side_open(&a, 4096);
-	side_open(&b, 4096);
-	ASSERT_OK(ops->dev_query(a.dev, &attr));
+	xt_init(&xt, argc, argv);
+	ops = xt.ops;
+
+	xt_side_init(&xt, &a, 4096, 4096);
+	xt_side_init(&xt, &b, 4096, 4096);
+	ASSERT_OK(ops->dev_query(xt.dev, &attr));
 	ASSERT(strcmp(attr.transport, "shm") == 0);
 	ASSERT_EQ(attr.num_ports, 1);
 	ASSERT(attr.max_sge >= 1 && attr.max_inline >= 64);
-	mem_reg(&a, &ma, 4u << 20);
-	mem_reg(&b, &mb, 4u << 20);
+	xt_mem_reg(&xt, &ma, 4u << 20);
+	xt_mem_reg(&xt, &mb, 4u << 20);
 	snprintf(name, sizeof(name), "basic-%d", (int)getpid());
-	pair_connect(&a, &b, name, 4096);
+	xt_side_connect(&a, &b, name, 4096);
 	ASSERT_OK(ops->listener_addr(a.l, buf, sizeof(buf)));
 	ASSERT(strcmp(buf, name) == 0);
 	ASSERT_OK(ops->conn_peer_addr(b.conn, buf, sizeof(buf)));
@@ -184,12 +192,7 @@ int main(void)
 	test_wrap_defer(&a, &b, &ma, &mb);
 	test_disconnect(&a, &b, &ma, &mb);
 
-	ops->conn_destroy(a.conn);
-	ops->conn_destroy(b.conn);
-	a.conn = b.conn = NULL;
-	mem_unreg(&ma);
-	mem_unreg(&mb);
-	side_close(&a);
-	side_close(&b);
+	xt_sides_close(&a, &b, &ma, &mb);
+	xt_fini(&xt);
 	return 0;
 }

@@ -11,8 +11,13 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <poll.h>
+#include <unistd.h>
 
-#include "test-shm-util.h"
+#include "xtest.h"
+
+static struct xt xt; /* the device every side of this process uses */
+static const struct be_xport_ops *ops;
 
 /* A sorted, newline-joined listing of /dev/shm ("" if it does not exist). */
 static char *dev_shm_list(void)
@@ -45,34 +50,35 @@ static char *dev_shm_list(void)
 
 static void server(const char *name, int ready_fd)
 {
-	struct side s;
-	struct mem m;
+	struct xt_side s;
+	struct xt_mem m;
 	struct be_xconn_attr attr;
 	struct be_xevent ev;
 	struct { uint64_t addr; uint32_t rkey; } priv;
 
-	side_open(&s, 64);
-	mem_reg(&s, &m, 1u << 20);
+	xt_init_child(&xt);
+	xt_side_init(&xt, &s, 4096, 64);
+	xt_mem_reg(&xt, &m, 1u << 20);
 	ASSERT_OK(ops->listen(s.ch, name, 4, &s.l));
-	side_expect(&s, BE_XEV_CONNECT_REQUEST, &ev, NULL);
+	xt_side_expect(&s, BE_XEV_CONNECT_REQUEST, &ev, NULL);
 	s.conn = ev.conn;
-	attr = side_attr(&s, 64);
-	priv.addr = mem_addr(&m, 0);
+	attr = xt_attr(&s, 64);
+	priv.addr = xt_mem_addr(&m, 0);
 	priv.rkey = m.mr.rkey;
 	for (int i = 0; i < 8; i++)
-		post_recv(&s, &m, 4096 * (uint64_t)i, 4096, (uint64_t)i);
+		xt_mem_recv(&s, &m, 4096 * (uint64_t)i, 4096, (uint64_t)i);
 	ASSERT_OK(ops->accept(s.conn, &attr, &priv, sizeof(priv)));
-	side_expect(&s, BE_XEV_ESTABLISHED, &ev, NULL);
+	xt_side_expect(&s, BE_XEV_ESTABLISHED, &ev, NULL);
 	ASSERT_EQ(write(ready_fd, "r", 1), 1);
 	/* Never poll again: the client's SENDs stay outstanding. */
 	for (;;)
 		pause();
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	struct side c;
-	struct mem src;
+	struct xt_side c;
+	struct xt_mem src;
 	struct be_xconn_attr attr;
 	struct be_xevent ev;
 	struct be_xwc wc[8];
@@ -82,11 +88,14 @@ int main(void)
 	int pfd[2], st, got = 0;
 	pid_t pid;
 
+	xt_init(&xt, argc, argv);
+	ops = xt.ops;
+
 	before = dev_shm_list();
 	snprintf(name, sizeof(name), "kill-%d", (int)getpid());
 	ASSERT_OK(pipe(pfd));
-	side_open(&c, 64);
-	mem_reg(&c, &src, 1u << 20);
+	xt_side_init(&xt, &c, 4096, 64);
+	xt_mem_reg(&xt, &src, 1u << 20);
 	pid = fork();
 	ASSERT(pid >= 0);
 	if (pid == 0) {
@@ -95,11 +104,11 @@ int main(void)
 		_exit(1);
 	}
 	close(pfd[1]);
-	attr = side_attr(&c, 64);
+	attr = xt_attr(&c, 64);
 	/* The listener may not exist yet: retry while UNREACHABLE. */
 	for (int tries = 0;; tries++) {
 		ASSERT_OK(ops->connect(c.ch, name, &attr, NULL, 0, &c.conn));
-		ASSERT(side_event(&c, &ev, 10000, NULL));
+		ASSERT(xt_side_event(&c, &ev, 10000, NULL));
 		if (ev.type == BE_XEV_ESTABLISHED)
 			break;
 		ASSERT_EQ(ev.type, BE_XEV_UNREACHABLE);
@@ -112,15 +121,15 @@ int main(void)
 	ASSERT_EQ(read(pfd[0], &ch, 1), 1);
 
 	/* A WRITE completes; three SENDs stay outstanding (never consumed). */
-	ASSERT_OK(post_one(&c, BE_XWR_WRITE, &src, 0, 4096, priv.addr, priv.rkey, 0,
+	ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE, &src, 0, 4096, priv.addr, priv.rkey, 0,
 			   BE_XWR_F_SIGNALED, 1));
-	ASSERT_OK(post_one(&c, BE_XWR_SEND, &src, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 2));
-	ASSERT_OK(post_one(&c, BE_XWR_SEND, &src, 0, 100, 0, 0, 0, 0, 3));
-	ASSERT_OK(post_one(&c, BE_XWR_SEND, &src, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 4));
-	side_wc(&c, wc, 1);
+	ASSERT_OK(xt_mem_post(&c, BE_XWR_SEND, &src, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 2));
+	ASSERT_OK(xt_mem_post(&c, BE_XWR_SEND, &src, 0, 100, 0, 0, 0, 0, 3));
+	ASSERT_OK(xt_mem_post(&c, BE_XWR_SEND, &src, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 4));
+	xt_side_wc(&c, wc, 1);
 	ASSERT_UEQ(wc[0].wr_id, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
-	side_no_wc(&c);
+	xt_side_no_wc(&c);
 
 	/* Sleep on the cq fd: the death must wake it. */
 	ASSERT_OK(ops->cq_arm(c.cq));
@@ -145,24 +154,25 @@ int main(void)
 	ASSERT_EQ(wc[1].status, BE_XWC_WR_FLUSH_ERR);
 	ASSERT_UEQ(wc[2].wr_id, 4);
 	ASSERT_EQ(wc[2].status, BE_XWC_WR_FLUSH_ERR);
-	side_expect(&c, BE_XEV_DISCONNECTED, &ev, NULL);
+	xt_side_expect(&c, BE_XEV_DISCONNECTED, &ev, NULL);
 	ASSERT((const void *)ev.conn == (const void *)c.conn);
 	ASSERT_OK(ops->cq_ack(c.cq));
 
 	/* Later WRITEs flush: the dead peer's memory is not written. */
-	ASSERT_OK(post_one(&c, BE_XWR_WRITE, &src, 0, 64, priv.addr, priv.rkey, 0, 0, 5));
-	side_wc(&c, wc, 1);
+	ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE, &src, 0, 64, priv.addr, priv.rkey, 0, 0, 5));
+	xt_side_wc(&c, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_WR_FLUSH_ERR);
 	ASSERT_EQ(ops->evch_get(c.ch, &ev), 0);
 
 	ops->conn_destroy(c.conn);
 	c.conn = NULL;
-	mem_unreg(&src);
-	side_close(&c);
+	xt_mem_unreg(&src);
+	xt_side_fini(&xt, &c);
 	after = dev_shm_list();
 	if (strcmp(before, after))
 		TEST_FAIL("/dev/shm changed:\nbefore:\n%s\nafter:\n%s", before, after);
 	free(before);
 	free(after);
+	xt_fini(&xt);
 	return 0;
 }

@@ -5,15 +5,22 @@
  * waits until it is announced and then lands, and a deregistration is
  * seen by the very next WRITE (REM_ACCESS_ERR, target untouched).
  */
-#include "test-shm-util.h"
+#define _GNU_SOURCE
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "xtest.h"
+
+static struct xt xt; /* the device every side of this process uses */
+static const struct be_xport_ops *ops;
 
 #define NREG 3000
 #define SLICE 4096
 
 /* Poll both sides until @b has one completion. */
-static void wc_both(struct side *a, struct side *b, struct be_xwc *wc)
+static void wc_both(struct xt_side *a, struct xt_side *b, struct be_xwc *wc)
 {
-	uint64_t end = t_now_ms() + 20000;
+	uint64_t end = xt_now_ms() + 20000;
 	struct be_xwc junk[8];
 
 	for (;;) {
@@ -23,27 +30,30 @@ static void wc_both(struct side *a, struct side *b, struct be_xwc *wc)
 		if (r)
 			return;
 		ASSERT_OK(ops->cq_poll(a->cq, junk, 8));
-		ASSERT(t_now_ms() < end);
+		ASSERT(xt_now_ms() < end);
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static struct be_alloc_mr mr[NREG];
-	struct side a, b;
-	struct mem src;
+	struct xt_side a, b;
+	struct xt_mem src;
 	struct be_xwc wc;
 	struct be_xevent ev;
 	uint8_t *base;
 	char name[64], err[64];
 	int fd, i;
 
-	side_open(&a, 64);
-	side_open(&b, 64);
-	mem_reg(&b, &src, 65536);
+	xt_init(&xt, argc, argv);
+	ops = xt.ops;
+
+	xt_side_init(&xt, &a, 4096, 64);
+	xt_side_init(&xt, &b, 4096, 64);
+	xt_mem_reg(&xt, &src, 65536);
 	memset(src.p, 0x5c, 65536);
 	snprintf(name, sizeof(name), "manyreg-%d", (int)getpid());
-	pair_connect(&a, &b, name, 64);
+	xt_side_connect(&a, &b, name, 64);
 
 	fd = memfd_create("be-test-arena", MFD_CLOEXEC);
 	ASSERT(fd >= 0);
@@ -51,11 +61,11 @@ int main(void)
 	base = mmap(NULL, (size_t)NREG * SLICE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	ASSERT(base != MAP_FAILED);
 	for (i = 0; i < NREG; i++)
-		ASSERT_OK(a.hook.reg(a.hook.dev, base + (size_t)i * SLICE, SLICE, fd,
+		ASSERT_OK(xt.hook.reg(xt.hook.dev, base + (size_t)i * SLICE, SLICE, fd,
 				     (uint64_t)i * SLICE, &mr[i], err, sizeof(err)));
 
 	/* The last region: announced after all the others. */
-	ASSERT_OK(post_one(&b, BE_XWR_WRITE, &src, 0, 100,
+	ASSERT_OK(xt_mem_post(&b, BE_XWR_WRITE, &src, 0, 100,
 			   (uint64_t)(uintptr_t)(base + (size_t)(NREG - 1) * SLICE + 8),
 			   mr[NREG - 1].rkey, 0, BE_XWR_F_SIGNALED, 1));
 	wc_both(&a, &b, &wc);
@@ -64,7 +74,7 @@ int main(void)
 	ASSERT_EQ(base[(size_t)(NREG - 1) * SLICE + 107], 0x5c);
 	ASSERT_EQ(base[(size_t)(NREG - 1) * SLICE + 108], 0);
 	/* A middle one. */
-	ASSERT_OK(post_one(&b, BE_XWR_WRITE, &src, 0, SLICE,
+	ASSERT_OK(xt_mem_post(&b, BE_XWR_WRITE, &src, 0, SLICE,
 			   (uint64_t)(uintptr_t)(base + (size_t)1500 * SLICE), mr[1500].rkey, 0,
 			   BE_XWR_F_SIGNALED, 2));
 	wc_both(&a, &b, &wc);
@@ -72,23 +82,24 @@ int main(void)
 	ASSERT_EQ(base[(size_t)1500 * SLICE + SLICE - 1], 0x5c);
 
 	/* Deregistered: the next WRITE fails and touches nothing. */
-	a.hook.dereg(a.hook.dev, &mr[1600]);
-	ASSERT_OK(post_one(&b, BE_XWR_WRITE, &src, 0, 64,
+	xt.hook.dereg(xt.hook.dev, &mr[1600]);
+	ASSERT_OK(xt_mem_post(&b, BE_XWR_WRITE, &src, 0, 64,
 			   (uint64_t)(uintptr_t)(base + (size_t)1600 * SLICE), mr[1600].rkey, 0,
 			   BE_XWR_F_SIGNALED, 3));
 	wc_both(&a, &b, &wc);
 	ASSERT_UEQ(wc.wr_id, 3);
 	ASSERT_EQ(wc.status, BE_XWC_REM_ACCESS_ERR);
 	ASSERT_EQ(base[(size_t)1600 * SLICE], 0);
-	side_expect(&b, BE_XEV_DISCONNECTED, &ev, NULL);
+	xt_side_expect(&b, BE_XEV_DISCONNECTED, &ev, NULL);
 
 	for (i = 0; i < NREG; i++)
 		if (i != 1600)
-			a.hook.dereg(a.hook.dev, &mr[i]);
+			xt.hook.dereg(xt.hook.dev, &mr[i]);
 	munmap(base, (size_t)NREG * SLICE);
 	close(fd);
-	mem_unreg(&src);
-	side_close(&a);
-	side_close(&b);
+	xt_mem_unreg(&src);
+	xt_side_fini(&xt, &a);
+	xt_side_fini(&xt, &b);
+	xt_fini(&xt);
 	return 0;
 }

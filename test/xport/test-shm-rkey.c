@@ -6,7 +6,12 @@
  * the conn goes to error on both sides, and that a bad local key fails with
  * BE_XWC_LOC_PROT_ERR.
  */
-#include "test-shm-util.h"
+#include <unistd.h>
+
+#include "xtest.h"
+
+static struct xt xt; /* the device every side of this process uses */
+static const struct be_xport_ops *ops;
 
 #define REG_LEN (1u << 20)
 
@@ -41,19 +46,19 @@ static void check_guards(const uint8_t *p, size_t len)
 
 static void run_case(const struct bad_case *bc, int n)
 {
-	struct side a, b;
-	struct mem ma, mb, guard;
+	struct xt_side a, b;
+	struct xt_mem ma, mb, guard;
 	struct be_xevent ev;
 	struct be_xwc wc[4];
 	uint64_t raddr;
 	char name[64];
 
-	side_open(&a, 64);
-	side_open(&b, 64);
+	xt_side_init(&xt, &a, 4096, 64);
+	xt_side_init(&xt, &b, 4096, 64);
 	/* The target region sits between two other registered regions full
 	 * of guard bytes, so a write past either end would be visible. */
-	mem_reg(&a, &guard, 3 * REG_LEN);
-	mem_reg(&b, &mb, 4096);
+	xt_mem_reg(&xt, &guard, 3 * REG_LEN);
+	xt_mem_reg(&xt, &mb, 4096);
 	memset(guard.p, 0xee, guard.len);
 	{
 		char err[64];
@@ -61,49 +66,49 @@ static void run_case(const struct bad_case *bc, int n)
 		ma = guard;
 		ma.p = guard.p + REG_LEN;
 		ma.len = REG_LEN;
-		ASSERT_OK(a.hook.reg(a.hook.dev, ma.p, REG_LEN, guard.fd, REG_LEN, &ma.mr, err,
+		ASSERT_OK(xt.hook.reg(xt.hook.dev, ma.p, REG_LEN, guard.fd, REG_LEN, &ma.mr, err,
 				     sizeof(err)));
 	}
 	memset(mb.p, 0x11, 4096);
 	snprintf(name, sizeof(name), "rkey-%d-%d", (int)getpid(), n);
-	pair_connect(&a, &b, name, 16);
+	xt_side_connect(&a, &b, name, 16);
 
-	raddr = mem_addr(&ma, bc->raddr_off);
+	raddr = xt_mem_addr(&ma, bc->raddr_off);
 	if (bc->before)
-		raddr = mem_addr(&ma, 0) - bc->raddr_off;
+		raddr = xt_mem_addr(&ma, 0) - bc->raddr_off;
 	if (bc->huge)
 		raddr = UINT64_MAX - bc->raddr_off;
-	post_recv(&a, &ma, 0, 0, 1);
-	ASSERT_OK(post_one(&b, bc->op, &mb, 0, bc->len, raddr,
+	xt_mem_recv(&a, &ma, 0, 0, 1);
+	ASSERT_OK(xt_mem_post(&b, bc->op, &mb, 0, bc->len, raddr,
 			   ma.mr.rkey + (uint32_t)bc->rkey_delta, 5, 0, 10));
-	ASSERT_OK(post_one(&b, BE_XWR_WRITE, &mb, 0, 64, mem_addr(&ma, 0), ma.mr.rkey, 0,
+	ASSERT_OK(xt_mem_post(&b, BE_XWR_WRITE, &mb, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 0,
 			   BE_XWR_F_SIGNALED, 11));
-	side_wc(&b, wc, 2);
+	xt_side_wc(&b, wc, 2);
 	if (wc[0].status != BE_XWC_REM_ACCESS_ERR)
 		TEST_FAIL("%s: status %d", bc->what, wc[0].status);
 	ASSERT_UEQ(wc[0].wr_id, 10);
 	ASSERT_UEQ(wc[1].wr_id, 11);
 	ASSERT_EQ(wc[1].status, BE_XWC_WR_FLUSH_ERR);
-	side_expect(&b, BE_XEV_DISCONNECTED, &ev, NULL);
-	side_expect(&a, BE_XEV_DISCONNECTED, &ev, NULL);
-	side_no_wc(&a);
+	xt_side_expect(&b, BE_XEV_DISCONNECTED, &ev, NULL);
+	xt_side_expect(&a, BE_XEV_DISCONNECTED, &ev, NULL);
+	xt_side_no_wc(&a);
 	check_guards(guard.p, guard.len);
 
 	ops->conn_destroy(a.conn);
 	ops->conn_destroy(b.conn);
 	a.conn = b.conn = NULL;
-	a.hook.dereg(a.hook.dev, &ma.mr);
-	mem_unreg(&guard);
-	mem_unreg(&mb);
-	side_close(&a);
-	side_close(&b);
+	xt.hook.dereg(xt.hook.dev, &ma.mr);
+	xt_mem_unreg(&guard);
+	xt_mem_unreg(&mb);
+	xt_side_fini(&xt, &a);
+	xt_side_fini(&xt, &b);
 }
 
 /* A local sge outside any registration: LOC_PROT_ERR, conn in error. */
 static void run_lkey(void)
 {
-	struct side a, b;
-	struct mem ma, mb;
+	struct xt_side a, b;
+	struct xt_mem ma, mb;
 	struct be_xevent ev;
 	struct be_xwc wc[2];
 	char name[64];
@@ -111,12 +116,12 @@ static void run_lkey(void)
 	struct be_xsge sge = { .addr = (uint64_t)(uintptr_t)stack_buf, .length = 64 };
 	struct be_xsend_wr wr, *bad = NULL;
 
-	side_open(&a, 64);
-	side_open(&b, 64);
-	mem_reg(&a, &ma, 4096);
-	mem_reg(&b, &mb, 4096);
+	xt_side_init(&xt, &a, 4096, 64);
+	xt_side_init(&xt, &b, 4096, 64);
+	xt_mem_reg(&xt, &ma, 4096);
+	xt_mem_reg(&xt, &mb, 4096);
 	snprintf(name, sizeof(name), "lkey-%d", (int)getpid());
-	pair_connect(&a, &b, name, 16);
+	xt_side_connect(&a, &b, name, 16);
 	sge.lkey = mb.mr.lkey; /* the key of another region */
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = 3;
@@ -124,12 +129,12 @@ static void run_lkey(void)
 	wr.flags = BE_XWR_F_SIGNALED;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	post_recv(&a, &ma, 0, 4096, 1);
+	xt_mem_recv(&a, &ma, 0, 4096, 1);
 	ASSERT_OK(ops->post_send(b.conn, &wr, &bad));
-	side_wc(&b, wc, 1);
+	xt_side_wc(&b, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_LOC_PROT_ERR);
-	side_expect(&b, BE_XEV_DISCONNECTED, &ev, NULL);
-	side_expect(&a, BE_XEV_DISCONNECTED, &ev, NULL);
+	xt_side_expect(&b, BE_XEV_DISCONNECTED, &ev, NULL);
+	xt_side_expect(&a, BE_XEV_DISCONNECTED, &ev, NULL);
 
 	/* Bad WRs are refused at post time with *bad set. */
 	wr.opcode = 42;
@@ -137,21 +142,19 @@ static void run_lkey(void)
 	ASSERT_EQ(ops->post_send(b.conn, &wr, &bad), -EINVAL);
 	ASSERT(bad == &wr);
 
-	ops->conn_destroy(a.conn);
-	ops->conn_destroy(b.conn);
-	a.conn = b.conn = NULL;
-	mem_unreg(&ma);
-	mem_unreg(&mb);
-	side_close(&a);
-	side_close(&b);
+	xt_sides_close(&a, &b, &ma, &mb);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	size_t i;
+
+	xt_init(&xt, argc, argv);
+	ops = xt.ops;
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		run_case(&cases[i], (int)i);
 	run_lkey();
+	xt_fini(&xt);
 	return 0;
 }

@@ -6,23 +6,28 @@
  * arrive once, in order, with its data (and TSan must stay quiet).
  */
 #define _GNU_SOURCE
+#include <poll.h>
 #include <pthread.h>
+#include <unistd.h>
 
-#include "test-shm-util.h"
+#include "xtest.h"
+
+static struct xt xt; /* the device every side of this process uses */
+static const struct be_xport_ops *ops;
 
 #define ROUNDS 5000
 
 struct ctx {
-	struct side s;
-	struct mem m;
+	struct xt_side s;
+	struct xt_mem m;
 	uint64_t peer_addr;
 	uint32_t peer_rkey;
 };
 
 /* Wait for one completion of @opcode (others are send completions). */
-static void wait_wc(struct side *s, struct be_xwc *out, enum be_xwc_opcode opcode, int round)
+static void wait_wc(struct xt_side *s, struct be_xwc *out, enum be_xwc_opcode opcode, int round)
 {
-	uint64_t end = t_now_ms() + 20000;
+	uint64_t end = xt_now_ms() + 20000;
 
 	for (;;) {
 		struct be_xwc wc;
@@ -38,7 +43,7 @@ static void wait_wc(struct side *s, struct be_xwc *out, enum be_xwc_opcode opcod
 			if (!r) {
 				poll(&p, 1, 100);
 				ASSERT_OK(ops->cq_ack(s->cq));
-				ASSERT(t_now_ms() < end);
+				ASSERT(xt_now_ms() < end);
 				continue;
 			}
 		}
@@ -62,9 +67,9 @@ static void *server(void *arg)
 		ASSERT_EQ(wc.byte_len, 64);
 		ASSERT_EQ(x->m.p[4096 + (i % 64) * 64], (uint8_t)i);
 		ASSERT_EQ(x->m.p[4096 + (i % 64) * 64 + 63], (uint8_t)i);
-		post_recv(&x->s, &x->m, 0, 64, (uint64_t)i);
+		xt_mem_recv(&x->s, &x->m, 0, 64, (uint64_t)i);
 		memcpy(x->m.p + 8192, &i, sizeof(i));
-		ASSERT_OK(post_one(&x->s, BE_XWR_SEND, &x->m, 8192, sizeof(i), 0, 0, 0,
+		ASSERT_OK(xt_mem_post(&x->s, BE_XWR_SEND, &x->m, 8192, sizeof(i), 0, 0, 0,
 				   BE_XWR_F_SIGNALED, (uint64_t)i));
 	}
 	return NULL;
@@ -79,35 +84,38 @@ static void *client(void *arg)
 		int v;
 
 		memset(x->m.p + 4096, (uint8_t)i, 64);
-		ASSERT_OK(post_one(&x->s, BE_XWR_WRITE_IMM, &x->m, 4096, 64,
+		ASSERT_OK(xt_mem_post(&x->s, BE_XWR_WRITE_IMM, &x->m, 4096, 64,
 				   x->peer_addr + 4096 + (uint64_t)(i % 64) * 64, x->peer_rkey,
 				   (uint32_t)i, BE_XWR_F_SIGNALED, (uint64_t)i));
 		wait_wc(&x->s, &wc, BE_XWC_RECV, i + 1);
 		ASSERT_EQ(wc.byte_len, sizeof(v));
 		memcpy(&v, x->m.p + wc.wr_id * 64, sizeof(v));
 		ASSERT_EQ(v, i);
-		post_recv(&x->s, &x->m, wc.wr_id * 64, 64, wc.wr_id);
+		xt_mem_recv(&x->s, &x->m, wc.wr_id * 64, 64, wc.wr_id);
 	}
 	return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static struct ctx a, b;
 	pthread_t ta, tb;
 	char name[64];
 
-	side_open(&a.s, 64);
-	side_open(&b.s, 64);
-	mem_reg(&a.s, &a.m, 65536);
-	mem_reg(&b.s, &b.m, 65536);
+	xt_init(&xt, argc, argv);
+	ops = xt.ops;
+
+	xt_side_init(&xt, &a.s, 4096, 64);
+	xt_side_init(&xt, &b.s, 4096, 64);
+	xt_mem_reg(&xt, &a.m, 65536);
+	xt_mem_reg(&xt, &b.m, 65536);
 	snprintf(name, sizeof(name), "threads-%d", (int)getpid());
-	pair_connect(&a.s, &b.s, name, 64);
+	xt_side_connect(&a.s, &b.s, name, 64);
 	for (int i = 0; i < 32; i++) {
-		post_recv(&a.s, &a.m, 0, 64, 1000 + (uint64_t)i);
-		post_recv(&b.s, &b.m, (uint64_t)i * 64, 64, (uint64_t)i);
+		xt_mem_recv(&a.s, &a.m, 0, 64, 1000 + (uint64_t)i);
+		xt_mem_recv(&b.s, &b.m, (uint64_t)i * 64, 64, (uint64_t)i);
 	}
-	b.peer_addr = mem_addr(&a.m, 0);
+	b.peer_addr = xt_mem_addr(&a.m, 0);
 	b.peer_rkey = a.m.mr.rkey;
 	ASSERT_OK(pthread_create(&ta, NULL, server, &a));
 	ASSERT_OK(pthread_create(&tb, NULL, client, &b));
@@ -117,9 +125,10 @@ int main(void)
 	ops->conn_destroy(a.s.conn);
 	ops->conn_destroy(b.s.conn);
 	a.s.conn = b.s.conn = NULL;
-	mem_unreg(&a.m);
-	mem_unreg(&b.m);
-	side_close(&a.s);
-	side_close(&b.s);
+	xt_mem_unreg(&a.m);
+	xt_mem_unreg(&b.m);
+	xt_side_fini(&xt, &a.s);
+	xt_side_fini(&xt, &b.s);
+	xt_fini(&xt);
 	return 0;
 }

@@ -8,8 +8,12 @@
 #define _GNU_SOURCE
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
-#include "test-shm-util.h"
+#include "xtest.h"
+
+static struct xt xt; /* the device every side of this process uses */
+static const struct be_xport_ops *ops;
 
 #define BIG (16u << 20)
 
@@ -31,29 +35,30 @@ struct late_msg {
 /* The server: verifies what lands, answers each check with one byte. */
 static int server(const char *name, int ready_fd)
 {
-	struct side s;
-	struct mem m, late, out;
+	struct xt_side s;
+	struct xt_mem m, late, out;
 	struct be_xconn_attr attr;
 	struct be_xevent ev;
 	struct be_xwc wc;
 	struct { uint64_t addr; uint32_t rkey; } priv;
 	int checks = 0;
 
-	side_open(&s, 64);
-	mem_reg(&s, &m, BIG + 4096);
+	xt_init_child(&xt);
+	xt_side_init(&xt, &s, 4096, 64);
+	xt_mem_reg(&xt, &m, BIG + 4096);
 	memset(m.p, 0xab, BIG + 1);
-	mem_reg(&s, &out, 4096);
+	xt_mem_reg(&xt, &out, 4096);
 	ASSERT_OK(ops->listen(s.ch, name, 4, &s.l));
 	ASSERT_EQ(write(ready_fd, "r", 1), 1);
-	side_expect(&s, BE_XEV_CONNECT_REQUEST, &ev, NULL);
+	xt_side_expect(&s, BE_XEV_CONNECT_REQUEST, &ev, NULL);
 	s.conn = ev.conn;
-	attr = side_attr(&s, 64);
-	priv.addr = mem_addr(&m, 0);
+	attr = xt_attr(&s, 64);
+	priv.addr = xt_mem_addr(&m, 0);
 	priv.rkey = m.mr.rkey;
 	for (int i = 0; i < 32; i++)
-		post_recv(&s, &out, 0, 64, 1000 + (uint64_t)i);
+		xt_mem_recv(&s, &out, 0, 64, 1000 + (uint64_t)i);
 	ASSERT_OK(ops->accept(s.conn, &attr, &priv, sizeof(priv)));
-	side_expect(&s, BE_XEV_ESTABLISHED, &ev, NULL);
+	xt_side_expect(&s, BE_XEV_ESTABLISHED, &ev, NULL);
 
 	for (;;) {
 		int r = ops->cq_poll(s.cq, &wc, 1);
@@ -71,18 +76,18 @@ static int server(const char *name, int ready_fd)
 		if (wc.opcode == BE_XWC_SEND || wc.opcode == BE_XWC_WRITE)
 			continue;
 		ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
-		post_recv(&s, &out, 0, 64, wc.wr_id);
+		xt_mem_recv(&s, &out, 0, 64, wc.wr_id);
 		if (wc.opcode == BE_XWC_RECV) {
 			/* "late": register a region now and send its key. */
 			struct late_msg lm;
 
-			mem_reg(&s, &late, 1u << 20);
+			xt_mem_reg(&xt, &late, 1u << 20);
 			memset(late.p, 0, late.len);
-			lm.addr = mem_addr(&late, 0);
+			lm.addr = xt_mem_addr(&late, 0);
 			lm.rkey = late.mr.rkey;
 			lm.len = (uint32_t)late.len;
 			memcpy(out.p + 1024, &lm, sizeof(lm));
-			ASSERT_OK(post_one(&s, BE_XWR_SEND, &out, 1024, sizeof(lm), 0, 0, 0, 0, 1));
+			ASSERT_OK(xt_mem_post(&s, BE_XWR_SEND, &out, 1024, sizeof(lm), 0, 0, 0, 0, 1));
 			continue;
 		}
 		ASSERT_EQ(wc.opcode, BE_XWC_RECV_IMM);
@@ -91,7 +96,7 @@ static int server(const char *name, int ready_fd)
 			for (i = 0; i < 4096; i++)
 				if (late.p[i] != (uint8_t)(i ^ 0x3c))
 					ok = 0;
-			mem_unreg(&late);
+			xt_mem_unreg(&late);
 		} else {
 			size = wc.imm;
 			for (i = 0; i < size && ok; i++)
@@ -102,38 +107,38 @@ static int server(const char *name, int ready_fd)
 			memset(m.p, 0xab, size + 1);
 		}
 		out.p[2048] = ok;
-		ASSERT_OK(post_one(&s, BE_XWR_SEND, &out, 2048, 1, 0, 0, 0, 0, 2));
+		ASSERT_OK(xt_mem_post(&s, BE_XWR_SEND, &out, 2048, 1, 0, 0, 0, 0, 2));
 		checks++;
 	}
 	ASSERT_EQ(checks, (int)(sizeof(sizes) / sizeof(sizes[0])) + 1);
 	ops->conn_destroy(s.conn);
 	s.conn = NULL;
-	mem_unreg(&m);
-	mem_unreg(&out);
-	side_close(&s);
+	xt_mem_unreg(&m);
+	xt_mem_unreg(&out);
+	xt_side_fini(&xt, &s);
 	return 0;
 }
 
-static uint8_t wait_reply(struct side *c, struct mem *in)
+static uint8_t wait_reply(struct xt_side *c, struct xt_mem *in)
 {
 	struct be_xwc wc;
 
 	for (;;) {
-		side_wc(c, &wc, 1);
+		xt_side_wc(c, &wc, 1);
 		ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
 		if (wc.opcode == BE_XWC_RECV) {
 			uint8_t v = in->p[wc.wr_id * 64];
 
-			post_recv(c, in, wc.wr_id * 64, 64, wc.wr_id);
+			xt_mem_recv(c, in, wc.wr_id * 64, 64, wc.wr_id);
 			return v;
 		}
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	struct side c;
-	struct mem src, in;
+	struct xt_side c;
+	struct xt_mem src, in;
 	struct be_xconn_attr attr;
 	struct be_xevent ev;
 	struct be_xwc wc;
@@ -143,6 +148,9 @@ int main(void)
 	int pfd[2], st;
 	pid_t pid;
 	size_t k;
+
+	xt_init(&xt, argc, argv);
+	ops = xt.ops;
 
 	snprintf(name, sizeof(name), "twoproc-%d", (int)getpid());
 	ASSERT_OK(pipe(pfd));
@@ -155,14 +163,14 @@ int main(void)
 	close(pfd[1]);
 	ASSERT_EQ(read(pfd[0], &ch, 1), 1);
 
-	side_open(&c, 64);
-	mem_reg(&c, &src, BIG);
-	mem_reg(&c, &in, 64 * 64);
+	xt_side_init(&xt, &c, 4096, 64);
+	xt_mem_reg(&xt, &src, BIG);
+	xt_mem_reg(&xt, &in, 64 * 64);
 	for (int i = 0; i < 32; i++)
-		post_recv(&c, &in, (uint64_t)i * 64, 64, (uint64_t)i);
-	attr = side_attr(&c, 64);
+		xt_mem_recv(&c, &in, (uint64_t)i * 64, 64, (uint64_t)i);
+	attr = xt_attr(&c, 64);
 	ASSERT_OK(ops->connect(c.ch, name, &attr, NULL, 0, &c.conn));
-	side_expect(&c, BE_XEV_ESTABLISHED, &ev, NULL);
+	xt_side_expect(&c, BE_XEV_ESTABLISHED, &ev, NULL);
 	ASSERT_EQ(ev.priv_len, sizeof(priv));
 	memcpy(&priv, ev.priv, sizeof(priv));
 
@@ -173,12 +181,12 @@ int main(void)
 			src.p[i] = pat(i, size);
 		if (k % 2) {
 			/* WRITE, then an empty WRITE_IMM to say so */
-			ASSERT_OK(post_one(&c, BE_XWR_WRITE, &src, 0, size, priv.addr, priv.rkey, 0,
+			ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE, &src, 0, size, priv.addr, priv.rkey, 0,
 					   0, 1));
-			ASSERT_OK(post_one(&c, BE_XWR_WRITE_IMM, &src, 0, 0, priv.addr, priv.rkey,
+			ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE_IMM, &src, 0, 0, priv.addr, priv.rkey,
 					   size, 0, 2));
 		} else {
-			ASSERT_OK(post_one(&c, BE_XWR_WRITE_IMM, &src, 0, size, priv.addr,
+			ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE_IMM, &src, 0, size, priv.addr,
 					   priv.rkey, size, 0, 2));
 		}
 		if (wait_reply(&c, &in) != 1)
@@ -186,36 +194,37 @@ int main(void)
 	}
 
 	/* Ask for a late region, write it, check. */
-	ASSERT_OK(post_one(&c, BE_XWR_SEND, &src, 0, 1, 0, 0, 0, 0, 3));
+	ASSERT_OK(xt_mem_post(&c, BE_XWR_SEND, &src, 0, 1, 0, 0, 0, 0, 3));
 	for (;;) {
-		side_wc(&c, &wc, 1);
+		xt_side_wc(&c, &wc, 1);
 		if (wc.opcode == BE_XWC_RECV)
 			break;
 	}
 	memcpy(&lm, in.p + wc.wr_id * 64, sizeof(lm));
-	post_recv(&c, &in, wc.wr_id * 64, 64, wc.wr_id);
+	xt_mem_recv(&c, &in, wc.wr_id * 64, 64, wc.wr_id);
 	for (uint32_t i = 0; i < 4096; i++)
 		src.p[i] = (uint8_t)(i ^ 0x3c);
-	ASSERT_OK(post_one(&c, BE_XWR_WRITE_IMM, &src, 0, 4096, lm.addr, lm.rkey, 0xffffffffu, 0,
+	ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE_IMM, &src, 0, 4096, lm.addr, lm.rkey, 0xffffffffu, 0,
 			   4));
 	ASSERT_EQ(wait_reply(&c, &in), 1);
 	/* The server deregistered it before replying: a WRITE now fails. */
-	ASSERT_OK(post_one(&c, BE_XWR_WRITE, &src, 0, 64, lm.addr, lm.rkey, 0, BE_XWR_F_SIGNALED,
+	ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE, &src, 0, 64, lm.addr, lm.rkey, 0, BE_XWR_F_SIGNALED,
 			   5));
 	for (;;) {
-		side_wc(&c, &wc, 1);
+		xt_side_wc(&c, &wc, 1);
 		if (wc.wr_id == 5)
 			break;
 	}
 	ASSERT_EQ(wc.status, BE_XWC_REM_ACCESS_ERR);
-	side_expect(&c, BE_XEV_DISCONNECTED, &ev, NULL);
+	xt_side_expect(&c, BE_XEV_DISCONNECTED, &ev, NULL);
 
 	ASSERT_EQ(waitpid(pid, &st, 0), pid);
 	ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	ops->conn_destroy(c.conn);
 	c.conn = NULL;
-	mem_unreg(&src);
-	mem_unreg(&in);
-	side_close(&c);
+	xt_mem_unreg(&src);
+	xt_mem_unreg(&in);
+	xt_side_fini(&xt, &c);
+	xt_fini(&xt);
 	return 0;
 }

@@ -6,55 +6,64 @@
  * completion appears (a WRITE); cq_ack clears it. Arming while something
  * is already pending makes the fd readable at once (no lost wakeup).
  */
-#include "test-shm-util.h"
+#include <poll.h>
+#include <unistd.h>
 
-static int readable(struct side *s)
+#include "xtest.h"
+
+static struct xt xt; /* the device every side of this process uses */
+static const struct be_xport_ops *ops;
+
+static int readable(struct xt_side *s)
 {
 	struct pollfd p = { .fd = ops->cq_fd(s->cq), .events = POLLIN };
 
 	return poll(&p, 1, 0);
 }
 
-static void arm_clear(struct side *s)
+static void arm_clear(struct xt_side *s)
 {
 	ASSERT_OK(ops->cq_ack(s->cq));
 	ASSERT_OK(ops->cq_arm(s->cq));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	struct side a, b;
-	struct mem ma, mb;
+	struct xt_side a, b;
+	struct xt_mem ma, mb;
 	struct be_xwc wc[4];
 	char name[64];
 
-	side_open(&a, 64);
-	side_open(&b, 64);
-	mem_reg(&a, &ma, 65536);
-	mem_reg(&b, &mb, 65536);
+	xt_init(&xt, argc, argv);
+	ops = xt.ops;
+
+	xt_side_init(&xt, &a, 4096, 64);
+	xt_side_init(&xt, &b, 4096, 64);
+	xt_mem_reg(&xt, &ma, 65536);
+	xt_mem_reg(&xt, &mb, 65536);
 	snprintf(name, sizeof(name), "wake-%d", (int)getpid());
-	pair_connect(&a, &b, name, 16);
+	xt_side_connect(&a, &b, name, 16);
 	for (int i = 0; i < 8; i++)
-		post_recv(&a, &ma, 1024 * (uint64_t)i, 1024, (uint64_t)i);
+		xt_mem_recv(&a, &ma, 1024 * (uint64_t)i, 1024, (uint64_t)i);
 
 	/* Receiver asleep, sender posts. */
 	arm_clear(&a);
 	arm_clear(&b);
 	ASSERT_EQ(readable(&a), 0);
 	ASSERT_EQ(readable(&b), 0);
-	ASSERT_OK(post_one(&b, BE_XWR_SEND, &mb, 0, 10, 0, 0, 0, BE_XWR_F_SIGNALED, 1));
+	ASSERT_OK(xt_mem_post(&b, BE_XWR_SEND, &mb, 0, 10, 0, 0, 0, BE_XWR_F_SIGNALED, 1));
 	ASSERT_EQ(readable(&a), 1);
 	ASSERT_EQ(readable(&b), 0);
 	arm_clear(&a);
 	/* Still pending (not polled): re-arming wakes at once. */
 	ASSERT_EQ(readable(&a), 1);
-	side_wc(&a, wc, 1);
+	xt_side_wc(&a, wc, 1);
 	/* The receiver took the signaled SEND; its next poll acknowledges
 	 * it, and the sender wakes. */
 	ASSERT_EQ(readable(&b), 0);
-	side_ack(&a);
+	xt_side_ack(&a);
 	ASSERT_EQ(readable(&b), 1);
-	side_wc(&b, wc, 1);
+	xt_side_wc(&b, wc, 1);
 	ASSERT_UEQ(wc[0].wr_id, 1);
 	arm_clear(&a);
 	arm_clear(&b);
@@ -62,29 +71,24 @@ int main(void)
 	ASSERT_EQ(readable(&b), 0);
 
 	/* A local completion (WRITE) wakes the poster's armed cq. */
-	ASSERT_OK(post_one(&b, BE_XWR_WRITE, &mb, 0, 64, mem_addr(&ma, 0), ma.mr.rkey, 0,
+	ASSERT_OK(xt_mem_post(&b, BE_XWR_WRITE, &mb, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 0,
 			   BE_XWR_F_SIGNALED, 2));
 	ASSERT_EQ(readable(&b), 1);
 	ASSERT_EQ(readable(&a), 0);
-	side_wc(&b, wc, 1);
+	xt_side_wc(&b, wc, 1);
 	ASSERT_UEQ(wc[0].wr_id, 2);
 	arm_clear(&b);
 	ASSERT_EQ(readable(&b), 0);
 
 	/* WRITE_IMM wakes the receiver too. */
-	ASSERT_OK(post_one(&b, BE_XWR_WRITE_IMM, &mb, 0, 64, mem_addr(&ma, 0), ma.mr.rkey, 9, 0, 3));
+	ASSERT_OK(xt_mem_post(&b, BE_XWR_WRITE_IMM, &mb, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 9, 0, 3));
 	ASSERT_EQ(readable(&a), 1);
-	side_wc(&a, wc, 1);
+	xt_side_wc(&a, wc, 1);
 	ASSERT_EQ(wc[0].opcode, BE_XWC_RECV_IMM);
 	ASSERT_UEQ(wc[0].imm, 9);
 	ASSERT_EQ(readable(&b), 0); /* unsignaled: no reason to wake */
 
-	ops->conn_destroy(a.conn);
-	ops->conn_destroy(b.conn);
-	a.conn = b.conn = NULL;
-	mem_unreg(&ma);
-	mem_unreg(&mb);
-	side_close(&a);
-	side_close(&b);
+	xt_sides_close(&a, &b, &ma, &mb);
+	xt_fini(&xt);
 	return 0;
 }

@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,9 +36,17 @@ static uint64_t xt_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static void xt_open_dev(struct xt *t)
+{
+	ASSERT_OK(t->ops->dev_open("", &t->dev));
+	ASSERT_OK(t->ops->dev_query(t->dev, &t->attr));
+	t->ops->dev_reg_hook(t->dev, &t->hook);
+	t->dev->alloc_dev = be_alloc_attach_device(&t->hook);
+	ASSERT_OK(t->dev->alloc_dev);
+}
+
 void xt_init(struct xt *t, int argc, char **argv)
 {
-	struct be_alloc_reg_hook hook;
 	const char *addr = NULL, *hang;
 	int i;
 
@@ -66,11 +76,25 @@ void xt_init(struct xt *t, int argc, char **argv)
 	}
 	hang = getenv("XT_HANG_S");
 	t->hang_ns = (uint64_t)(hang ? atoi(hang) : 40) * 1000000000ull;
-	ASSERT_OK(t->ops->dev_open("", &t->dev));
-	ASSERT_OK(t->ops->dev_query(t->dev, &t->attr));
-	t->ops->dev_reg_hook(t->dev, &hook);
-	t->dev->alloc_dev = be_alloc_attach_device(&hook);
-	ASSERT_OK(t->dev->alloc_dev);
+	xt_open_dev(t);
+}
+
+void xt_init_child(struct xt *t)
+{
+	struct xt c;
+
+	memset(&c, 0, sizeof(c));
+	c.ops = t->ops;
+	c.transport = t->transport;
+	memcpy(c.addr, t->addr, sizeof(c.addr));
+	c.hang_ns = t->hang_ns;
+	*t = c;
+	xt_open_dev(t);
+}
+
+uint64_t xt_now_ms(void)
+{
+	return xt_now_ns() / 1000000;
 }
 
 void xt_fini(struct xt *t)
@@ -144,6 +168,7 @@ void xt_side_init(struct xt *t, struct xt_side *s, uint32_t cq_depth, uint32_t s
 {
 	memset(s, 0, sizeof(*s));
 	ASSERT(t->nsides < XT_MAX_SIDES);
+	s->t = t;
 	ASSERT_OK(t->ops->evch_create(t->dev, &s->ch));
 	ASSERT_OK(t->ops->cq_create(t->dev, cq_depth, &s->cq));
 	if (srq_depth)
@@ -155,10 +180,17 @@ void xt_side_init(struct xt *t, struct xt_side *s, uint32_t cq_depth, uint32_t s
 
 void xt_side_fini(struct xt *t, struct xt_side *s)
 {
+	struct be_xwc wc[64];
 	int i;
 
+	if (s->conn)
+		t->ops->conn_destroy(s->conn);
+	if (s->l)
+		t->ops->listener_close(s->l);
 	if (s->srq)
 		t->ops->srq_destroy(s->srq);
+	while (t->ops->cq_poll(s->cq, wc, 64) > 0)
+		;
 	t->ops->cq_destroy(s->cq);
 	t->ops->evch_destroy(s->ch);
 	free(s->wc);
@@ -437,6 +469,171 @@ void xt_post_on_error(struct xt *t, struct xt_side *s, struct be_xconn *c, uint6
 	xt_wait_wc(t, s, &wc, 1);
 	ASSERT_UEQ(wc.wr_id, wr_id);
 	ASSERT_EQ(wc.status, BE_XWC_WR_FLUSH_ERR);
+}
+
+void xt_side_wc(struct xt_side *s, struct be_xwc *wc, int n)
+{
+	uint64_t start = xt_now_ns();
+	int got = 0;
+
+	while (got < n) {
+		int r = s->t->ops->cq_poll(s->cq, wc + got, n - got);
+
+		ASSERT_OK(r);
+		got += r;
+		if (!r && xt_now_ns() - start > s->t->hang_ns)
+			TEST_FAIL("hang guard: %d of %d completions", got, n);
+	}
+}
+
+void xt_side_ack(struct xt_side *s)
+{
+	struct be_xwc wc;
+
+	ASSERT_EQ(s->t->ops->cq_poll(s->cq, &wc, 1), 0);
+}
+
+void xt_side_no_wc(struct xt_side *s)
+{
+	struct be_xwc wc;
+	int i;
+
+	for (i = 0; i < 1000; i++)
+		ASSERT_EQ(s->t->ops->cq_poll(s->cq, &wc, 1), 0);
+}
+
+int xt_side_event(struct xt_side *s, struct be_xevent *ev, int ms, struct xt_side *other)
+{
+	const struct be_xport_ops *ops = s->t->ops;
+	uint64_t end = xt_now_ms() + (uint64_t)ms;
+
+	for (;;) {
+		struct be_xevent oev;
+		struct pollfd p = { .fd = ops->evch_fd(s->ch), .events = POLLIN };
+		int r = ops->evch_get(s->ch, ev);
+
+		ASSERT_OK(r);
+		if (r == 1)
+			return 1;
+		if (other) {
+			r = ops->evch_get(other->ch, &oev);
+			ASSERT_OK(r);
+			ASSERT_EQ(r, 0); /* the caller expects no event there */
+		}
+		if (xt_now_ms() > end)
+			return 0;
+		poll(&p, 1, other ? 1 : 10);
+	}
+}
+
+void xt_side_expect(struct xt_side *s, enum be_xev_type type, struct be_xevent *ev,
+		    struct xt_side *other)
+{
+	struct be_xevent e;
+
+	if (!ev)
+		ev = &e;
+	if (!xt_side_event(s, ev, (int)(s->t->hang_ns / 1000000), other))
+		TEST_FAIL("hang guard: waiting for event %s", be__xev_type_str(type));
+	if (ev->type != type)
+		TEST_FAIL("event %s, expected %s (status %d)", be__xev_type_str(ev->type),
+			  be__xev_type_str(type), ev->status);
+}
+
+void xt_side_connect(struct xt_side *a, struct xt_side *b, const char *name,
+		     uint32_t max_send_wr)
+{
+	const struct be_xport_ops *ops = a->t->ops;
+	struct be_xconn_attr aa = xt_attr(a, max_send_wr), ba = xt_attr(b, max_send_wr);
+	char addr[BE_XPORT_ADDR_MAX];
+	struct be_xevent ev;
+
+	ASSERT_OK(ops->listen(a->ch, name ? name : a->t->addr, 16, &a->l));
+	ASSERT_OK(ops->listener_addr(a->l, addr, sizeof(addr)));
+	ASSERT_OK(ops->connect(b->ch, addr, &ba, "hi", 2, &b->conn));
+	xt_side_expect(a, BE_XEV_CONNECT_REQUEST, &ev, NULL);
+	ASSERT_EQ(ev.priv_len, 2);
+	ASSERT(memcmp(ev.priv, "hi", 2) == 0);
+	ASSERT_PTR_EQ(ev.listener, a->l);
+	a->conn = ev.conn;
+	ASSERT_OK(ops->accept(a->conn, &aa, "hello", 5));
+	xt_side_expect(b, BE_XEV_ESTABLISHED, &ev, NULL);
+	ASSERT_EQ(ev.priv_len, 5);
+	ASSERT(memcmp(ev.priv, "hello", 5) == 0);
+	ASSERT_PTR_EQ(ev.conn, b->conn);
+	xt_side_expect(a, BE_XEV_ESTABLISHED, &ev, NULL);
+	ASSERT_PTR_EQ(ev.conn, a->conn);
+}
+
+void xt_sides_close(struct xt_side *a, struct xt_side *b, struct xt_mem *ma, struct xt_mem *mb)
+{
+	struct xt *t = a->t;
+
+	if (a->conn)
+		t->ops->conn_destroy(a->conn);
+	if (b->conn)
+		t->ops->conn_destroy(b->conn);
+	a->conn = b->conn = NULL;
+	if (ma)
+		xt_mem_unreg(ma);
+	if (mb)
+		xt_mem_unreg(mb);
+	xt_side_fini(t, a);
+	xt_side_fini(t, b);
+}
+
+void xt_mem_reg(struct xt *t, struct xt_mem *m, size_t len)
+{
+	char err[128] = "";
+
+	m->t = t;
+	m->len = len;
+	m->fd = memfd_create("be-test", MFD_CLOEXEC);
+	ASSERT(m->fd >= 0);
+	ASSERT_OK(ftruncate(m->fd, (off_t)len));
+	m->p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+	ASSERT(m->p != MAP_FAILED);
+	if (t->hook.reg(t->hook.dev, m->p, len, m->fd, 0, &m->mr, err, sizeof(err)))
+		TEST_FAIL("reg: %s", err);
+}
+
+void xt_mem_unreg(struct xt_mem *m)
+{
+	m->t->hook.dereg(m->t->hook.dev, &m->mr);
+	munmap(m->p, m->len);
+	close(m->fd);
+}
+
+void xt_mem_recv(struct xt_side *s, struct xt_mem *m, uint64_t off, uint32_t len,
+		 uint64_t wr_id)
+{
+	struct be_xrecv_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sge.addr = xt_mem_addr(m, off);
+	wr.sge.length = len;
+	wr.sge.lkey = m->mr.lkey;
+	ASSERT_OK(s->t->ops->srq_post_recv(s->srq, &wr, &bad));
+}
+
+int xt_mem_post(struct xt_side *s, enum be_xwr_opcode op, struct xt_mem *m, uint64_t off,
+		uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm, unsigned int flags,
+		uint64_t wr_id)
+{
+	struct be_xsge sge = { .addr = xt_mem_addr(m, off), .length = len, .lkey = m->mr.lkey };
+	struct be_xsend_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.opcode = op;
+	wr.flags = flags;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.remote_addr = raddr;
+	wr.rkey = rkey;
+	wr.imm = imm;
+	return s->t->ops->post_send(s->conn, &wr, &bad);
 }
 
 static uint8_t xt_byte(size_t i, uint32_t seed)

@@ -32,6 +32,7 @@
 #define XT_QUEUE 8192
 
 struct xt_side {
+	struct xt *t;
 	struct be_xevch *ch;
 	struct be_xcq *cq;
 	struct be_xsrq *srq;
@@ -40,6 +41,10 @@ struct xt_side {
 	int nev;
 	struct be_xwc *wc;
 	int nwc;
+	/* Optional, for tests that keep one conn (and listener) per side;
+	 * xt_side_fini() destroys them if set. */
+	struct be_xlistener *l;
+	struct be_xconn *conn;
 };
 
 struct xt {
@@ -48,6 +53,7 @@ struct xt {
 	char addr[BE_XPORT_ADDR_MAX];   /* where to listen */
 	struct be_xdev *dev;
 	struct be_xdev_attr attr;
+	struct be_alloc_reg_hook hook;  /* to register memory by hand */
 	struct xt_side *sides[XT_MAX_SIDES];
 	int nsides;
 	uint64_t hang_ns;
@@ -57,6 +63,10 @@ struct xt {
  * transport is not built in. */
 void xt_init(struct xt *t, int argc, char **argv);
 void xt_fini(struct xt *t);
+/* In a forked child: open a device of the same transport of its own (the
+ * parent's stays the parent's; the child never closes it). */
+void xt_init_child(struct xt *t);
+uint64_t xt_now_ms(void);
 
 /* A registered buffer of @size bytes; keys for the test's device. */
 void *xt_alloc(struct xt *t, size_t size);
@@ -142,6 +152,62 @@ void xt_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t w
  * in error; both are allowed. Checks whichever happens on side @s. */
 void xt_post_on_error(struct xt *t, struct xt_side *s, struct be_xconn *c, uint64_t wr_id,
 		      void *buf);
+
+/*
+ * Sides polled by hand. The waits above progress every side; a test
+ * that decides itself which side polls when (acks go out when the
+ * receiver polls, wakeups depend on it) uses these instead: each polls
+ * only the side it names, bounded by the hang guard.
+ */
+/* Poll @s's cq until @n completions arrived in @wc. */
+void xt_side_wc(struct xt_side *s, struct be_xwc *wc, int n);
+/* One poll of @s finds nothing (a receiver acknowledges what it took at
+ * its next poll). */
+void xt_side_ack(struct xt_side *s);
+/* No completion shows up on @s within 1000 polls. */
+void xt_side_no_wc(struct xt_side *s);
+/* Wait up to @ms for one event on @s; @other, if set, is polled too and
+ * must have none. Returns 1, or 0 on timeout. */
+int xt_side_event(struct xt_side *s, struct be_xevent *ev, int ms, struct xt_side *other);
+/* The next event on @s is of @type (into @ev if set). */
+void xt_side_expect(struct xt_side *s, enum be_xev_type type, struct be_xevent *ev,
+		    struct xt_side *other);
+/* @a listens on @name (NULL: the test's address), @b connects, @a
+ * accepts, with private data checked both ways: a->l, a->conn, b->conn. */
+void xt_side_connect(struct xt_side *a, struct xt_side *b, const char *name,
+		     uint32_t max_send_wr);
+
+struct xt_mem;
+/* Destroy a->conn and b->conn, then unregister @ma and @mb (either may be
+ * NULL), then close both sides. */
+void xt_sides_close(struct xt_side *a, struct xt_side *b, struct xt_mem *ma, struct xt_mem *mb);
+
+/*
+ * Memory registered by hand through the device's reg hook (what bemalloc
+ * does): a memfd mapping of @len bytes, for tests that need the fd, a
+ * region of their own, or memory a forked child did not inherit.
+ */
+struct xt_mem {
+	uint8_t *p;
+	size_t len;
+	int fd;
+	struct be_alloc_mr mr;
+	struct xt *t;
+};
+
+void xt_mem_reg(struct xt *t, struct xt_mem *m, size_t len);
+void xt_mem_unreg(struct xt_mem *m);
+static inline uint64_t xt_mem_addr(const struct xt_mem *m, uint64_t off)
+{
+	return (uint64_t)(uintptr_t)(m->p + off);
+}
+/* Post one receive of @len bytes at @off of @m on @s's srq. */
+void xt_mem_recv(struct xt_side *s, struct xt_mem *m, uint64_t off, uint32_t len,
+		 uint64_t wr_id);
+/* Post one WR from @off of @m on s->conn; returns what post_send does. */
+int xt_mem_post(struct xt_side *s, enum be_xwr_opcode op, struct xt_mem *m, uint64_t off,
+		uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm, unsigned int flags,
+		uint64_t wr_id);
 
 /* Deterministic pattern for verification. */
 void xt_fill(void *p, size_t len, uint32_t seed);
