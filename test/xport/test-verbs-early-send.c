@@ -24,7 +24,12 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#include "test-verbs-common.h"
+#include "xtest.h"
+
+#define TV_REGION (1u << 20) /* the test's registered memory */
+#define TV_RECV_SIZE 4096u
+
+static struct xt_mem mem; /* TV_REGION bytes, registered */
 
 #define SRV_RECV_OFF 0              /* 16 receives of the server */
 #define CLI_RECV_OFF (128u << 10)   /* 16 receives of the client */
@@ -93,12 +98,12 @@ static unsigned long long ctrs_delta(const struct ctrs *a, const struct ctrs *b,
 	return want;
 }
 
-static void post(struct tv_env *e, struct be_xconn *c, uint64_t wr_id,
+static void post(struct xt *e, struct be_xconn *c, uint64_t wr_id,
 		 enum be_xwr_opcode op, unsigned flags, size_t off, uint32_t len,
 		 uint64_t raddr, uint32_t imm)
 {
 	struct be_xsend_wr w, *bad = NULL;
-	struct be_xsge sge = { (uintptr_t)(e->mem + off), len, e->mr.lkey };
+	struct be_xsge sge = { (uintptr_t)(mem.p + off), len, mem.mr.lkey };
 
 	memset(&w, 0, sizeof(w));
 	w.wr_id = wr_id;
@@ -107,12 +112,12 @@ static void post(struct tv_env *e, struct be_xconn *c, uint64_t wr_id,
 	w.sg_list = &sge;
 	w.num_sge = 1;
 	w.remote_addr = raddr;
-	w.rkey = e->mr.rkey;
+	w.rkey = mem.mr.rkey;
 	w.imm = imm;
 	ASSERT_OK(e->ops->post_send(c, &w, &bad));
 }
 
-static struct be_xconn_attr attr_of(struct tv_side *s)
+static struct be_xconn_attr attr_of(struct xt_side *s)
 {
 	struct be_xconn_attr a = { 0 };
 
@@ -126,35 +131,33 @@ static struct be_xconn_attr attr_of(struct tv_side *s)
 
 /* Up to the CONNECT_REQUEST: the connector has sent its REQ and waits for
  * the REP, which it reads only at its next evch_get. */
-static struct be_xconn *request(struct tv_env *e, struct tv_side *cli, struct tv_side *srv,
+static struct be_xconn *request(struct xt *e, struct xt_side *cli, struct xt_side *srv,
 				const char *laddr, struct be_xconn **cc)
 {
-	struct tv_side *sides[2] = { cli, srv };
 	struct be_xconn_attr ca = attr_of(cli);
 	struct be_xevent ev;
 
 	ASSERT_OK(e->ops->connect(cli->ch, laddr, &ca, NULL, 0, cc));
-	ev = tv_wait_event(e, sides, 2, srv, BE_XEV_CONNECT_REQUEST);
+	ev = xt_side_wait_event(srv, BE_XEV_CONNECT_REQUEST, 1);
 	return ev.conn;
 }
 
-static void accept_now(struct tv_env *e, struct tv_side *srv, struct be_xconn *sc)
+static void accept_now(struct xt *e, struct xt_side *srv, struct be_xconn *sc)
 {
-	struct tv_side *sides[1] = { srv };
 	struct be_xconn_attr sa = attr_of(srv);
 	struct be_xevent ev;
 
 	ASSERT_OK(e->ops->accept(sc, &sa, NULL, 0));
 	/* The acceptor's ESTABLISHED comes at once: only its own evch is
 	 * read, the connector has not seen the REP. */
-	ev = tv_wait_event(e, sides, 1, srv, BE_XEV_ESTABLISHED);
+	ev = xt_side_wait_event(srv, BE_XEV_ESTABLISHED, 0);
 	ASSERT(ev.conn == sc);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	struct tv_env e;
-	struct tv_side cli, srv, *sides[2] = { &cli, &srv };
+	struct xt e;
+	struct xt_side cli, srv;
 	struct be_xlistener *lst;
 	struct be_xconn *cc, *sc;
 	struct be_xwc wc[8], rx[8];
@@ -167,16 +170,19 @@ int main(void)
 
 	/* Before the device opens: every QP takes it at accept/connect. */
 	setenv("BE_VERBS_ACK_TIMEOUT", "20", 1);
-	tv_env_init(&e);
+	xt_init(&e, argc, argv);
+	xt_mem_reg(&e, &mem, TV_REGION);
 	dev = getenv("BE_RXE_DEV0") ? getenv("BE_RXE_DEV0") : e.attr.name;
-	tv_side_init(&e, &srv, "server", 64, 16, SRV_RECV_OFF);
-	tv_side_init(&e, &cli, "client", 64, 16, CLI_RECV_OFF);
-	snprintf(addr, sizeof(addr), "%s:0", e.ip);
+	xt_side_init(&e, &srv, 256, 64);
+	xt_mem_recvs(&srv, &mem, SRV_RECV_OFF, 16, TV_RECV_SIZE);
+	xt_side_init(&e, &cli, 256, 64);
+	xt_mem_recvs(&cli, &mem, CLI_RECV_OFF, 16, TV_RECV_SIZE);
+	snprintf(addr, sizeof(addr), "%s:0", getenv("BE_RXE_IP0"));
 	ASSERT_OK(e.ops->listen(srv.ch, addr, 16, &lst));
 	ASSERT_OK(e.ops->listener_addr(lst, laddr, sizeof(laddr)));
 	for (i = 0; i < 5; i++)
-		memset(e.mem + SRC_OFF + (size_t)i * WR_LEN, 'a' + i, WR_LEN);
-	memset(e.mem + DST_OFF, 0, 2 * WR_LEN);
+		memset(mem.p + SRC_OFF + (size_t)i * WR_LEN, 'a' + i, WR_LEN);
+	memset(mem.p + DST_OFF, 0, 2 * WR_LEN);
 
 	/* 1. Posted at once after accept, before the connector's QP is ready. */
 	ctrs_read(dev, &before);
@@ -184,22 +190,22 @@ int main(void)
 	accept_now(&e, &srv, sc);
 	post(&e, sc, 1, BE_XWR_SEND, BE_XWR_F_SIGNALED, SRC_OFF, 100, 0, 0);
 	post(&e, sc, 2, BE_XWR_WRITE_IMM, BE_XWR_F_SIGNALED, SRC_OFF + WR_LEN, WR_LEN,
-	     (uintptr_t)(e.mem + DST_OFF), 7);
+	     (uintptr_t)(mem.p + DST_OFF), 7);
 	post(&e, sc, 3, BE_XWR_SEND, BE_XWR_F_SIGNALED | BE_XWR_F_INLINE, SRC_OFF + 2 * WR_LEN,
 	     50, 0, 0);
 	/* Inline: the buffer is free on return. */
-	memset(e.mem + SRC_OFF + 2 * WR_LEN, 'z', 50);
+	memset(mem.p + SRC_OFF + 2 * WR_LEN, 'z', 50);
 	post(&e, sc, 4, BE_XWR_WRITE, 0, SRC_OFF + 3 * WR_LEN, WR_LEN,
-	     (uintptr_t)(e.mem + DST_OFF + WR_LEN), 0);
+	     (uintptr_t)(mem.p + DST_OFF + WR_LEN), 0);
 	post(&e, sc, 5, BE_XWR_SEND, BE_XWR_F_SIGNALED, SRC_OFF + 4 * WR_LEN, 200, 0, 0);
 	/* Give the packets time to leave (before a fix, to be dropped): this
 	 * provokes the loss, it measures nothing. */
 	usleep(300 * 1000);
-	ev = tv_wait_event(&e, sides, 1, &cli, BE_XEV_ESTABLISHED);
+	ev = xt_side_wait_event(&cli, BE_XEV_ESTABLISHED, 0);
 	ASSERT(ev.conn == cc);
 	/* A worker polls its cqs; the acceptor's evch is not read here. */
 	{
-		double end = tv_now() + TV_WAIT_S;
+		uint64_t end = xt_now_ms() + XT_WAIT_S * 1000;
 
 		while (got_rx < 4 || got_tx < 4) {
 			r = e.ops->cq_poll(cli.cq, rx + got_rx, 4 - got_rx);
@@ -208,9 +214,9 @@ int main(void)
 			r = e.ops->cq_poll(srv.cq, wc + got_tx, 4 - got_tx);
 			ASSERT_OK(r);
 			got_tx += r;
-			if (tv_now() > end)
+			if (xt_now_ms() > end)
 				TEST_FAIL("%d of 4 receives, %d of 4 sends within %d s", got_rx,
-					  got_tx, TV_WAIT_S);
+					  got_tx, XT_WAIT_S);
 		}
 	}
 	for (i = 0; i < 4; i++) {
@@ -229,22 +235,22 @@ int main(void)
 	}
 	ASSERT_EQ(rx[0].opcode, BE_XWC_RECV);
 	ASSERT_EQ(rx[0].byte_len, 100);
-	ASSERT_EQ(e.mem[rx[0].wr_id], 'a');
-	ASSERT_EQ(e.mem[rx[0].wr_id + 99], 'a');
+	ASSERT_EQ(mem.p[rx[0].wr_id], 'a');
+	ASSERT_EQ(mem.p[rx[0].wr_id + 99], 'a');
 	ASSERT_EQ(rx[1].opcode, BE_XWC_RECV_IMM);
 	ASSERT_EQ(rx[1].imm, 7);
 	ASSERT_EQ(rx[1].byte_len, WR_LEN);
-	ASSERT_EQ(e.mem[DST_OFF], 'b');
-	ASSERT_EQ(e.mem[DST_OFF + WR_LEN - 1], 'b');
+	ASSERT_EQ(mem.p[DST_OFF], 'b');
+	ASSERT_EQ(mem.p[DST_OFF + WR_LEN - 1], 'b');
 	ASSERT_EQ(rx[2].opcode, BE_XWC_RECV);
 	ASSERT_EQ(rx[2].byte_len, 50);
-	ASSERT_EQ(e.mem[rx[2].wr_id], 'c'); /* the inline copy, not the 'z' after */
+	ASSERT_EQ(mem.p[rx[2].wr_id], 'c'); /* the inline copy, not the 'z' after */
 	/* The last SEND completed, so the unsignaled WRITE before it landed. */
-	ASSERT_EQ(e.mem[DST_OFF + WR_LEN], 'd');
-	ASSERT_EQ(e.mem[DST_OFF + 2 * WR_LEN - 1], 'd');
+	ASSERT_EQ(mem.p[DST_OFF + WR_LEN], 'd');
+	ASSERT_EQ(mem.p[DST_OFF + 2 * WR_LEN - 1], 'd');
 	ASSERT_EQ(rx[3].opcode, BE_XWC_RECV);
 	ASSERT_EQ(rx[3].byte_len, 200);
-	ASSERT_EQ(e.mem[rx[3].wr_id], 'e');
+	ASSERT_EQ(mem.p[rx[3].wr_id], 'e');
 	ctrs_read(dev, &after);
 	retries = ctrs_delta(&before, &after, "completer_retry_err");
 	fprintf(stderr, "  retransmission timeouts: %llu\n", retries);
@@ -253,8 +259,8 @@ int main(void)
 	ASSERT_EQ(e.ops->cq_poll(srv.cq, wc, 8), 0);
 	ASSERT_EQ(e.ops->cq_poll(cli.cq, rx, 8), 0);
 	ASSERT_OK(e.ops->disconnect(sc));
-	tv_wait_event(&e, sides, 2, &srv, BE_XEV_DISCONNECTED);
-	tv_wait_event(&e, sides, 2, &cli, BE_XEV_DISCONNECTED);
+	xt_side_wait_event(&srv, BE_XEV_DISCONNECTED, 1);
+	xt_side_wait_event(&cli, BE_XEV_DISCONNECTED, 1);
 	e.ops->conn_destroy(sc);
 	e.ops->conn_destroy(cc);
 
@@ -263,11 +269,11 @@ int main(void)
 	sc = request(&e, &cli, &srv, laddr, &cc);
 	accept_now(&e, &srv, sc);
 	post(&e, sc, 11, BE_XWR_SEND, BE_XWR_F_SIGNALED, SRC_OFF, 100, 0, 0);
-	post(&e, sc, 12, BE_XWR_WRITE, 0, SRC_OFF, 64, (uintptr_t)(e.mem + DST_OFF), 0);
+	post(&e, sc, 12, BE_XWR_WRITE, 0, SRC_OFF, 64, (uintptr_t)(mem.p + DST_OFF), 0);
 	post(&e, sc, 13, BE_XWR_WRITE_IMM, BE_XWR_F_SIGNALED, SRC_OFF, 64,
-	     (uintptr_t)(e.mem + DST_OFF), 9);
+	     (uintptr_t)(mem.p + DST_OFF), 9);
 	ASSERT_OK(e.ops->disconnect(sc));
-	tv_wait_wc(&e, &srv, wc, 3);
+	xt_side_wc(&srv, wc, 3);
 	ASSERT_UEQ(wc[0].wr_id, 11);
 	ASSERT_UEQ(wc[1].wr_id, 12);
 	ASSERT_UEQ(wc[2].wr_id, 13);
@@ -277,8 +283,8 @@ int main(void)
 		if (i || wc[i].status != BE_XWC_SUCCESS)
 			ASSERT_EQ(wc[i].status, BE_XWC_WR_FLUSH_ERR);
 	}
-	tv_wait_event(&e, sides, 2, &srv, BE_XEV_DISCONNECTED);
-	ev = tv_wait_event(&e, sides, 2, &cli, BE_XEV_DISCONNECTED);
+	xt_side_wait_event(&srv, BE_XEV_DISCONNECTED, 1);
+	ev = xt_side_wait_event(&cli, BE_XEV_DISCONNECTED, 1);
 	ASSERT(ev.conn == cc);
 	for (i = 0; i < 10; i++) {
 		r = e.ops->cq_poll(cli.cq, rx, 8);
@@ -294,15 +300,13 @@ int main(void)
 	accept_now(&e, &srv, sc);
 	post(&e, sc, 21, BE_XWR_SEND, BE_XWR_F_SIGNALED, SRC_OFF, 100, 0, 0);
 	e.ops->conn_destroy(sc);
-	tv_pump(&e, sides, 2, 50);
+	xt_side_pump(&e, 50);
 	for (i = 0; i < 10; i++)
 		ASSERT_EQ(e.ops->cq_poll(srv.cq, wc, 8), 0);
 	e.ops->conn_destroy(cc);
 
 	e.ops->listener_close(lst);
-	tv_side_fini(&e, &cli);
-	tv_side_fini(&e, &srv);
-	tv_env_fini(&e);
-	fprintf(stderr, "ok\n");
+	xt_sides_close(&cli, &srv, &mem, NULL);
+	xt_fini(&e);
 	return 0;
 }

@@ -4,12 +4,17 @@
  * a port nobody listens on as UNREACHABLE (-ECONNREFUSED), and a malformed
  * address or oversized private data fail at once with nothing to destroy.
  */
-#include "test-verbs-common.h"
+#include "xtest.h"
 
-int main(void)
+#define TV_REGION (1u << 20) /* the test's registered memory */
+#define TV_RECV_SIZE 4096u
+
+static struct xt_mem mem; /* TV_REGION bytes, registered */
+
+int main(int argc, char **argv)
 {
-	struct tv_env e;
-	struct tv_side cli, srv, *sides[2] = { &cli, &srv };
+	struct xt e;
+	struct xt_side cli, srv;
 	struct be_xconn_attr ca = { 0 };
 	struct be_xlistener *lst;
 	struct be_xconn *cc, *sc;
@@ -17,9 +22,12 @@ int main(void)
 	char addr[128], laddr[128], big[64];
 	int i;
 
-	tv_env_init(&e);
-	tv_side_init(&e, &srv, "server", 16, 4, 0);
-	tv_side_init(&e, &cli, "client", 16, 4, 64u << 10);
+	xt_init(&e, argc, argv);
+	xt_mem_reg(&e, &mem, TV_REGION);
+	xt_side_init(&e, &srv, 256, 16);
+	xt_mem_recvs(&srv, &mem, 0, 4, TV_RECV_SIZE);
+	xt_side_init(&e, &cli, 256, 16);
+	xt_mem_recvs(&cli, &mem, 64u << 10, 4, TV_RECV_SIZE);
 	ca.send_cq = cli.cq;
 	ca.recv_cq = cli.cq;
 	ca.srq = cli.srq;
@@ -28,25 +36,25 @@ int main(void)
 	/* Bad input: no connection object comes out. */
 	cc = NULL;
 	ASSERT_EQ(e.ops->connect(cli.ch, "no-port-here", &ca, NULL, 0, &cc), -EINVAL);
-	snprintf(addr, sizeof(addr), "%s:0", e.ip);
+	snprintf(addr, sizeof(addr), "%s:0", getenv("BE_RXE_IP0"));
 	ASSERT_EQ(e.ops->connect(cli.ch, addr, &ca, NULL, 0, &cc), -EINVAL);
 	memset(big, 1, sizeof(big));
-	snprintf(addr, sizeof(addr), "%s:1", e.ip);
+	snprintf(addr, sizeof(addr), "%s:1", getenv("BE_RXE_IP0"));
 	ASSERT_EQ(e.ops->connect(cli.ch, addr, &ca, big, BE_XPORT_PRIV_MAX + 1, &cc), -EINVAL);
 	ASSERT(cc == NULL);
 
 	/* The listener rejects, with a reason. */
-	snprintf(addr, sizeof(addr), "%s:0", e.ip);
+	snprintf(addr, sizeof(addr), "%s:0", getenv("BE_RXE_IP0"));
 	ASSERT_OK(e.ops->listen(srv.ch, addr, 4, &lst));
 	ASSERT_OK(e.ops->listener_addr(lst, laddr, sizeof(laddr)));
 	ASSERT_OK(e.ops->connect(cli.ch, laddr, &ca, big, BE_XPORT_PRIV_MAX, &cc));
-	ev = tv_wait_event(&e, sides, 2, &srv, BE_XEV_CONNECT_REQUEST);
+	ev = xt_side_wait_event(&srv, BE_XEV_CONNECT_REQUEST, 1);
 	ASSERT_EQ(ev.priv_len, BE_XPORT_PRIV_MAX);
 	for (i = 0; i < BE_XPORT_PRIV_MAX; i++)
 		ASSERT_EQ(ev.priv[i], 1);
 	sc = ev.conn;
 	ASSERT_OK(e.ops->reject(sc, "busy", 4));
-	ev = tv_wait_event(&e, sides, 2, &cli, BE_XEV_REJECTED);
+	ev = xt_side_wait_event(&cli, BE_XEV_REJECTED, 1);
 	ASSERT(ev.conn == cc);
 	ASSERT_EQ(ev.status, -ECONNREFUSED);
 	ASSERT_EQ(ev.priv_len, 4);
@@ -56,20 +64,18 @@ int main(void)
 	/* Nobody listens: unreachable, refused, as TCP would say. */
 	e.ops->listener_close(lst);
 	ASSERT_OK(e.ops->connect(cli.ch, laddr, &ca, "x", 1, &cc));
-	ev = tv_wait_event(&e, sides, 2, &cli, BE_XEV_UNREACHABLE);
+	ev = xt_side_wait_event(&cli, BE_XEV_UNREACHABLE, 1);
 	ASSERT(ev.conn == cc);
 	ASSERT_EQ(ev.status, -ECONNREFUSED);
 	ASSERT_EQ(ev.priv_len, 0);
 	e.ops->conn_destroy(cc);
 
 	/* Nothing else was reported for those conns. */
-	tv_pump(&e, sides, 2, 100);
+	xt_side_pump(&e, 100);
 	ASSERT_EQ(cli.nev, 0);
 	ASSERT_EQ(srv.nev, 0);
 
-	tv_side_fini(&e, &cli);
-	tv_side_fini(&e, &srv);
-	tv_env_fini(&e);
-	fprintf(stderr, "ok\n");
+	xt_sides_close(&cli, &srv, &mem, NULL);
+	xt_fini(&e);
 	return 0;
 }

@@ -5,13 +5,18 @@
  * that finds no receive fails at once with RNR_RETRY_EXC (rnr_retry 0);
  * destroying an SRQ hands every still-posted receive back as a flush.
  */
-#include "test-verbs-common.h"
+#include "xtest.h"
+
+#define TV_REGION (1u << 20) /* the test's registered memory */
+#define TV_RECV_SIZE 4096u
+
+static struct xt_mem mem; /* TV_REGION bytes, registered */
 
 #define SRC_OFF (512u << 10)
 
-static void tv_send(struct tv_env *e, struct be_xconn *c, uint64_t id, uint32_t len)
+static void src_send(struct xt *e, struct be_xconn *c, uint64_t id, uint32_t len)
 {
-	struct be_xsge sge = { (uintptr_t)(e->mem + SRC_OFF), len, e->mr.lkey };
+	struct be_xsge sge = { (uintptr_t)(mem.p + SRC_OFF), len, mem.mr.lkey };
 	struct be_xsend_wr w = { 0 }, *bad;
 
 	w.wr_id = id;
@@ -22,10 +27,10 @@ static void tv_send(struct tv_env *e, struct be_xconn *c, uint64_t id, uint32_t 
 	ASSERT_OK(e->ops->post_send(c, &w, &bad));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	struct tv_env e;
-	struct tv_side cli, srv, *sides[2] = { &cli, &srv };
+	struct xt e;
+	struct xt_side cli, srv;
 	struct be_xlistener *lst;
 	struct be_xconn *cc, *sc;
 	struct be_xwc wc[16];
@@ -33,40 +38,43 @@ int main(void)
 	uint64_t seen = 0;
 	int i, n;
 
-	tv_env_init(&e);
-	tv_side_init(&e, &srv, "server", 32, 8, 0);
-	tv_side_init(&e, &cli, "client", 32, 0, 0);
-	tv_connect_pair(&e, &cli, &srv, &lst, &cc, &sc);
+	xt_init(&e, argc, argv);
+	xt_mem_reg(&e, &mem, TV_REGION);
+	xt_side_init(&e, &srv, 256, 32);
+	xt_mem_recvs(&srv, &mem, 0, 8, TV_RECV_SIZE);
+	xt_side_init(&e, &cli, 256, 32);
+	lst = xt_listen(&e, &srv);
+	xt_connect_pair(&e, &cli, &srv, lst, 64, &cc, &sc);
 
 	/* Limit 6 with 8 posted: the third receive crosses it. */
 	ASSERT_OK(e.ops->srq_arm_limit(srv.srq, 6));
 	for (i = 0; i < 3; i++)
-		tv_send(&e, cc, 100 + (uint64_t)i, 64);
-	tv_wait_wc(&e, &cli, wc, 3);
-	tv_wait_wc(&e, &srv, wc, 3);
+		src_send(&e, cc, 100 + (uint64_t)i, 64);
+	xt_side_wc(&cli, wc, 3);
+	xt_side_wc(&srv, wc, 3);
 	for (i = 0; i < 3; i++) {
 		ASSERT_EQ(wc[i].status, BE_XWC_SUCCESS);
 		ASSERT_EQ(wc[i].opcode, BE_XWC_RECV);
 		seen |= 1ull << (wc[i].wr_id / TV_RECV_SIZE);
 	}
-	ev = tv_wait_event(&e, sides, 2, &srv, BE_XEV_SRQ_LIMIT);
+	ev = xt_side_wait_event(&srv, BE_XEV_SRQ_LIMIT, 1);
 	ASSERT(ev.srq == srv.srq);
 
 	/* Too large for a 4 KiB receive buffer. */
-	tv_send(&e, cc, 200, TV_RECV_SIZE + 1000);
-	tv_wait_wc(&e, &cli, wc, 1);
+	src_send(&e, cc, 200, TV_RECV_SIZE + 1000);
+	xt_side_wc(&cli, wc, 1);
 	fprintf(stderr, "  oversized SEND: sender %s\n", be__xwc_status_str(wc[0].status));
 	ASSERT_EQ(wc[0].status, BE_XWC_REM_OP_ERR);
-	tv_wait_wc(&e, &srv, wc, 1);
+	xt_side_wc(&srv, wc, 1);
 	fprintf(stderr, "  oversized SEND: receiver %s\n", be__xwc_status_str(wc[0].status));
 	/* rxe reports IBV_WC_LOC_QP_OP_ERR here (a general error), real
 	 * NICs IBV_WC_LOC_LEN_ERR: either way the receive failed. */
 	ASSERT(wc[0].status == BE_XWC_LOC_LEN_ERR || wc[0].status == BE_XWC_GENERAL_ERR);
 	ASSERT(wc[0].conn == sc);
 	seen |= 1ull << (wc[0].wr_id / TV_RECV_SIZE);
-	ev = tv_wait_event(&e, sides, 2, &cli, BE_XEV_DISCONNECTED);
+	ev = xt_side_wait_event(&cli, BE_XEV_DISCONNECTED, 1);
 	ASSERT(ev.conn == cc);
-	ev = tv_wait_event(&e, sides, 2, &srv, BE_XEV_DISCONNECTED);
+	ev = xt_side_wait_event(&srv, BE_XEV_DISCONNECTED, 1);
 	ASSERT(ev.conn == sc);
 	e.ops->conn_destroy(cc);
 	e.ops->conn_destroy(sc);
@@ -74,15 +82,16 @@ int main(void)
 	/* Reversed: the client's SRQ is empty, so the server's SEND finds
 	 * no receive and fails at once. */
 	e.ops->listener_close(lst);
-	tv_connect_pair(&e, &cli, &srv, &lst, &cc, &sc);
-	tv_send(&e, sc, 300, 64);
-	tv_wait_wc(&e, &srv, wc, 1);
+	lst = xt_listen(&e, &srv);
+	xt_connect_pair(&e, &cli, &srv, lst, 64, &cc, &sc);
+	src_send(&e, sc, 300, 64);
+	xt_side_wc(&srv, wc, 1);
 	fprintf(stderr, "  SEND without receive: %s\n", be__xwc_status_str(wc[0].status));
 	ASSERT_EQ(wc[0].status, BE_XWC_RNR_RETRY_EXC);
 	ASSERT_UEQ(wc[0].wr_id, 300);
-	ev = tv_wait_event(&e, sides, 2, &srv, BE_XEV_DISCONNECTED);
+	ev = xt_side_wait_event(&srv, BE_XEV_DISCONNECTED, 1);
 	ASSERT(ev.conn == sc);
-	ev = tv_wait_event(&e, sides, 2, &cli, BE_XEV_DISCONNECTED);
+	ev = xt_side_wait_event(&cli, BE_XEV_DISCONNECTED, 1);
 	ASSERT(ev.conn == cc);
 	e.ops->conn_destroy(cc);
 	e.ops->conn_destroy(sc);
@@ -110,8 +119,9 @@ int main(void)
 	ASSERT_UEQ(seen, 0xff);
 	e.ops->cq_destroy(srv.cq);
 	e.ops->evch_destroy(srv.ch);
-	tv_side_fini(&e, &cli);
-	tv_env_fini(&e);
+	xt_side_fini(&e, &cli);
+	xt_mem_unreg(&mem);
+	xt_fini(&e);
 	fprintf(stderr, "ok\n");
 	return 0;
 }

@@ -38,7 +38,9 @@ static uint64_t xt_now_ns(void)
 
 static void xt_open_dev(struct xt *t)
 {
-	ASSERT_OK(t->ops->dev_open("", &t->dev));
+	const char *dev = getenv("BE_RXE_DEV0");
+
+	ASSERT_OK(t->ops->dev_open(!strcmp(t->transport, "verbs") && dev ? dev : "", &t->dev));
 	ASSERT_OK(t->ops->dev_query(t->dev, &t->attr));
 	t->ops->dev_reg_hook(t->dev, &t->hook);
 	t->dev->alloc_dev = be_alloc_attach_device(&t->hook);
@@ -61,6 +63,10 @@ void xt_init(struct xt *t, int argc, char **argv)
 	t->ops = be__xport_find(t->transport);
 	if (!t->ops) {
 		fprintf(stderr, "transport %s not built in: skipped\n", t->transport);
+		exit(77);
+	}
+	if (!strcmp(t->transport, "verbs") && !getenv("BE_RXE_IP0")) {
+		fprintf(stderr, "verbs: not in the Soft-RoCE guest (test/rxe/rxe-run): skipped\n");
 		exit(77);
 	}
 	if (addr) {
@@ -540,6 +546,60 @@ void xt_side_expect(struct xt_side *s, enum be_xev_type type, struct be_xevent *
 			  be__xev_type_str(type), ev->status);
 }
 
+static void xt_side_file_events(struct xt_side *s)
+{
+	while (s->nev < (int)BE_ARRAY_SIZE(s->ev)) {
+		int r = s->t->ops->evch_get(s->ch, &s->ev[s->nev]);
+
+		ASSERT_OK(r);
+		if (!r)
+			break;
+		s->nev++;
+	}
+}
+
+void xt_side_pump(struct xt *t, int ms)
+{
+	struct pollfd pfd[XT_MAX_SIDES];
+	int i;
+
+	for (i = 0; i < t->nsides; i++) {
+		pfd[i].fd = t->ops->evch_fd(t->sides[i]->ch);
+		pfd[i].events = POLLIN;
+	}
+	poll(pfd, (nfds_t)t->nsides, ms);
+	for (i = 0; i < t->nsides; i++)
+		xt_side_file_events(t->sides[i]);
+}
+
+struct be_xevent xt_side_wait_event(struct xt_side *s, enum be_xev_type type, int all)
+{
+	uint64_t start = xt_now_ns();
+	struct be_xevent ev;
+	int i;
+
+	for (;;) {
+		for (i = 0; i < s->nev; i++) {
+			if (s->ev[i].type != type)
+				continue;
+			ev = s->ev[i];
+			memmove(&s->ev[i], &s->ev[i + 1], (size_t)(s->nev - i - 1) * sizeof(ev));
+			s->nev--;
+			return ev;
+		}
+		if (xt_now_ns() - start > s->t->hang_ns)
+			TEST_FAIL("hang guard: waiting for event %s", be__xev_type_str(type));
+		if (all) {
+			xt_side_pump(s->t, 50);
+		} else {
+			struct pollfd pfd = { .fd = s->t->ops->evch_fd(s->ch), .events = POLLIN };
+
+			poll(&pfd, 1, 50);
+			xt_side_file_events(s);
+		}
+	}
+}
+
 void xt_side_connect(struct xt_side *a, struct xt_side *b, const char *name,
 		     uint32_t max_send_wr)
 {
@@ -574,12 +634,12 @@ void xt_sides_close(struct xt_side *a, struct xt_side *b, struct xt_mem *ma, str
 	if (b->conn)
 		t->ops->conn_destroy(b->conn);
 	a->conn = b->conn = NULL;
+	xt_side_fini(t, a);
+	xt_side_fini(t, b);
 	if (ma)
 		xt_mem_unreg(ma);
 	if (mb)
 		xt_mem_unreg(mb);
-	xt_side_fini(t, a);
-	xt_side_fini(t, b);
 }
 
 void xt_mem_reg(struct xt *t, struct xt_mem *m, size_t len)
@@ -615,6 +675,14 @@ void xt_mem_recv(struct xt_side *s, struct xt_mem *m, uint64_t off, uint32_t len
 	wr.sge.length = len;
 	wr.sge.lkey = m->mr.lkey;
 	ASSERT_OK(s->t->ops->srq_post_recv(s->srq, &wr, &bad));
+}
+
+void xt_mem_recvs(struct xt_side *s, struct xt_mem *m, uint64_t off, int n, uint32_t size)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		xt_mem_recv(s, m, off + (uint64_t)i * size, size, off + (uint64_t)i * size);
 }
 
 int xt_mem_post(struct xt_side *s, enum be_xwr_opcode op, struct xt_mem *m, uint64_t off,

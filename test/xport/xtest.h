@@ -4,7 +4,8 @@
  * Every test in test/xport/ runs against one transport, chosen with
  * --transport NAME (tcp, shm, verbs) and, for listen/connect, --addr ADDR
  * (defaults: 127.0.0.1:0 for tcp, "be-test-<pid>" for shm, $BE_RXE_IP0:0
- * for verbs). Both ends live in one process: each end is an xt_side (an
+ * for verbs). Verbs opens $BE_RXE_DEV0 and skips (77) outside the
+ * Soft-RoCE guest (test/rxe/rxe-run sets $BE_RXE_IP0). Both ends live in one process: each end is an xt_side (an
  * evch, a cq and an srq, as one worker would have). Since one thread
  * drives both ends, every wait below makes progress on all sides and
  * files events and completions on the side they belong to.
@@ -30,6 +31,9 @@
 
 #define XT_MAX_SIDES 8
 #define XT_QUEUE 8192
+/* Bound of a wait a test writes itself (a hang guard, never a timing
+ * assertion). */
+#define XT_WAIT_S 60
 
 struct xt_side {
 	struct xt *t;
@@ -172,14 +176,20 @@ int xt_side_event(struct xt_side *s, struct be_xevent *ev, int ms, struct xt_sid
 /* The next event on @s is of @type (into @ev if set). */
 void xt_side_expect(struct xt_side *s, enum be_xev_type type, struct be_xevent *ev,
 		    struct xt_side *other);
+/* Wait for an event of @type on @s, moving only event channels: every
+ * side's when @all, else only that of @s (a connector that must not
+ * read its events yet). Events of other types stay queued. */
+struct be_xevent xt_side_wait_event(struct xt_side *s, enum be_xev_type type, int all);
+/* Sleep up to @ms on the event fds of every side, then file their events. */
+void xt_side_pump(struct xt *t, int ms);
 /* @a listens on @name (NULL: the test's address), @b connects, @a
  * accepts, with private data checked both ways: a->l, a->conn, b->conn. */
 void xt_side_connect(struct xt_side *a, struct xt_side *b, const char *name,
 		     uint32_t max_send_wr);
 
 struct xt_mem;
-/* Destroy a->conn and b->conn, then unregister @ma and @mb (either may be
- * NULL), then close both sides. */
+/* Destroy a->conn and b->conn, close both sides, then unregister @ma and
+ * @mb (either may be NULL). */
 void xt_sides_close(struct xt_side *a, struct xt_side *b, struct xt_mem *ma, struct xt_mem *mb);
 
 /*
@@ -204,6 +214,8 @@ static inline uint64_t xt_mem_addr(const struct xt_mem *m, uint64_t off)
 /* Post one receive of @len bytes at @off of @m on @s's srq. */
 void xt_mem_recv(struct xt_side *s, struct xt_mem *m, uint64_t off, uint32_t len,
 		 uint64_t wr_id);
+/* Post @n receives of @size bytes from @off of @m on (wr_id: the offset). */
+void xt_mem_recvs(struct xt_side *s, struct xt_mem *m, uint64_t off, int n, uint32_t size);
 /* Post one WR from @off of @m on s->conn; returns what post_send does. */
 int xt_mem_post(struct xt_side *s, enum be_xwr_opcode op, struct xt_mem *m, uint64_t off,
 		uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm, unsigned int flags,
