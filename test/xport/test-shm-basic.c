@@ -24,7 +24,7 @@ static void test_send_write(struct xt_side *a, struct xt_side *b, struct xt_mem 
 	for (i = 0; i < 100; i++)
 		mb->p[i] = (uint8_t)(i * 7 + 1);
 	xt_mem_recv(a, ma, 0, 4096, 11);
-	ASSERT_OK(xt_mem_post(b, BE_XWR_SEND, mb, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 21));
+	ASSERT_OK(xt_mem_post(b->conn, BE_XWR_SEND, mb, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 21));
 	xt_side_wc(a, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 	ASSERT_EQ(wc[0].opcode, BE_XWC_RECV);
@@ -43,9 +43,9 @@ static void test_send_write(struct xt_side *a, struct xt_side *b, struct xt_mem 
 	for (i = 0; i < 8192; i++)
 		mb->p[4096 + i] = (uint8_t)(i ^ 0x5a);
 	xt_mem_recv(a, ma, 0, 16, 12);
-	ASSERT_OK(xt_mem_post(b, BE_XWR_WRITE, mb, 4096, 4096, xt_mem_addr(ma, 65536),
+	ASSERT_OK(xt_mem_post(b->conn, BE_XWR_WRITE, mb, 4096, 4096, xt_mem_addr(ma, 65536),
 			   ma->mr.rkey, 0, BE_XWR_F_SIGNALED, 22));
-	ASSERT_OK(xt_mem_post(b, BE_XWR_WRITE_IMM, mb, 8192, 4096, xt_mem_addr(ma, 65536 + 4096),
+	ASSERT_OK(xt_mem_post(b->conn, BE_XWR_WRITE_IMM, mb, 8192, 4096, xt_mem_addr(ma, 65536 + 4096),
 			   ma->mr.rkey, 0xdeadbeef, BE_XWR_F_SIGNALED, 23));
 	xt_side_wc(a, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
@@ -111,7 +111,7 @@ static void test_wrap_defer(struct xt_side *a, struct xt_side *b, struct xt_mem 
 		xt_mem_recv(a, ma, (uint64_t)(i % 64) * 1024, 1024, i);
 	for (i = 0; i < n; i++) {
 		memset(mb->p + (uint64_t)i * len, (int)(i & 0xff), len);
-		ASSERT_OK(xt_mem_post(b, BE_XWR_SEND, mb, (uint64_t)i * len, len, 0, 0, 0,
+		ASSERT_OK(xt_mem_post(b->conn, BE_XWR_SEND, mb, (uint64_t)i * len, len, 0, 0, 0,
 				   BE_XWR_F_SIGNALED, i));
 	}
 	while (got < n || sent < n) {
@@ -144,8 +144,8 @@ static void test_disconnect(struct xt_side *a, struct xt_side *b, struct xt_mem 
 
 	/* Two SENDs a -> b that b never consumes: flushed by the disconnect. */
 	xt_mem_recv(b, mb, 0, 4096, 1);
-	ASSERT_OK(xt_mem_post(a, BE_XWR_SEND, ma, 0, 10, 0, 0, 0, BE_XWR_F_SIGNALED, 7));
-	ASSERT_OK(xt_mem_post(a, BE_XWR_SEND, ma, 0, 10, 0, 0, 0, 0, 8));
+	ASSERT_OK(xt_mem_post(a->conn, BE_XWR_SEND, ma, 0, 10, 0, 0, 0, BE_XWR_F_SIGNALED, 7));
+	ASSERT_OK(xt_mem_post(a->conn, BE_XWR_SEND, ma, 0, 10, 0, 0, 0, 0, 8));
 	ASSERT_OK(ops->disconnect(a->conn));
 	xt_side_expect(a, BE_XEV_DISCONNECTED, &ev, NULL);
 	ASSERT((const void *)(ev.conn) == (const void *)(a->conn));
@@ -157,7 +157,7 @@ static void test_disconnect(struct xt_side *a, struct xt_side *b, struct xt_mem 
 	xt_side_expect(b, BE_XEV_DISCONNECTED, &ev, NULL);
 	ASSERT((const void *)(ev.conn) == (const void *)(b->conn));
 	/* Posting on a conn in error flushes. */
-	ASSERT_OK(xt_mem_post(b, BE_XWR_SEND, mb, 0, 10, 0, 0, 0, 0, 9));
+	ASSERT_OK(xt_mem_post(b->conn, BE_XWR_SEND, mb, 0, 10, 0, 0, 0, 0, 9));
 	xt_side_wc(b, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_WR_FLUSH_ERR);
 	xt_side_no_wc(b);

@@ -121,11 +121,11 @@ int main(int argc, char **argv)
 	ASSERT_EQ(read(pfd[0], &ch, 1), 1);
 
 	/* A WRITE completes; three SENDs stay outstanding (never consumed). */
-	ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE, &src, 0, 4096, priv.addr, priv.rkey, 0,
+	ASSERT_OK(xt_mem_post(c.conn, BE_XWR_WRITE, &src, 0, 4096, priv.addr, priv.rkey, 0,
 			   BE_XWR_F_SIGNALED, 1));
-	ASSERT_OK(xt_mem_post(&c, BE_XWR_SEND, &src, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 2));
-	ASSERT_OK(xt_mem_post(&c, BE_XWR_SEND, &src, 0, 100, 0, 0, 0, 0, 3));
-	ASSERT_OK(xt_mem_post(&c, BE_XWR_SEND, &src, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 4));
+	ASSERT_OK(xt_mem_post(c.conn, BE_XWR_SEND, &src, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 2));
+	ASSERT_OK(xt_mem_post(c.conn, BE_XWR_SEND, &src, 0, 100, 0, 0, 0, 0, 3));
+	ASSERT_OK(xt_mem_post(c.conn, BE_XWR_SEND, &src, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 4));
 	xt_side_wc(&c, wc, 1);
 	ASSERT_UEQ(wc[0].wr_id, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
@@ -159,7 +159,7 @@ int main(int argc, char **argv)
 	ASSERT_OK(ops->cq_ack(c.cq));
 
 	/* Later WRITEs flush: the dead peer's memory is not written. */
-	ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE, &src, 0, 64, priv.addr, priv.rkey, 0, 0, 5));
+	ASSERT_OK(xt_mem_post(c.conn, BE_XWR_WRITE, &src, 0, 64, priv.addr, priv.rkey, 0, 0, 5));
 	xt_side_wc(&c, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_WR_FLUSH_ERR);
 	ASSERT_EQ(ops->evch_get(c.ch, &ev), 0);

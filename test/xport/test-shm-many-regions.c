@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 				     (uint64_t)i * SLICE, &mr[i], err, sizeof(err)));
 
 	/* The last region: announced after all the others. */
-	ASSERT_OK(xt_mem_post(&b, BE_XWR_WRITE, &src, 0, 100,
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_WRITE, &src, 0, 100,
 			   (uint64_t)(uintptr_t)(base + (size_t)(NREG - 1) * SLICE + 8),
 			   mr[NREG - 1].rkey, 0, BE_XWR_F_SIGNALED, 1));
 	wc_both(&a, &b, &wc);
@@ -74,7 +74,7 @@ int main(int argc, char **argv)
 	ASSERT_EQ(base[(size_t)(NREG - 1) * SLICE + 107], 0x5c);
 	ASSERT_EQ(base[(size_t)(NREG - 1) * SLICE + 108], 0);
 	/* A middle one. */
-	ASSERT_OK(xt_mem_post(&b, BE_XWR_WRITE, &src, 0, SLICE,
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_WRITE, &src, 0, SLICE,
 			   (uint64_t)(uintptr_t)(base + (size_t)1500 * SLICE), mr[1500].rkey, 0,
 			   BE_XWR_F_SIGNALED, 2));
 	wc_both(&a, &b, &wc);
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 
 	/* Deregistered: the next WRITE fails and touches nothing. */
 	xt.hook.dereg(xt.hook.dev, &mr[1600]);
-	ASSERT_OK(xt_mem_post(&b, BE_XWR_WRITE, &src, 0, 64,
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_WRITE, &src, 0, 64,
 			   (uint64_t)(uintptr_t)(base + (size_t)1600 * SLICE), mr[1600].rkey, 0,
 			   BE_XWR_F_SIGNALED, 3));
 	wc_both(&a, &b, &wc);

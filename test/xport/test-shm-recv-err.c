@@ -36,9 +36,9 @@ static void run(int too_long)
 	xt_mem_recv(&a, &ma, 0, 4096, 1);
 	if (too_long)
 		xt_mem_recv(&a, &ma, 4096, 100, 2);
-	ASSERT_OK(xt_mem_post(&b, BE_XWR_SEND, &mb, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 10));
-	ASSERT_OK(xt_mem_post(&b, BE_XWR_SEND, &mb, 0, 101, 0, 0, 0, BE_XWR_F_SIGNALED, 11));
-	ASSERT_OK(xt_mem_post(&b, BE_XWR_SEND, &mb, 0, 10, 0, 0, 0, 0, 12));
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_SEND, &mb, 0, 100, 0, 0, 0, BE_XWR_F_SIGNALED, 10));
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_SEND, &mb, 0, 101, 0, 0, 0, BE_XWR_F_SIGNALED, 11));
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_SEND, &mb, 0, 10, 0, 0, 0, 0, 12));
 	xt_side_wc(&a, wc, too_long ? 2 : 1);
 	ASSERT_UEQ(wc[0].wr_id, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
@@ -67,23 +67,17 @@ static void run_srq(void)
 	struct xt_mem ma, mb;
 	struct be_xevent ev;
 	struct be_xwc wc[8];
-	char name[64];
 	int i;
 
-	xt_side_init(&xt, &a, 4096, 8);
-	xt_side_init(&xt, &b, 4096, 8);
-	xt_mem_reg(&xt, &ma, 65536);
-	xt_mem_reg(&xt, &mb, 65536);
-	snprintf(name, sizeof(name), "rsrq-%d", (int)getpid());
-	xt_side_connect(&a, &b, name, 16);
+	xt_sides_open(&xt, &a, &b, 8, &ma, &mb, 65536, 16);
 	for (i = 0; i < 6; i++)
 		xt_mem_recv(&a, &ma, 1024 * (uint64_t)i, 1024, 100 + (uint64_t)i);
 	ASSERT_OK(ops->srq_arm_limit(a.srq, 4));
 	for (i = 0; i < 2; i++)
-		ASSERT_OK(xt_mem_post(&b, BE_XWR_SEND, &mb, 0, 8, 0, 0, 0, 0, (uint64_t)i));
+		ASSERT_OK(xt_mem_post(b.conn, BE_XWR_SEND, &mb, 0, 8, 0, 0, 0, 0, (uint64_t)i));
 	xt_side_wc(&a, wc, 2);
 	ASSERT_EQ(ops->evch_get(a.ch, &ev), 0); /* 4 left: not below 4 */
-	ASSERT_OK(xt_mem_post(&b, BE_XWR_SEND, &mb, 0, 8, 0, 0, 0, 0, 2));
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_SEND, &mb, 0, 8, 0, 0, 0, 0, 2));
 	xt_side_wc(&a, wc, 1);
 	xt_side_expect(&a, BE_XEV_SRQ_LIMIT, &ev, NULL);
 	ASSERT((const void *)ev.srq == (const void *)a.srq);
@@ -136,20 +130,20 @@ static void run_race(uint32_t len)
 	xt_mem_recv(&a, &ma, 0, 0, 1);
 	xt_mem_recv(&a, &ma, 0, 0, 2);
 	/* b1's first WRITE_IMM: a then has one receive left, and says so. */
-	ASSERT_OK(xt_mem_post(&b1, BE_XWR_WRITE_IMM, &mb1, 0, 64, xt_mem_addr(&ma, 4096), ma.mr.rkey,
+	ASSERT_OK(xt_mem_post(b1.conn, BE_XWR_WRITE_IMM, &mb1, 0, 64, xt_mem_addr(&ma, 4096), ma.mr.rkey,
 			   1, BE_XWR_F_SIGNALED, 10));
 	xt_side_wc(&a, wc, 1);
 	xt_side_ack(&a);
 	xt_side_wc(&b1, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 	/* b2 takes the last receive. */
-	ASSERT_OK(xt_mem_post(&b2, BE_XWR_WRITE_IMM, &mb2, 0, 64, xt_mem_addr(&ma, 8192), ma.mr.rkey,
+	ASSERT_OK(xt_mem_post(b2.conn, BE_XWR_WRITE_IMM, &mb2, 0, 64, xt_mem_addr(&ma, 8192), ma.mr.rkey,
 			   2, 0, 20));
 	xt_side_wc(&a, wc, 1);
 	ASSERT_UEQ(wc[0].imm, 2);
 	/* b1 still believes in a receive: the fast path writes the data. */
 	memset(mb1.p, 0x77, len);
-	ASSERT_OK(xt_mem_post(&b1, BE_XWR_WRITE_IMM, &mb1, 0, len, xt_mem_addr(&ma, 16384),
+	ASSERT_OK(xt_mem_post(b1.conn, BE_XWR_WRITE_IMM, &mb1, 0, len, xt_mem_addr(&ma, 16384),
 			   ma.mr.rkey, 3, BE_XWR_F_SIGNALED, 11));
 	if (len > 4096) {
 		/* Large: complete at once, the refusal fails the conn after. */
@@ -169,7 +163,7 @@ static void run_race(uint32_t len)
 	xt_side_expect(&a, BE_XEV_DISCONNECTED, &ev, NULL);
 	ASSERT((const void *)ev.conn == (const void *)a.conn);
 	xt_side_expect(&b1, BE_XEV_DISCONNECTED, &ev, NULL);
-	ASSERT_OK(xt_mem_post(&b1, BE_XWR_WRITE, &mb1, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 0,
+	ASSERT_OK(xt_mem_post(b1.conn, BE_XWR_WRITE, &mb1, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 0,
 			   BE_XWR_F_SIGNALED, 12));
 	xt_side_wc(&b1, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_WR_FLUSH_ERR);

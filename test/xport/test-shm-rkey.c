@@ -79,9 +79,9 @@ static void run_case(const struct bad_case *bc, int n)
 	if (bc->huge)
 		raddr = UINT64_MAX - bc->raddr_off;
 	xt_mem_recv(&a, &ma, 0, 0, 1);
-	ASSERT_OK(xt_mem_post(&b, bc->op, &mb, 0, bc->len, raddr,
+	ASSERT_OK(xt_mem_post(b.conn, bc->op, &mb, 0, bc->len, raddr,
 			   ma.mr.rkey + (uint32_t)bc->rkey_delta, 5, 0, 10));
-	ASSERT_OK(xt_mem_post(&b, BE_XWR_WRITE, &mb, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 0,
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_WRITE, &mb, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 0,
 			   BE_XWR_F_SIGNALED, 11));
 	xt_side_wc(&b, wc, 2);
 	if (wc[0].status != BE_XWC_REM_ACCESS_ERR)
@@ -111,17 +111,11 @@ static void run_lkey(void)
 	struct xt_mem ma, mb;
 	struct be_xevent ev;
 	struct be_xwc wc[2];
-	char name[64];
 	uint8_t stack_buf[64];
 	struct be_xsge sge = { .addr = (uint64_t)(uintptr_t)stack_buf, .length = 64 };
 	struct be_xsend_wr wr, *bad = NULL;
 
-	xt_side_init(&xt, &a, 4096, 64);
-	xt_side_init(&xt, &b, 4096, 64);
-	xt_mem_reg(&xt, &ma, 4096);
-	xt_mem_reg(&xt, &mb, 4096);
-	snprintf(name, sizeof(name), "lkey-%d", (int)getpid());
-	xt_side_connect(&a, &b, name, 16);
+	xt_sides_open(&xt, &a, &b, 64, &ma, &mb, 4096, 16);
 	sge.lkey = mb.mr.lkey; /* the key of another region */
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = 3;

@@ -69,7 +69,7 @@ static void *server(void *arg)
 		ASSERT_EQ(x->m.p[4096 + (i % 64) * 64 + 63], (uint8_t)i);
 		xt_mem_recv(&x->s, &x->m, 0, 64, (uint64_t)i);
 		memcpy(x->m.p + 8192, &i, sizeof(i));
-		ASSERT_OK(xt_mem_post(&x->s, BE_XWR_SEND, &x->m, 8192, sizeof(i), 0, 0, 0,
+		ASSERT_OK(xt_mem_post(x->s.conn, BE_XWR_SEND, &x->m, 8192, sizeof(i), 0, 0, 0,
 				   BE_XWR_F_SIGNALED, (uint64_t)i));
 	}
 	return NULL;
@@ -84,7 +84,7 @@ static void *client(void *arg)
 		int v;
 
 		memset(x->m.p + 4096, (uint8_t)i, 64);
-		ASSERT_OK(xt_mem_post(&x->s, BE_XWR_WRITE_IMM, &x->m, 4096, 64,
+		ASSERT_OK(xt_mem_post(x->s.conn, BE_XWR_WRITE_IMM, &x->m, 4096, 64,
 				   x->peer_addr + 4096 + (uint64_t)(i % 64) * 64, x->peer_rkey,
 				   (uint32_t)i, BE_XWR_F_SIGNALED, (uint64_t)i));
 		wait_wc(&x->s, &wc, BE_XWC_RECV, i + 1);

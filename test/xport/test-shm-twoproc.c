@@ -87,7 +87,7 @@ static int server(const char *name, int ready_fd)
 			lm.rkey = late.mr.rkey;
 			lm.len = (uint32_t)late.len;
 			memcpy(out.p + 1024, &lm, sizeof(lm));
-			ASSERT_OK(xt_mem_post(&s, BE_XWR_SEND, &out, 1024, sizeof(lm), 0, 0, 0, 0, 1));
+			ASSERT_OK(xt_mem_post(s.conn, BE_XWR_SEND, &out, 1024, sizeof(lm), 0, 0, 0, 0, 1));
 			continue;
 		}
 		ASSERT_EQ(wc.opcode, BE_XWC_RECV_IMM);
@@ -107,7 +107,7 @@ static int server(const char *name, int ready_fd)
 			memset(m.p, 0xab, size + 1);
 		}
 		out.p[2048] = ok;
-		ASSERT_OK(xt_mem_post(&s, BE_XWR_SEND, &out, 2048, 1, 0, 0, 0, 0, 2));
+		ASSERT_OK(xt_mem_post(s.conn, BE_XWR_SEND, &out, 2048, 1, 0, 0, 0, 0, 2));
 		checks++;
 	}
 	ASSERT_EQ(checks, (int)(sizeof(sizes) / sizeof(sizes[0])) + 1);
@@ -181,12 +181,12 @@ int main(int argc, char **argv)
 			src.p[i] = pat(i, size);
 		if (k % 2) {
 			/* WRITE, then an empty WRITE_IMM to say so */
-			ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE, &src, 0, size, priv.addr, priv.rkey, 0,
+			ASSERT_OK(xt_mem_post(c.conn, BE_XWR_WRITE, &src, 0, size, priv.addr, priv.rkey, 0,
 					   0, 1));
-			ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE_IMM, &src, 0, 0, priv.addr, priv.rkey,
+			ASSERT_OK(xt_mem_post(c.conn, BE_XWR_WRITE_IMM, &src, 0, 0, priv.addr, priv.rkey,
 					   size, 0, 2));
 		} else {
-			ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE_IMM, &src, 0, size, priv.addr,
+			ASSERT_OK(xt_mem_post(c.conn, BE_XWR_WRITE_IMM, &src, 0, size, priv.addr,
 					   priv.rkey, size, 0, 2));
 		}
 		if (wait_reply(&c, &in) != 1)
@@ -194,7 +194,7 @@ int main(int argc, char **argv)
 	}
 
 	/* Ask for a late region, write it, check. */
-	ASSERT_OK(xt_mem_post(&c, BE_XWR_SEND, &src, 0, 1, 0, 0, 0, 0, 3));
+	ASSERT_OK(xt_mem_post(c.conn, BE_XWR_SEND, &src, 0, 1, 0, 0, 0, 0, 3));
 	for (;;) {
 		xt_side_wc(&c, &wc, 1);
 		if (wc.opcode == BE_XWC_RECV)
@@ -204,11 +204,11 @@ int main(int argc, char **argv)
 	xt_mem_recv(&c, &in, wc.wr_id * 64, 64, wc.wr_id);
 	for (uint32_t i = 0; i < 4096; i++)
 		src.p[i] = (uint8_t)(i ^ 0x3c);
-	ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE_IMM, &src, 0, 4096, lm.addr, lm.rkey, 0xffffffffu, 0,
+	ASSERT_OK(xt_mem_post(c.conn, BE_XWR_WRITE_IMM, &src, 0, 4096, lm.addr, lm.rkey, 0xffffffffu, 0,
 			   4));
 	ASSERT_EQ(wait_reply(&c, &in), 1);
 	/* The server deregistered it before replying: a WRITE now fails. */
-	ASSERT_OK(xt_mem_post(&c, BE_XWR_WRITE, &src, 0, 64, lm.addr, lm.rkey, 0, BE_XWR_F_SIGNALED,
+	ASSERT_OK(xt_mem_post(c.conn, BE_XWR_WRITE, &src, 0, 64, lm.addr, lm.rkey, 0, BE_XWR_F_SIGNALED,
 			   5));
 	for (;;) {
 		xt_side_wc(&c, &wc, 1);

@@ -32,17 +32,11 @@ int main(int argc, char **argv)
 	struct xt_side a, b;
 	struct xt_mem ma, mb;
 	struct be_xwc wc[4];
-	char name[64];
 
 	xt_init(&xt, argc, argv);
 	ops = xt.ops;
 
-	xt_side_init(&xt, &a, 4096, 64);
-	xt_side_init(&xt, &b, 4096, 64);
-	xt_mem_reg(&xt, &ma, 65536);
-	xt_mem_reg(&xt, &mb, 65536);
-	snprintf(name, sizeof(name), "wake-%d", (int)getpid());
-	xt_side_connect(&a, &b, name, 16);
+	xt_sides_open(&xt, &a, &b, 64, &ma, &mb, 65536, 16);
 	for (int i = 0; i < 8; i++)
 		xt_mem_recv(&a, &ma, 1024 * (uint64_t)i, 1024, (uint64_t)i);
 
@@ -51,7 +45,7 @@ int main(int argc, char **argv)
 	arm_clear(&b);
 	ASSERT_EQ(readable(&a), 0);
 	ASSERT_EQ(readable(&b), 0);
-	ASSERT_OK(xt_mem_post(&b, BE_XWR_SEND, &mb, 0, 10, 0, 0, 0, BE_XWR_F_SIGNALED, 1));
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_SEND, &mb, 0, 10, 0, 0, 0, BE_XWR_F_SIGNALED, 1));
 	ASSERT_EQ(readable(&a), 1);
 	ASSERT_EQ(readable(&b), 0);
 	arm_clear(&a);
@@ -71,7 +65,7 @@ int main(int argc, char **argv)
 	ASSERT_EQ(readable(&b), 0);
 
 	/* A local completion (WRITE) wakes the poster's armed cq. */
-	ASSERT_OK(xt_mem_post(&b, BE_XWR_WRITE, &mb, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 0,
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_WRITE, &mb, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 0,
 			   BE_XWR_F_SIGNALED, 2));
 	ASSERT_EQ(readable(&b), 1);
 	ASSERT_EQ(readable(&a), 0);
@@ -81,7 +75,7 @@ int main(int argc, char **argv)
 	ASSERT_EQ(readable(&b), 0);
 
 	/* WRITE_IMM wakes the receiver too. */
-	ASSERT_OK(xt_mem_post(&b, BE_XWR_WRITE_IMM, &mb, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 9, 0, 3));
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_WRITE_IMM, &mb, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 9, 0, 3));
 	ASSERT_EQ(readable(&a), 1);
 	xt_side_wc(&a, wc, 1);
 	ASSERT_EQ(wc[0].opcode, BE_XWC_RECV_IMM);

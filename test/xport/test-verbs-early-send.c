@@ -98,23 +98,10 @@ static unsigned long long ctrs_delta(const struct ctrs *a, const struct ctrs *b,
 	return want;
 }
 
-static void post(struct xt *e, struct be_xconn *c, uint64_t wr_id,
-		 enum be_xwr_opcode op, unsigned flags, size_t off, uint32_t len,
-		 uint64_t raddr, uint32_t imm)
+static void post(struct be_xconn *c, uint64_t wr_id, enum be_xwr_opcode op, unsigned flags,
+		 size_t off, uint32_t len, uint64_t raddr, uint32_t imm)
 {
-	struct be_xsend_wr w, *bad = NULL;
-	struct be_xsge sge = { (uintptr_t)(mem.p + off), len, mem.mr.lkey };
-
-	memset(&w, 0, sizeof(w));
-	w.wr_id = wr_id;
-	w.opcode = op;
-	w.flags = flags;
-	w.sg_list = &sge;
-	w.num_sge = 1;
-	w.remote_addr = raddr;
-	w.rkey = mem.mr.rkey;
-	w.imm = imm;
-	ASSERT_OK(e->ops->post_send(c, &w, &bad));
+	ASSERT_OK(xt_mem_post(c, op, &mem, off, len, raddr, mem.mr.rkey, imm, flags, wr_id));
 }
 
 static struct be_xconn_attr attr_of(struct xt_side *s)
@@ -188,16 +175,16 @@ int main(int argc, char **argv)
 	ctrs_read(dev, &before);
 	sc = request(&e, &cli, &srv, laddr, &cc);
 	accept_now(&e, &srv, sc);
-	post(&e, sc, 1, BE_XWR_SEND, BE_XWR_F_SIGNALED, SRC_OFF, 100, 0, 0);
-	post(&e, sc, 2, BE_XWR_WRITE_IMM, BE_XWR_F_SIGNALED, SRC_OFF + WR_LEN, WR_LEN,
+	post(sc, 1, BE_XWR_SEND, BE_XWR_F_SIGNALED, SRC_OFF, 100, 0, 0);
+	post(sc, 2, BE_XWR_WRITE_IMM, BE_XWR_F_SIGNALED, SRC_OFF + WR_LEN, WR_LEN,
 	     (uintptr_t)(mem.p + DST_OFF), 7);
-	post(&e, sc, 3, BE_XWR_SEND, BE_XWR_F_SIGNALED | BE_XWR_F_INLINE, SRC_OFF + 2 * WR_LEN,
+	post(sc, 3, BE_XWR_SEND, BE_XWR_F_SIGNALED | BE_XWR_F_INLINE, SRC_OFF + 2 * WR_LEN,
 	     50, 0, 0);
 	/* Inline: the buffer is free on return. */
 	memset(mem.p + SRC_OFF + 2 * WR_LEN, 'z', 50);
-	post(&e, sc, 4, BE_XWR_WRITE, 0, SRC_OFF + 3 * WR_LEN, WR_LEN,
+	post(sc, 4, BE_XWR_WRITE, 0, SRC_OFF + 3 * WR_LEN, WR_LEN,
 	     (uintptr_t)(mem.p + DST_OFF + WR_LEN), 0);
-	post(&e, sc, 5, BE_XWR_SEND, BE_XWR_F_SIGNALED, SRC_OFF + 4 * WR_LEN, 200, 0, 0);
+	post(sc, 5, BE_XWR_SEND, BE_XWR_F_SIGNALED, SRC_OFF + 4 * WR_LEN, 200, 0, 0);
 	/* Give the packets time to leave (before a fix, to be dropped): this
 	 * provokes the loss, it measures nothing. */
 	usleep(300 * 1000);
@@ -268,9 +255,9 @@ int main(int argc, char **argv)
 	 * every WR flushes, in order, signaled or not; nothing arrives. */
 	sc = request(&e, &cli, &srv, laddr, &cc);
 	accept_now(&e, &srv, sc);
-	post(&e, sc, 11, BE_XWR_SEND, BE_XWR_F_SIGNALED, SRC_OFF, 100, 0, 0);
-	post(&e, sc, 12, BE_XWR_WRITE, 0, SRC_OFF, 64, (uintptr_t)(mem.p + DST_OFF), 0);
-	post(&e, sc, 13, BE_XWR_WRITE_IMM, BE_XWR_F_SIGNALED, SRC_OFF, 64,
+	post(sc, 11, BE_XWR_SEND, BE_XWR_F_SIGNALED, SRC_OFF, 100, 0, 0);
+	post(sc, 12, BE_XWR_WRITE, 0, SRC_OFF, 64, (uintptr_t)(mem.p + DST_OFF), 0);
+	post(sc, 13, BE_XWR_WRITE_IMM, BE_XWR_F_SIGNALED, SRC_OFF, 64,
 	     (uintptr_t)(mem.p + DST_OFF), 9);
 	ASSERT_OK(e.ops->disconnect(sc));
 	xt_side_wc(&srv, wc, 3);
@@ -298,7 +285,7 @@ int main(int argc, char **argv)
 	/* 3. Posted, then conn_destroy(): no completion names the conn. */
 	sc = request(&e, &cli, &srv, laddr, &cc);
 	accept_now(&e, &srv, sc);
-	post(&e, sc, 21, BE_XWR_SEND, BE_XWR_F_SIGNALED, SRC_OFF, 100, 0, 0);
+	post(sc, 21, BE_XWR_SEND, BE_XWR_F_SIGNALED, SRC_OFF, 100, 0, 0);
 	e.ops->conn_destroy(sc);
 	xt_side_pump(&e, 50);
 	for (i = 0; i < 10; i++)

@@ -14,17 +14,9 @@ static struct xt_mem mem; /* TV_REGION bytes, registered */
 
 #define SRC_OFF (512u << 10)
 
-static void src_send(struct xt *e, struct be_xconn *c, uint64_t id, uint32_t len)
+static void src_send(struct be_xconn *c, uint64_t id, uint32_t len)
 {
-	struct be_xsge sge = { (uintptr_t)(mem.p + SRC_OFF), len, mem.mr.lkey };
-	struct be_xsend_wr w = { 0 }, *bad;
-
-	w.wr_id = id;
-	w.opcode = BE_XWR_SEND;
-	w.flags = BE_XWR_F_SIGNALED;
-	w.sg_list = &sge;
-	w.num_sge = 1;
-	ASSERT_OK(e->ops->post_send(c, &w, &bad));
+	ASSERT_OK(xt_mem_post(c, BE_XWR_SEND, &mem, SRC_OFF, len, 0, 0, 0, BE_XWR_F_SIGNALED, id));
 }
 
 int main(int argc, char **argv)
@@ -49,7 +41,7 @@ int main(int argc, char **argv)
 	/* Limit 6 with 8 posted: the third receive crosses it. */
 	ASSERT_OK(e.ops->srq_arm_limit(srv.srq, 6));
 	for (i = 0; i < 3; i++)
-		src_send(&e, cc, 100 + (uint64_t)i, 64);
+		src_send(cc, 100 + (uint64_t)i, 64);
 	xt_side_wc(&cli, wc, 3);
 	xt_side_wc(&srv, wc, 3);
 	for (i = 0; i < 3; i++) {
@@ -61,7 +53,7 @@ int main(int argc, char **argv)
 	ASSERT(ev.srq == srv.srq);
 
 	/* Too large for a 4 KiB receive buffer. */
-	src_send(&e, cc, 200, TV_RECV_SIZE + 1000);
+	src_send(cc, 200, TV_RECV_SIZE + 1000);
 	xt_side_wc(&cli, wc, 1);
 	fprintf(stderr, "  oversized SEND: sender %s\n", be__xwc_status_str(wc[0].status));
 	ASSERT_EQ(wc[0].status, BE_XWC_REM_OP_ERR);
@@ -84,7 +76,7 @@ int main(int argc, char **argv)
 	e.ops->listener_close(lst);
 	lst = xt_listen(&e, &srv);
 	xt_connect_pair(&e, &cli, &srv, lst, 64, &cc, &sc);
-	src_send(&e, sc, 300, 64);
+	src_send(sc, 300, 64);
 	xt_side_wc(&srv, wc, 1);
 	fprintf(stderr, "  SEND without receive: %s\n", be__xwc_status_str(wc[0].status));
 	ASSERT_EQ(wc[0].status, BE_XWC_RNR_RETRY_EXC);

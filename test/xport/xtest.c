@@ -222,20 +222,27 @@ struct be_xconn_attr xt_attr(struct xt_side *s, uint32_t max_send_wr)
 	return a;
 }
 
+static void xt_recv_one(struct xt_side *s, uint64_t wr_id, const void *buf, uint32_t len,
+			uint32_t lkey)
+{
+	struct be_xrecv_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sge.addr = (uint64_t)(uintptr_t)buf;
+	wr.sge.length = len;
+	wr.sge.lkey = lkey;
+	ASSERT_OK(s->t->ops->srq_post_recv(s->srq, &wr, &bad));
+}
+
 void xt_post_recvs(struct xt *t, struct xt_side *s, int n, size_t size)
 {
 	int i;
 
 	for (i = 0; i < n; i++) {
-		struct be_xrecv_wr wr, *bad;
 		void *buf = xt_alloc(t, size);
 
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = (uint64_t)(uintptr_t)buf;
-		wr.sge.addr = (uint64_t)(uintptr_t)buf;
-		wr.sge.length = (uint32_t)size;
-		wr.sge.lkey = xt_lkey(t, buf);
-		ASSERT_OK(t->ops->srq_post_recv(s->srq, &wr, &bad));
+		xt_recv_one(s, (uint64_t)(uintptr_t)buf, buf, (uint32_t)size, xt_lkey(t, buf));
 	}
 }
 
@@ -625,6 +632,16 @@ void xt_side_connect(struct xt_side *a, struct xt_side *b, const char *name,
 	ASSERT_PTR_EQ(ev.conn, a->conn);
 }
 
+void xt_sides_open(struct xt *t, struct xt_side *a, struct xt_side *b, uint32_t srq_depth,
+		   struct xt_mem *ma, struct xt_mem *mb, size_t len, uint32_t max_send_wr)
+{
+	xt_side_init(t, a, 4096, srq_depth);
+	xt_side_init(t, b, 4096, srq_depth);
+	xt_mem_reg(t, ma, len);
+	xt_mem_reg(t, mb, len);
+	xt_side_connect(a, b, NULL, max_send_wr);
+}
+
 void xt_sides_close(struct xt_side *a, struct xt_side *b, struct xt_mem *ma, struct xt_mem *mb)
 {
 	struct xt *t = a->t;
@@ -667,14 +684,7 @@ void xt_mem_unreg(struct xt_mem *m)
 void xt_mem_recv(struct xt_side *s, struct xt_mem *m, uint64_t off, uint32_t len,
 		 uint64_t wr_id)
 {
-	struct be_xrecv_wr wr, *bad = NULL;
-
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = wr_id;
-	wr.sge.addr = xt_mem_addr(m, off);
-	wr.sge.length = len;
-	wr.sge.lkey = m->mr.lkey;
-	ASSERT_OK(s->t->ops->srq_post_recv(s->srq, &wr, &bad));
+	xt_recv_one(s, wr_id, m->p + off, len, m->mr.lkey);
 }
 
 void xt_mem_recvs(struct xt_side *s, struct xt_mem *m, uint64_t off, int n, uint32_t size)
@@ -685,7 +695,7 @@ void xt_mem_recvs(struct xt_side *s, struct xt_mem *m, uint64_t off, int n, uint
 		xt_mem_recv(s, m, off + (uint64_t)i * size, size, off + (uint64_t)i * size);
 }
 
-int xt_mem_post(struct xt_side *s, enum be_xwr_opcode op, struct xt_mem *m, uint64_t off,
+int xt_mem_post(struct be_xconn *c, enum be_xwr_opcode op, struct xt_mem *m, uint64_t off,
 		uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm, unsigned int flags,
 		uint64_t wr_id)
 {
@@ -701,7 +711,7 @@ int xt_mem_post(struct xt_side *s, enum be_xwr_opcode op, struct xt_mem *m, uint
 	wr.remote_addr = raddr;
 	wr.rkey = rkey;
 	wr.imm = imm;
-	return s->t->ops->post_send(s->conn, &wr, &bad);
+	return m->t->ops->post_send(c, &wr, &bad);
 }
 
 static uint8_t xt_byte(size_t i, uint32_t seed)

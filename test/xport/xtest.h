@@ -1,22 +1,32 @@
 /*
- * xtest.h - shared helper of the transport conformance suite.
+ * xtest.h - the one harness of test/xport: the conformance suite and the
+ * tests of one transport alone (test-shm-*.c, test-verbs-*.c, the tcp
+ * ones) all use it.
  *
- * Every test in test/xport/ runs against one transport, chosen with
- * --transport NAME (tcp, shm, verbs) and, for listen/connect, --addr ADDR
+ * Every test runs against one transport, chosen with --transport NAME
+ * (tcp, shm, verbs; CMake passes it) and, for listen/connect, --addr ADDR
  * (defaults: 127.0.0.1:0 for tcp, "be-test-<pid>" for shm, $BE_RXE_IP0:0
  * for verbs). Verbs opens $BE_RXE_DEV0 and skips (77) outside the
- * Soft-RoCE guest (test/rxe/rxe-run sets $BE_RXE_IP0). Both ends live in one process: each end is an xt_side (an
- * evch, a cq and an srq, as one worker would have). Since one thread
- * drives both ends, every wait below makes progress on all sides and
- * files events and completions on the side they belong to.
+ * Soft-RoCE guest (test/rxe/rxe-run sets $BE_RXE_IP0).
  *
- * Waits are bounded by an iteration count and a generous wall-clock hang
- * guard (XT_HANG_S, default 40 s, under the usual 60 s ctest timeout; not
- * a speed assertion): a test that hangs fails with a message instead of
- * running into the ctest timeout.
+ * Both ends live in one process (or in a forked child, xt_init_child()):
+ * each end is an xt_side (an evch, a cq and an srq, as one worker would
+ * have). Two ways to wait:
+ * - xt_next_event(), xt_wait_wc() and the rest of the xt_* waits make
+ *   progress on every side and file events and completions on the side
+ *   they belong to (one thread drives both ends);
+ * - xt_side_*() polls only the side it names, for tests that decide
+ *   which side polls when (acks and wakeups depend on it).
+ *
+ * Waits are bounded by a generous wall-clock hang guard (XT_HANG_S,
+ * default 40 s, under the usual 60 s ctest timeout; not a speed
+ * assertion): a test that hangs fails with a message instead of running
+ * into the ctest timeout. Nothing is asserted after a fixed sleep except
+ * that nothing happened (xt_spin() then a check that nothing arrived).
  *
  * Buffers come from xt_alloc(): bemalloc buffers (be_alloc()), registered
- * on the test's device, which xt_init() attaches to bemalloc.
+ * on the test's device, which xt_init() attaches to bemalloc; or from
+ * xt_mem_reg(): a memfd registered by hand through the device's hook.
  */
 #ifndef BE_TEST_XPORT_XTEST_H
 #define BE_TEST_XPORT_XTEST_H
@@ -188,6 +198,10 @@ void xt_side_connect(struct xt_side *a, struct xt_side *b, const char *name,
 		     uint32_t max_send_wr);
 
 struct xt_mem;
+/* Open sides @a and @b (srq depth @srq_depth), register @len bytes in @ma
+ * and @mb, and connect @b to @a (xt_side_connect()). */
+void xt_sides_open(struct xt *t, struct xt_side *a, struct xt_side *b, uint32_t srq_depth,
+		   struct xt_mem *ma, struct xt_mem *mb, size_t len, uint32_t max_send_wr);
 /* Destroy a->conn and b->conn, close both sides, then unregister @ma and
  * @mb (either may be NULL). */
 void xt_sides_close(struct xt_side *a, struct xt_side *b, struct xt_mem *ma, struct xt_mem *mb);
@@ -216,8 +230,8 @@ void xt_mem_recv(struct xt_side *s, struct xt_mem *m, uint64_t off, uint32_t len
 		 uint64_t wr_id);
 /* Post @n receives of @size bytes from @off of @m on (wr_id: the offset). */
 void xt_mem_recvs(struct xt_side *s, struct xt_mem *m, uint64_t off, int n, uint32_t size);
-/* Post one WR from @off of @m on s->conn; returns what post_send does. */
-int xt_mem_post(struct xt_side *s, enum be_xwr_opcode op, struct xt_mem *m, uint64_t off,
+/* Post one WR from @off of @m on @c; returns what post_send does. */
+int xt_mem_post(struct be_xconn *c, enum be_xwr_opcode op, struct xt_mem *m, uint64_t off,
 		uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm, unsigned int flags,
 		uint64_t wr_id);
 
