@@ -8,7 +8,9 @@
  * SEND buffer holds one or more frames; each is decoded by proto.c, then
  * checked against Engine state here (socket ids, message ids), and any
  * violation fails the Engine with BE_EPROTO_PEER and a logged reason:
- * never a crash, never a silent drop.
+ * never a crash. Nothing received is dropped unless its socket is going
+ * away: DATA for a socket the application closed (or that is closing) is
+ * freed, as the peer learns of the close from our SOCK_CLOSE.
  *
  * Eager payloads are copied out of the SRQ buffer into fresh be_alloc()
  * buffers of the exact size, and the SRQ buffer is reposted at the end

@@ -81,7 +81,10 @@ void be__window_set_soft(struct be__window *w, uint64_t soft_limit);
 bool be__window_soft_fits(struct be__window *w, uint64_t bytes);
 
 /* Record a WR about to be posted. Returns its sequence number (the wr_id)
- * and sets *@signal. The caller checked be__window_fits(). */
+ * and sets *@signal. The caller checked that it has room: a free ring
+ * slot and, for its bytes, the window (tx.c's tx_room(), which also counts
+ * the staging buffer not yet posted, or the ring alone for a WR that
+ * counts no bytes). */
 uint64_t be__window_push(struct be__window *w, enum be__wr_kind kind, uint32_t bytes, void *ptr,
 			 bool *signal);
 
