@@ -31,7 +31,10 @@
  * rule. Callbacks never run inside a be_* call other than
  * be_worker_progress()/be_worker_wait() (and the library thread's loop), so
  * every function may be called from inside a callback, including
- * be_sock_close() on the socket the callback is about.
+ * be_sock_close() on the socket the callback is about. Two refuse there
+ * with -EDEADLK, since the progress call that runs the callback still
+ * uses the worker: be_worker_destroy() and be_worker_stop() of the
+ * callback's own worker.
  *
  * Buffers. Message buffers come from be_alloc() (include/be/alloc.h). Each
  * function states ownership with four verbs: borrows (used during the call
@@ -42,6 +45,9 @@
  * Errors: negative errno, or BE_EPROTO_PEER / BE_ECONNFAULT (be.h). When a
  * function that takes a callback returns an error, that callback is never
  * called for that request.
+ *
+ * Debug builds (no NDEBUG) check the thread rule: a worker's function
+ * called on the wrong thread logs which and fails an assert().
  */
 #ifndef BE_SOCK_H
 #define BE_SOCK_H
@@ -165,9 +171,10 @@ BE_EXPORT int be_ctx_create(const struct be_config *cfg, struct be_ctx **out);
 
 /*
  * be_ctx_destroy() - detach the devices from bemalloc and close them.
- * Every worker of @ctx must have been destroyed.
+ * Returns 0 (also for NULL), or -EBUSY while a worker of @ctx is alive:
+ * then nothing is done; destroy the workers first.
  */
-BE_EXPORT void be_ctx_destroy(struct be_ctx *ctx);
+BE_EXPORT int be_ctx_destroy(struct be_ctx *ctx);
 
 /* be_ctx_config() - the configuration in effect (after clamping). */
 BE_EXPORT const struct be_config *be_ctx_config(const struct be_ctx *ctx);
@@ -184,9 +191,14 @@ BE_EXPORT int be_worker_create(struct be_ctx *ctx, struct be_worker **out);
  * complete with -ECANCELED (their callbacks run inside this call, the only
  * exception to the rule above; on_close does not run), engines disconnect,
  * sockets and listeners are freed (handles become invalid). A running
- * library thread is stopped first. Threads: worker.
+ * library thread is stopped first. Returns 0 (also for NULL), or
+ * -EDEADLK when called inside a callback of @w or a be_worker_call()
+ * function it runs (on its library thread or in its progress): the
+ * progress call running it still uses @w, so nothing is done; destroy it
+ * after progress returns. Threads: worker, or any thread while the
+ * library thread runs it.
  */
-BE_EXPORT void be_worker_destroy(struct be_worker *w);
+BE_EXPORT int be_worker_destroy(struct be_worker *w);
 
 /*
  * be_worker_progress() - run everything that is ready without blocking:
@@ -199,7 +211,11 @@ BE_EXPORT int be_worker_progress(struct be_worker *w);
 /*
  * be_worker_wait() - progress, sleeping until something happens or
  * @timeout_ms passes (-1: no limit, but timers still wake it). Polls for
- * up to spin_us first. Returns the work done (>= 0) or -errno.
+ * up to spin_us first. Returns the work done (>= 0) or -errno: a failed
+ * transport queue, or a completion queue that could not be armed for a
+ * wakeup (the transport's error; counted as "cq_arm_errors" in
+ * be_worker_stats_json()), in which case the wait slept at most 1 ms
+ * instead of until an event, and calling it again is safe.
  * Threads: worker.
  */
 BE_EXPORT int be_worker_wait(struct be_worker *w, int timeout_ms);
@@ -211,7 +227,9 @@ BE_EXPORT int be_worker_wait(struct be_worker *w, int timeout_ms);
  */
 BE_EXPORT int be_worker_start(struct be_worker *w);
 
-/* be_worker_stop() - stop and join the library thread. 0 or -EINVAL. */
+/* be_worker_stop() - stop and join the library thread. 0, -EINVAL (not
+ * running), or -EDEADLK on the library thread itself (a callback; the
+ * thread keeps running). Threads: any but the library thread. */
 BE_EXPORT int be_worker_stop(struct be_worker *w);
 
 /*
@@ -380,7 +398,10 @@ struct be_engine_stats {
 };
 
 /* be_sock_stats() / be_sock_engine_stats() - snapshots. Return 0 or
- * -ENOTCONN when the socket has no Engine any more. Threads: worker. */
+ * -ENOTCONN when the socket has no Engine any more (closed by either
+ * side, or its Engine failed). be_sock_stats() fills @out in both cases
+ * (the socket's counters outlive its Engine); be_sock_engine_stats()
+ * leaves it alone on error. Threads: worker. */
 BE_EXPORT int be_sock_stats(struct be_sock *s, struct be_sock_stats *out);
 BE_EXPORT int be_sock_engine_stats(struct be_sock *s, struct be_engine_stats *out);
 
@@ -392,9 +413,11 @@ BE_EXPORT int be_sock_engine_stats(struct be_sock *s, struct be_engine_stats *ou
 BE_EXPORT int be_sock_stats_json(struct be_sock *s, char *buf, size_t len);
 
 /*
- * be_worker_stats_json() - the worker's Engines (each with its counters)
- * and its receive buffers per transport ("recv": buffers posted, receives
- * reserved by the Engines' grants, bytes) as one JSON object into @buf,
+ * be_worker_stats_json() - the worker's Engines (each with its counters),
+ * its failed CQ arms ("cq_arm_errors", see be_worker_wait()) and its
+ * receive buffers per transport ("recv": buffers posted, receives
+ * reserved by the Engines' grants, bytes, failed reposts
+ * "repost_errors") as one JSON object into @buf,
  * NUL-terminated. Returns the length it needs without the NUL (like
  * snprintf), or -EINVAL. Threads: worker.
  */

@@ -33,7 +33,7 @@
 /* Completions drained from the CQ at a time on teardown. */
 #define WDEV_DRAIN_BATCH 32
 
-void be__wdev_repost(struct be__wdev *wd, void *buf)
+static int wdev_post(struct be__wdev *wd, void *buf)
 {
 	struct be_xrecv_wr wr, *bad;
 	uintptr_t a = (uintptr_t)buf;
@@ -43,11 +43,8 @@ void be__wdev_repost(struct be__wdev *wd, void *buf)
 		struct be_alloc_region r;
 
 		rc = be_alloc_lookup(buf, wd->cd->alloc_dev, &r);
-		if (rc) {
-			be_log_err("worker: receive buffer %p not registered: %s", buf,
-				   be_strerror(rc));
-			return;
-		}
+		if (rc)
+			return rc;
 		wd->lkey_base = (uintptr_t)r.base;
 		wd->lkey_end = (uintptr_t)r.base + r.len;
 		wd->lkey = r.lkey;
@@ -58,14 +55,61 @@ void be__wdev_repost(struct be__wdev *wd, void *buf)
 	wr.sge.length = wd->w->ctx->cfg.recv_buf_size;
 	wr.sge.lkey = wd->lkey;
 	rc = wd->cd->ops->srq_post_recv(wd->srq, &wr, &bad);
-	if (rc)
-		be_log_err("worker: srq_post_recv failed: %s", be_strerror(rc));
+	return rc > 0 ? -rc : rc;
+}
+
+/* Keep @buf for a later retry. The list cannot outgrow wd->bufs, whose
+ * capacity it follows; without memory for it the buffer is only lost to
+ * the SRQ (still freed with the wdev), which the counter shows. */
+static void wdev_keep_unposted(struct be__wdev *wd, void *buf)
+{
+	if (wd->nunposted == wd->capunposted) {
+		uint32_t cap = BE_MAX(wd->capunposted * 2, 16u);
+		void **u = realloc(wd->unposted, cap * sizeof(*u));
+
+		if (!u)
+			return;
+		wd->unposted = u;
+		wd->capunposted = cap;
+	}
+	wd->unposted[wd->nunposted++] = buf;
+}
+
+/*
+ * A receive buffer that cannot go back on the SRQ must not be counted as
+ * posted: a credit for it would let the peer SEND into nothing. So a
+ * failure is reported to the caller (which fails the Engine the credit
+ * belonged to instead of returning it), counted, and the buffer retried
+ * from the next progress, so the SRQ recovers its depth once the
+ * transport does.
+ */
+int be__wdev_repost(struct be__wdev *wd, void *buf)
+{
+	int rc = wdev_post(wd, buf);
+
+	if (rc) {
+		wd->repost_errors++;
+		be_log_err("worker: cannot repost a %s receive buffer: %s", wd->cd->name,
+			   be_strerror(rc));
+		wdev_keep_unposted(wd, buf);
+	}
+	return rc;
+}
+
+void be__wdev_retry_reposts(struct be__wdev *wd)
+{
+	while (wd->nunposted) {
+		if (wdev_post(wd, wd->unposted[wd->nunposted - 1]))
+			return;
+		wd->nunposted--;
+	}
 }
 
 /* Allocate and post @n more receive buffers. */
 static int wdev_grow(struct be__wdev *wd, uint32_t n)
 {
 	uint32_t size = wd->w->ctx->cfg.recv_buf_size, i;
+	int rc;
 
 	if (wd->nbufs + n > wd->capbufs) {
 		uint32_t cap = BE_MAX(wd->capbufs * 2, wd->nbufs + n);
@@ -85,7 +129,9 @@ static int wdev_grow(struct be__wdev *wd, uint32_t n)
 			return -ENOMEM;
 		}
 		wd->bufs[wd->nbufs++] = buf;
-		be__wdev_repost(wd, buf);
+		rc = be__wdev_repost(wd, buf);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
@@ -172,6 +218,7 @@ void be__wdev_destroy(struct be__wdev *wd)
 	for (i = 0; i < wd->nbufs; i++)
 		be_free(wd->bufs[i]);
 	free(wd->bufs);
+	free(wd->unposted);
 	if (wd->cq)
 		ops->cq_destroy(wd->cq);
 	if (wd->evch)

@@ -19,6 +19,7 @@
  * in epoll on the CQ fds, the event channel fds and the eventfd, bounded
  * by the next timer tick (keepalives, backoffs) while Engines exist.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,9 @@
 #define WORKER_EV_EVERY 1024
 #define WORKER_EV_MAX_NS 1000000ull /* and at least once a millisecond */
 #define WORKER_CLOCK_EVERY 16
+/* The longest sleep of a wait whose CQ could not be armed: completions
+ * are then found by polling, so keep that prompt. */
+#define WORKER_UNARMED_SLEEP_MS 1
 
 /* The periodic tick serves keepalive (a quarter of its interval is
  * precise enough); anything due sooner (a backoff retry, a connect
@@ -87,12 +91,19 @@ int be__worker_create(struct be_ctx *ctx, struct be_worker **out)
 
 /* ---- receive buffers: reposted at the end of progress ---- */
 
-/* Repost @buf, then owe @e its credit. */
+/* Repost @buf, then owe @e its credit. A receive that could not be
+ * reposted has no credit to return: the Engine that held it fails with
+ * the transport's error (its sockets see it in on_close). */
 static void worker_repost_one(struct be__engine *e, void *buf, bool trig)
 {
-	be__wdev_repost(e->wd, buf);
+	int rc = be__wdev_repost(e->wd, buf);
+
 	if (e->state == BE_ES_FAILED)
 		return;
+	if (rc) {
+		be__engine_fail(e, rc, "cannot repost a receive buffer");
+		return;
+	}
 	be__credit_repost(&e->cr, trig);
 	if (be__credit_update_due(&e->cr))
 		be__engine_kick(e);
@@ -490,12 +501,15 @@ int be__worker_progress(struct be_worker *w)
 	bool events = (++w->npolls % WORKER_EV_EVERY) == 0 || w->ev_ready;
 	uint64_t delivered = w->delivered;
 
-	w->in_progress++;
+	if (!w->in_progress++)
+		w->progress_thread = pthread_self();
 	w->ev_ready = false;
 	n += worker_run_calls(w);
 	for (i = 0; i < w->nopen; i++) {
 		struct be__wdev *wd = w->open[i];
 
+		if (wd->nunposted)
+			be__wdev_retry_reposts(wd);
 		if (events)
 			n += worker_poll_events(wd);
 		rc = worker_poll_cq(wd);
@@ -550,7 +564,7 @@ int be__worker_wait(struct be_worker *w, int timeout_ms)
 {
 	struct epoll_event evs[8];
 	uint64_t start = be__now_ns(), now, spin_ns;
-	int n, i, nev, sleep_ms;
+	int n, i, nev, sleep_ms, arm_err = 0, rc;
 
 	n = be__worker_progress(w);
 	if (n)
@@ -574,13 +588,25 @@ int be__worker_wait(struct be_worker *w, int timeout_ms)
 		/* Arm every time, even if a previous arm has not fired: arming
 		 * is where a transport flushes what it owes the peer before we
 		 * sleep (tcp's deferred acks), besides asking for a wakeup. */
-		if (wd->cd->ops->cq_arm(wd->cq) == 0)
+		rc = wd->cd->ops->cq_arm(wd->cq);
+		if (rc == 0) {
 			wd->cq_armed = true;
+		} else {
+			/* No wakeup will come from this CQ: count it, sleep
+			 * briefly instead of until the next tick, and tell the
+			 * caller (below) rather than degrade silently. */
+			w->cq_arm_errors++;
+			arm_err = rc < 0 ? rc : -EIO;
+			be_log_err("worker: cq_arm on %s failed: %s", wd->cd->name,
+				   be_strerror(arm_err));
+		}
 	}
 	n = be__worker_progress(w);
 	if (n)
 		goto out;
 	sleep_ms = timeout_ms;
+	if (arm_err && (sleep_ms < 0 || sleep_ms > WORKER_UNARMED_SLEEP_MS))
+		sleep_ms = WORKER_UNARMED_SLEEP_MS;
 	if (!be__list_empty(&w->engines)) {
 		now = be__now_ns();
 		int tick_ms = w->next_tick_ns > now ?
@@ -611,11 +637,48 @@ int be__worker_wait(struct be_worker *w, int timeout_ms)
 	w->timers_due = true;
 	n = be__worker_progress(w);
 	w->idle_wake = n == 0;
-	return n;
+	return n || !arm_err ? n : arm_err;
 out:
 	w->idle_wake = false;
 	return n;
 }
+
+/* ---- which thread may use a worker ---- */
+
+/* The worker whose library thread this is (NULL on other threads). */
+static __thread struct be_worker *worker_lib_self;
+
+void be__worker_lib_thread_enter(struct be_worker *w)
+{
+	worker_lib_self = w;
+}
+
+bool be__worker_busy_here(struct be_worker *w)
+{
+	if (worker_lib_self == w)
+		return true;
+	/* Off the library thread: in_progress is ours to read only if this
+	 * thread runs the worker; another thread reading it is the race the
+	 * debug check below is for. */
+	return !atomic_load(&w->running) && w->in_progress > 0 &&
+	       pthread_equal(w->progress_thread, pthread_self());
+}
+
+#ifndef NDEBUG
+void be__worker_assert_thread(struct be_worker *w, const char *fn)
+{
+	bool ok;
+
+	if (atomic_load_explicit(&w->running, memory_order_relaxed))
+		ok = worker_lib_self == w;
+	else
+		ok = !w->in_progress || pthread_equal(w->progress_thread, pthread_self());
+	if (!ok)
+		be_log_err("%s() called off the thread of worker %p (include/be/sock.h, "
+			   "\"Threads\")", fn, (void *)w);
+	assert(ok && "a worker's functions run on its thread");
+}
+#endif
 
 /* ---- teardown ---- */
 
@@ -625,7 +688,8 @@ out:
  * next, then calls be__worker_destroy(). */
 void be__worker_shutdown(struct be_worker *w)
 {
-	w->in_progress++;
+	if (!w->in_progress++)
+		w->progress_thread = pthread_self();
 	worker_run_calls(w);
 }
 

@@ -55,6 +55,11 @@ struct be__wdev {
 	uint32_t reserved;               /* credits granted to peers of live engines */
 	uint32_t cq_reserved;            /* cq entries promised to engines' send queues */
 	bool cq_armed;
+	/* Receive buffers whose repost failed: posted again at the next
+	 * progress (be__wdev_retry_reposts), so the SRQ does not shrink. */
+	void **unposted;
+	uint32_t nunposted, capunposted;
+	uint64_t repost_errors;          /* failed srq_post_recv of a receive */
 	/* The region of the last buffer reposted: every receive buffer
 	 * lives until the wdev dies, so neither can its region. */
 	uintptr_t lkey_base, lkey_end;
@@ -95,6 +100,7 @@ struct be_worker {
 	pthread_t thr;
 	atomic_bool running, stop;
 	int in_progress;                 /* > 0 while progress runs (callbacks) */
+	pthread_t progress_thread;       /* who runs it then (debug builds check it) */
 	uint64_t npolls;                 /* progress calls, for periodic work */
 	uint64_t delivered;              /* messages handed to on_recv */
 	bool later_held;                 /* the last progress left w->later alone */
@@ -103,6 +109,7 @@ struct be_worker {
 	struct be__msg *msg_cache;       /* free message records (a stack) */
 	uint32_t nmsg_cache;
 	bool ev_ready;                   /* epoll saw an event channel readable */
+	uint64_t cq_arm_errors;          /* cq_arm failures (be_worker_wait returned them) */
 	bool timers_due;                 /* read the clock at the next progress */
 	uint64_t ev_polled_ns;           /* last timed poll of the event channels */
 	bool idle_wake;                  /* the last wait slept and found nothing */
@@ -142,6 +149,28 @@ int be__worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *a
 void be__worker_shutdown(struct be_worker *w);
 void be__worker_destroy(struct be_worker *w);
 
+/*
+ * The thread rule of include/be/sock.h, checked in debug builds (no
+ * NDEBUG): while the library thread runs @w only that thread may use it,
+ * and while progress runs (callbacks) only the thread running it. An
+ * application that breaks the rule corrupts the worker's lists, so a
+ * debug build stops at the first call that does: assert() names the
+ * function. Cheap: an atomic load and pthread_self(). Release builds
+ * check nothing.
+ */
+#ifndef NDEBUG
+#define BE_WORKER_ASSERT_THREAD(w) be__worker_assert_thread((w), __func__)
+void be__worker_assert_thread(struct be_worker *w, const char *fn);
+#else
+#define BE_WORKER_ASSERT_THREAD(w) ((void)0)
+#endif
+/* Inside @w's progress on this thread (a callback, a be_worker_call()
+ * function), or on @w's library thread: where @w cannot be stopped or
+ * destroyed. */
+bool be__worker_busy_here(struct be_worker *w);
+/* The library thread of @w marks itself (src/sock/worker.c). */
+void be__worker_lib_thread_enter(struct be_worker *w);
+
 /* ---- a worker's queues on one transport (wdev.c) ---- */
 
 int be__wdev_create(struct be_worker *w, struct be__cdev *cd, struct be__wdev **out);
@@ -159,8 +188,14 @@ void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits);
 /* A grant growing or shrinking by @n receives (elastic credits). */
 int be__wdev_reserve_recv(struct be__wdev *wd, uint32_t n);
 void be__wdev_unreserve_recv(struct be__wdev *wd, uint32_t n);
-/* Post @buf, one of wd->bufs, on the SRQ again. */
-void be__wdev_repost(struct be__wdev *wd, void *buf);
+/* Post @buf, one of wd->bufs, on the SRQ again. 0, or the transport's
+ * -errno: then the failure is counted (repost_errors, in the worker's
+ * stats) and @buf kept for be__wdev_retry_reposts(); the caller must not
+ * owe its credit to the peer. */
+int be__wdev_repost(struct be__wdev *wd, void *buf);
+/* Post the buffers whose repost failed again (progress calls it while
+ * wd->nunposted). */
+void be__wdev_retry_reposts(struct be__wdev *wd);
 
 /* ---- deferred work and timers ---- */
 

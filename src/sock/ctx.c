@@ -45,13 +45,22 @@ const struct be_config *be_ctx_config(const struct be_ctx *ctx)
 	return &ctx->cfg;
 }
 
-void be_ctx_destroy(struct be_ctx *ctx)
+/* A live worker still polls the devices' queues and its receive buffers
+ * are registered on them: closing them under it would be a use after
+ * free, so refuse and change nothing. */
+int be_ctx_destroy(struct be_ctx *ctx)
 {
+	int n;
+
 	if (!ctx)
-		return;
-	if (atomic_load(&ctx->workers))
-		be_log_err("ctx: destroyed with %d workers alive", atomic_load(&ctx->workers));
+		return 0;
+	n = atomic_load(&ctx->workers);
+	if (n) {
+		be_log_err("ctx: not destroyed: %d workers alive", n);
+		return -EBUSY;
+	}
 	be__ctx_dev_close_all(ctx);
 	pthread_mutex_destroy(&ctx->lock);
 	free(ctx);
+	return 0;
 }

@@ -28,6 +28,7 @@ int be_listen(struct be_worker *w, const char *addr, const struct be_sock_cbs *c
 
 	if (!w || !p || !cbs || !cbs->on_accept || !out)
 		return -EINVAL;
+	BE_WORKER_ASSERT_THREAD(w);
 	n = (size_t)(p - addr);
 	if (!n || n >= sizeof(scheme) || strlen(p + 3) >= BE_XPORT_ADDR_MAX)
 		return -EINVAL;
@@ -62,6 +63,7 @@ int be_listener_addr(struct be_listener *l, char *buf, size_t len)
 {
 	size_t n = strlen(l->scheme) + 3;
 
+	BE_WORKER_ASSERT_THREAD(l->w);
 	if (len <= n)
 		return -ENOSPC;
 	snprintf(buf, len, "%s://", l->scheme);
@@ -74,6 +76,7 @@ void be_listener_close(struct be_listener *l)
 
 	if (!l)
 		return;
+	BE_WORKER_ASSERT_THREAD(l->w);
 	for (p = l->w->engines.next; p != &l->w->engines; p = p->next) {
 		struct be__engine *e = be__list_entry(p, struct be__engine, wlink);
 

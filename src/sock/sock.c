@@ -74,6 +74,7 @@ int be_sock_connect(struct be_worker *w, const char *addr, const struct be_sock_
 
 	if (!w || !out)
 		return -EINVAL;
+	BE_WORKER_ASSERT_THREAD(w);
 	rc = sock_parse_addr(addr, scheme, sizeof(scheme), &rest);
 	if (rc)
 		return rc;
@@ -128,6 +129,7 @@ int be_sock_send(struct be_sock *s, void *buf, size_t len, be_send_cb cb, void *
 
 	if (!s || !cb || s->app_closed || (len && !buf))
 		return -EINVAL;
+	BE_WORKER_ASSERT_THREAD(s->w);
 	e = s->e;
 	if (!e || s->state != BE_SS_OPEN || e->state == BE_ES_FAILED)
 		return -ENOTCONN;
@@ -166,6 +168,8 @@ int be_sock_send(struct be_sock *s, void *buf, size_t len, be_send_cb cb, void *
 
 void be_sock_close(struct be_sock *s)
 {
+	if (s)
+		BE_WORKER_ASSERT_THREAD(s->w);
 	be__sock_close(s);
 }
 
@@ -181,12 +185,14 @@ void *be_sock_user(struct be_sock *s)
 
 int be_sock_stats(struct be_sock *s, struct be_sock_stats *out)
 {
+	BE_WORKER_ASSERT_THREAD(s->w);
 	*out = s->st;
-	return 0;
+	return s->e ? 0 : -ENOTCONN;
 }
 
 int be_sock_engine_stats(struct be_sock *s, struct be_engine_stats *out)
 {
+	BE_WORKER_ASSERT_THREAD(s->w);
 	if (!s->e)
 		return -ENOTCONN;
 	be__engine_stats(s->e, out);

@@ -60,6 +60,7 @@ int be_sock_stats_json(struct be_sock *s, char *buf, size_t len)
 
 	if (!s || (!buf && len))
 		return -EINVAL;
+	BE_WORKER_ASSERT_THREAD(s->w);
 	st = &s->st;
 	json_put(&o, "{\"id\":%u,\"opener\":%s,\"state\":%d,", s->id,
 		 s->mine ? "true" : "false", s->state);
@@ -81,15 +82,18 @@ int be_worker_stats_json(struct be_worker *w, char *buf, size_t len)
 
 	if (!w || (!buf && len))
 		return -EINVAL;
-	json_put(&o, "{\"engines\":%u,\"recv\":[", w->nengines);
+	BE_WORKER_ASSERT_THREAD(w);
+	json_put(&o, "{\"engines\":%u,\"cq_arm_errors\":%" PRIu64 ",\"recv\":[", w->nengines,
+		 w->cq_arm_errors);
 	/* Receive buffers of each transport: posted (they never shrink) and
 	 * reserved by the Engines' grants (elastic: they do). */
 	for (i = 0; i < w->nopen; i++) {
 		const struct be__wdev *wd = w->open[i];
 
 		json_put(&o, "%s{\"transport\":\"%s\",\"buffers\":%u,\"reserved\":%u,"
-			 "\"bytes\":%" PRIu64 "}", i ? "," : "", wd->cd->name, wd->nbufs,
-			 wd->reserved, (uint64_t)wd->nbufs * w->ctx->cfg.recv_buf_size);
+			 "\"bytes\":%" PRIu64 ",\"repost_errors\":%" PRIu64 "}", i ? "," : "",
+			 wd->cd->name, wd->nbufs, wd->reserved,
+			 (uint64_t)wd->nbufs * w->ctx->cfg.recv_buf_size, wd->repost_errors);
 	}
 	json_put(&o, "],\"engine\":[");
 	for (p = w->engines.next; p != &w->engines; p = p->next) {

@@ -28,16 +28,19 @@ struct be_ctx *be_worker_ctx(struct be_worker *w)
 
 unsigned int be_worker_engine_count(struct be_worker *w)
 {
+	BE_WORKER_ASSERT_THREAD(w);
 	return w->nengines;
 }
 
 int be_worker_progress(struct be_worker *w)
 {
+	BE_WORKER_ASSERT_THREAD(w);
 	return be__worker_progress(w);
 }
 
 int be_worker_wait(struct be_worker *w, int timeout_ms)
 {
+	BE_WORKER_ASSERT_THREAD(w);
 	return be__worker_wait(w, timeout_ms);
 }
 
@@ -52,6 +55,7 @@ static void *worker_thread(void *arg)
 {
 	struct be_worker *w = arg;
 
+	be__worker_lib_thread_enter(w);
 	while (!atomic_load_explicit(&w->stop, memory_order_acquire))
 		be_worker_wait(w, 100);
 	return NULL;
@@ -75,6 +79,9 @@ int be_worker_stop(struct be_worker *w)
 {
 	if (!atomic_load(&w->running))
 		return -EINVAL;
+	/* The library thread cannot join itself. */
+	if (be__worker_busy_here(w))
+		return -EDEADLK;
 	atomic_store_explicit(&w->stop, true, memory_order_release);
 	be__wake_kick(w->wake.efd);
 	pthread_join(w->thr, NULL);
@@ -84,16 +91,23 @@ int be_worker_stop(struct be_worker *w)
 
 /* ---- teardown ---- */
 
-void be_worker_destroy(struct be_worker *w)
+int be_worker_destroy(struct be_worker *w)
 {
 	struct be__list *p, *t;
 
 	if (!w)
-		return;
+		return 0;
+	/* Inside a callback the progress call that runs it still uses the
+	 * worker once the callback returns (and a library thread would join
+	 * itself): refuse, and leave everything as it was. */
+	if (be__worker_busy_here(w))
+		return -EDEADLK;
 	if (atomic_load(&w->running))
 		be_worker_stop(w);
+	BE_WORKER_ASSERT_THREAD(w);
 	be__worker_shutdown(w);
 	be__list_for_each_safe(p, t, &w->listeners)
 		be_listener_close(be__list_entry(p, struct be_listener, link));
 	be__worker_destroy(w);
+	return 0;
 }

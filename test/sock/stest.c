@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/ctx.h"
 #include "xport/xport.h"
 #include "util/common.h"
 #include "stest.h"
@@ -242,4 +243,33 @@ void st_check_limits(const struct be_engine_stats *st)
 	 * staging buffers are never larger than the window here. */
 	ASSERT_LE(st->max_bytes_in_flight, st->send_window);
 	ASSERT_EQ(st->protocol_errors, 0);
+}
+
+static struct be_xport_ops st_ops_copy;
+static const struct be_xport_ops *st_ops_orig;
+
+struct be_xport_ops *st_ops_override(struct st *t, struct be_ctx *ctx)
+{
+	struct be__cdev *cd;
+
+	ASSERT_OK(be__ctx_dev(ctx, t->transport, &cd));
+	st_ops_orig = cd->ops;
+	st_ops_copy = *cd->ops;
+	cd->ops = &st_ops_copy;
+	return &st_ops_copy;
+}
+
+const struct be_xport_ops *st_ops_real(void)
+{
+	return st_ops_orig;
+}
+
+long long st_json_num(const char *json, const char *key)
+{
+	char pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(json, pat);
+	return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }

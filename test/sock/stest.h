@@ -81,4 +81,16 @@ void st_engine_stats(struct be_sock *s, struct be_engine_stats *st);
 /* Check the core's invariants from the counters. */
 void st_check_limits(const struct be_engine_stats *st);
 
+/*
+ * st_ops_override() - fault injection with the real transport: @ctx's
+ * device of t->transport is opened and from now on calls through a copy
+ * of the transport's ops table, returned for the test to replace entries
+ * (wrappers that fail on demand and call st_ops_real() otherwise).
+ */
+struct be_xport_ops;
+struct be_xport_ops *st_ops_override(struct st *t, struct be_ctx *ctx);
+const struct be_xport_ops *st_ops_real(void);
+/* The number after "@key": in a JSON text (the first one), or -1. */
+long long st_json_num(const char *json, const char *key);
+
 #endif /* BE_TEST_SOCK_STEST_H */
