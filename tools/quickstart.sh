@@ -7,7 +7,8 @@
 #                                   be-perf (bemalloc, transports, Sockets)
 #   bash tools/quickstart.sh test   install, build, run the whole test suite:
 #                                   normal build, ASan+UBSan build, TSan on the
-#                                   threaded tests, verbs tests on Soft-RoCE
+#                                   threaded tests, libFuzzer harnesses briefly,
+#                                   verbs tests on Soft-RoCE
 #
 # Environment: BE_JOBS (parallel build jobs), BE_SKIP_RXE=1 (skip the
 # Soft-RoCE guest), BE_SKIP_SANITIZERS=1 (normal build only).
@@ -21,6 +22,8 @@ mode=${1:-}
 # Debian packages: the build, verbs (rdma-core), and the comparison tools.
 build_pkgs=(gcc make cmake pkg-config libibverbs-dev librdmacm-dev ibverbs-providers)
 bench_pkgs=(ucx-utils libfabric-bin perftest g++ libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc)
+# clang and its libFuzzer runtime: the libFuzzer builds of the harnesses.
+fuzz_pkgs=(clang libclang-rt-dev)
 
 install_pkgs() {
 	local missing=()
@@ -73,7 +76,8 @@ layers)
 	done
 	;;
 test)
-	install_pkgs "${build_pkgs[@]}" "${bench_pkgs[@]}" etcd-server libcurl4-openssl-dev libjansson-dev
+	install_pkgs "${build_pkgs[@]}" "${bench_pkgs[@]}" etcd-server libcurl4-openssl-dev libjansson-dev \
+		"${fuzz_pkgs[@]}"
 	if [ -z "${BE_SKIP_RXE:-}" ] && [ -x test/rxe/rxe-setup ]; then
 		test/rxe/rxe-setup
 	fi
@@ -90,6 +94,11 @@ test)
 		build build-tsan -DCMAKE_BUILD_TYPE=Debug -DBE_TSAN=ON
 		(cd build-tsan && TSAN_OPTIONS=halt_on_error=1 \
 			ctest --output-on-failure -j "$jobs" -L threads) || rc=1
+		echo "== tests: libFuzzer build (clang), a brief run of every harness"
+		cmake -S . -B build-fuzz -DBE_WERROR=ON -DCMAKE_C_COMPILER=clang -DBE_FUZZ=ON \
+			-DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+		cmake --build build-fuzz -j "$jobs" --target be-fuzz
+		(cd build-fuzz && ctest --output-on-failure -j "$jobs" -L fuzz) || rc=1
 	fi
 	exit $rc
 	;;

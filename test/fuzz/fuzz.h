@@ -1,0 +1,33 @@
+/*
+ * fuzz.h - the harnesses of the parsers a peer feeds (test/fuzz/).
+ *
+ * Each harness, fuzz-NAME.c, defines LLVMFuzzerTestOneInput() (one input:
+ * it must never crash, leak or read out of bounds, and checks what the
+ * parser promises of what it accepts) and the three functions below.
+ * Two builds of each:
+ *   fuzz-NAME       this plain-C driver (fuzz-main.c), any compiler: runs
+ *                   the seed corpus test/fuzz/corpus/NAME, then a fixed
+ *                   number of deterministic mutations of it
+ *                   ($BE_FUZZ_ITERS); ctest runs it (labels fuzz, security)
+ *                   in every build, under ASan+UBSan in the sanitizer one.
+ *   libfuzzer-NAME  the same entry under libFuzzer (clang, -DBE_FUZZ=ON),
+ *                   coverage-guided; docs/SECURITY.md has the long runs.
+ */
+#ifndef BE_TEST_FUZZ_H
+#define BE_TEST_FUZZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Write the harness's seeds (made with the real encoders) as files into
+ * @dir through @put; the committed corpus is their output. */
+void fuzz_seeds(void (*put)(const char *dir, const char *name, const void *p, size_t n),
+		const char *dir);
+/* After the driver's run of @iters mutated inputs: print what the inputs
+ * did and fail when the mutations exercised too little (the parser
+ * accepted none, or refused none). */
+void fuzz_summary(unsigned long iters);
+
+#endif /* BE_TEST_FUZZ_H */
