@@ -31,7 +31,8 @@
 #   METRIC[n] DESC[n] OURS[n] WANT[n]  metric, text, 1 if be-perf, reps wanted
 #   MED[n]         median of n (after cmp_reps)
 #   load_before load_after  /proc/loadavg around cmp_reps
-# Functions it provides: def def_once skip run derive jfield stats median
+# Functions it provides: def def_once skip run run_only derive jfield stats
+#   median
 #   ucx ucx_lat ucx_bw ratio limit report unit_of cmp_*.
 # Globals the sourcing script may set (read by report):
 #   notes          array of lines printed after the table ("latency: ...")
@@ -135,8 +136,15 @@ skip() {
 # carry arguments: "jfield p99_us") reads CMD's stdout, prints one number.
 # The output stays in $work/last for derive.
 run() {
-	local name=$1 parser=$2 o rc
+	local name=$1 parser=$2
 	shift 2
+	run_only "$@"
+	derive "$name" "$parser"
+}
+# run_only CMD...: run CMD, its stdout in $work/last, last_err set when it
+# failed (run without the derive; derive the values after).
+run_only() {
+	local o rc
 	o=$("$@" 2>"$work/err")
 	rc=$?
 	printf '%s\n' "$o" >"$work/last"
@@ -147,7 +155,6 @@ run() {
 	else
 		last_err=""
 	fi
-	derive "$name" "$parser"
 }
 
 # derive NAME PARSER: a further value from the output of the last run

@@ -22,6 +22,32 @@ uint64_t rt_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+double rt_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+void rt_failover_report(const struct rt *t, const char *fault, const char *paths,
+			double detect_ms, double recover_ms, const struct rt_stream *st,
+			uint32_t timeout_us)
+{
+	char rec[32] = "null";
+
+	if (!t->json)
+		return;
+	if (recover_ms >= 0)
+		snprintf(rec, sizeof(rec), "%.2f", recover_ms);
+	printf("{\"test\":\"failover\",\"impl\":\"be\",\"transport\":\"%s\",\"fault\":\"%s\","
+	       "\"paths\":\"%s\",\"detect_ms\":%.2f,\"recover_ms\":%s,\"calls\":%llu,"
+	       "\"calls_failed\":%llu,\"deadline_ms\":%u}\n",
+	       t->transport, fault, paths, detect_ms, rec, (unsigned long long)st->done,
+	       (unsigned long long)(st->done - st->ok + st->refused), timeout_us / 1000);
+	fflush(stdout);
+}
+
 uint32_t rt_slow_factor(void)
 {
 	return getenv("BE_RXE_GUEST") ? 5 : 1;
@@ -36,6 +62,8 @@ void rt_init(struct rt *t, int argc, char **argv)
 	for (i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--transport") && i + 1 < argc)
 			t->transport = argv[++i];
+		else if (!strcmp(argv[i], "--json"))
+			t->json = true;
 	signal(SIGPIPE, SIG_IGN);
 	be_config_init(&t->cfg);
 	/* Short enough that a broken test fails fast, long enough for a
@@ -52,16 +80,19 @@ void rt_init(struct rt *t, int argc, char **argv)
 const char *rt_listen_addr(struct rt *t, const char *transport)
 {
 	const char *tr = transport ? transport : t->transport;
+	size_t n = strcspn(tr, "0123456789");
+	const char *ip = NULL;
+	char var[16];
 
-	if (!strcmp(tr, "shm")) {
-		snprintf(t->addr, sizeof(t->addr), "shm://be-rt-%d-%d", (int)getpid(), t->naddr++);
-	} else if (!strcmp(tr, "verbs") || !strcmp(tr, "verbs1")) {
-		const char *ip = getenv(tr[5] ? "BE_RXE_IP1" : "BE_RXE_IP0");
-
-		snprintf(t->addr, sizeof(t->addr), "verbs://%s:0", ip ? ip : "127.0.0.1");
-	} else {
-		snprintf(t->addr, sizeof(t->addr), "%s://127.0.0.1:0", tr);
+	/* "verbs" and "NAME<N>" (a NIC of the guest): $BE_RXE_IP<N>. */
+	if (tr[n] || !strcmp(tr, "verbs")) {
+		snprintf(var, sizeof(var), "BE_RXE_IP%s", tr[n] ? tr + n : "0");
+		ip = getenv(var);
 	}
+	if (!strncmp(tr, "shm", n) && n == 3)
+		snprintf(t->addr, sizeof(t->addr), "shm://be-rt-%d-%d", (int)getpid(), t->naddr++);
+	else
+		snprintf(t->addr, sizeof(t->addr), "%.*s://%s:0", (int)n, tr, ip ? ip : "127.0.0.1");
 	return t->addr;
 }
 
@@ -221,6 +252,7 @@ static uint32_t stream_seq;
 struct stream_call {
 	struct rt_stream *s;
 	uint32_t seq;
+	double sent_us;
 };
 
 static void stream_cb(int status, void *reply, size_t len, void *arg)
@@ -234,8 +266,8 @@ static void stream_cb(int status, void *reply, size_t len, void *arg)
 	s->done++;
 	if (!status) {
 		s->ok++;
-		if (s->mark_ms && !s->first_ok_ms)
-			s->first_ok_ms = rt_ms();
+		if (s->mark_us && c->sent_us < s->mark_us)
+			s->caught_done_us = rt_us();
 	} else if (status == -ETIMEDOUT) {
 		s->timeouts++;
 		s->last_fail_ms = rt_ms();
@@ -265,6 +297,7 @@ void rt_stream_fill(struct rt_stream *s)
 		ASSERT_LT(stream_seq, RT_MAX_CALLS);
 		c->s = s;
 		c->seq = stream_seq++;
+		c->sent_us = rt_us();
 		rc = be_rpc_call(s->ch, s->service, s->method, req, len, &o, stream_cb, c, NULL);
 		if (rc) {
 			ASSERT_EQ(rc, -EHOSTUNREACH);
@@ -561,6 +594,7 @@ struct path_goal {
 	uint64_t done;
 	int path;
 	uint64_t ok_path;   /* answers over that path at least */
+	double at_us;       /* when the path first had them (0: not yet) */
 };
 
 static bool path_reached(void *arg)
@@ -570,12 +604,17 @@ static bool path_reached(void *arg)
 
 	rt_stream_fill(g->st);
 	ASSERT_OK(be_rpc_chan_replica_stats(g->ch, 0, &rs));
-	return g->st->done >= g->done && rs.path == g->path && rs.addrs[g->path].c.ok >= g->ok_path;
+	if (rs.path == g->path && rs.addrs[g->path].c.ok >= g->ok_path) {
+		if (!g->at_us)
+			g->at_us = rt_us();
+		return g->st->done >= g->done;
+	}
+	return false;
 }
 
 void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 		    void (*act)(struct rt_replica *rep, bool repair, void *arg), void *arg,
-		    const char *name, struct be_rpc_chan_stats *out)
+		    const char *fault, struct be_rpc_chan_stats *out)
 {
 	static struct rt_stream st;
 	struct be_rpc_replica_stats rs;
@@ -584,7 +623,7 @@ void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 	struct rt_replica rep;
 	struct path_goal g;
 	struct rt_env e;
-	uint64_t t0, t_over, t_back;
+	double t0, t_over, t_back;
 	bool fallback;
 
 	rt_replica_start(t, &rep, paths);
@@ -596,33 +635,39 @@ void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 	rt_env_open(t, &e, &rep, 1, &cfg);
 	rt_stream_init(&st, e.ch, RT_ECHO, BE_RPC_IDEMPOTENT, 8);
 
-	g = (struct path_goal){ &st, e.ch, 300, 0, 1 };
+	g = (struct path_goal){ &st, e.ch, 300, 0, 1, 0 };
 	rt_pump(&e.w, 1, path_reached, &g);
-	t0 = rt_ms();
+	/* Over: the first answer over the second path after the fault. */
+	ASSERT_OK(be_rpc_chan_replica_stats(e.ch, 0, &rs));
+	g = (struct path_goal){ &st, e.ch, st.done + 300, 1, rs.addrs[1].c.ok + 1, 0 };
+	fprintf(stderr, "%s: calls over %s; breaking it\n", fault, rep.addrs[0]);
+	t0 = rt_us();
 	act(&rep, false, arg);
-	g = (struct path_goal){ &st, e.ch, st.done + 300, 1, 1 };
 	rt_pump(&e.w, 1, path_reached, &g);
-	t_over = rt_ms() - t0;
+	t_over = (g.at_us - t0) / 1000;
 	/* At least once: on a loaded host a healthy path may stall past a
 	 * hedge delay and be left (and taken back) before the break too. */
 	be_rpc_chan_stats(e.ch, &cs);
 	ASSERT_GE(fallback ? cs.c.fallbacks : cs.c.port_switches, 1);
 	ASSERT_EQ(fallback ? cs.c.port_switches : cs.c.fallbacks, 0);
-	ASSERT_OK(be_rpc_chan_replica_stats(e.ch, 0, &rs));
 
-	t0 = rt_ms();
+	/* Back: the first answer over the first path after the repair. */
+	ASSERT_OK(be_rpc_chan_replica_stats(e.ch, 0, &rs));
+	g = (struct path_goal){ &st, e.ch, st.done + 300, 0, rs.addrs[0].c.ok + 1, 0 };
+	fprintf(stderr, "%s: calls over %s; repairing the first\n", fault, rep.addrs[1]);
+	t0 = rt_us();
 	act(&rep, true, arg);
-	g = (struct path_goal){ &st, e.ch, st.done + 300, 0, rs.addrs[0].c.ok + 1 };
 	rt_pump(&e.w, 1, path_reached, &g);
-	t_back = rt_ms() - t0;
+	t_back = (g.at_us - t0) / 1000;
 	rt_stream_drain(&st, &e.w, 1);
 
 	be_rpc_chan_stats(e.ch, &cs);
-	fprintf(stderr, "%s (%s): over after %llu ms, back after %llu ms; calls %llu ok %llu "
+	fprintf(stderr, "%s (%s): over after %.1f ms, back after %.1f ms; calls %llu ok %llu "
 			"hedges %llu\n",
-		name, fallback ? "fallback" : "port switch", (unsigned long long)t_over,
-		(unsigned long long)t_back, (unsigned long long)st.done, (unsigned long long)st.ok,
+		fault, fallback ? "fallback" : "port switch", t_over, t_back,
+		(unsigned long long)st.done, (unsigned long long)st.ok,
 		(unsigned long long)cs.c.hedges);
+	rt_failover_report(t, fault, paths, t_over, t_back, &st, timeout_us);
 	ASSERT_EQ(st.ok, st.done);
 	ASSERT_EQ(st.refused, 0);
 	/* Every move over came back. */

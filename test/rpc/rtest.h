@@ -25,6 +25,7 @@
 
 struct rt {
 	const char *transport;
+	bool json;                /* --json: failover figures on stdout */
 	struct be_config cfg;     /* be_config_init() + test settings */
 	struct be_rpc_config rcfg;/* be_rpc_config_init() */
 	int naddr;
@@ -32,8 +33,9 @@ struct rt {
 };
 
 void rt_init(struct rt *t, int argc, char **argv);
-/* A fresh listen address on @transport (NULL: the test's; "verbs1": verbs
- * on the guest's second NIC, $BE_RXE_IP1). */
+/* A fresh listen address on @transport (NULL: the test's). In the
+ * Soft-RoCE guest a digit names a NIC: "verbs1", "tcp0" listen on
+ * $BE_RXE_IP1, $BE_RXE_IP0; "verbs" is "verbs0"; "tcp" is the loopback. */
 const char *rt_listen_addr(struct rt *t, const char *transport);
 
 /* Progress @ws until @done(@arg), failing the test on a hang (ST_HANG_S,
@@ -142,9 +144,10 @@ struct rt_stream {
 	int inflight;
 	uint64_t sent, done, ok, timeouts, other, refused;
 	int last_err;
-	uint64_t mark_ms;         /* set by the test; first_ok_ms: first success after it */
-	uint64_t first_ok_ms;
+	uint64_t mark_ms;         /* set by the test (rt_ms()), for the log */
 	uint64_t last_fail_ms;    /* when the last call failed (for the log) */
+	double mark_us;           /* set by the test (rt_us()): calls in flight then are "caught" */
+	double caught_done_us;    /* when the last caught call succeeded */
 };
 void rt_stream_fill(struct rt_stream *s);
 /* Run until nothing is in flight. */
@@ -178,12 +181,14 @@ void rt_stream_init(struct rt_stream *s, struct be_rpc_chan *ch, uint32_t method
  * that no call fails and that the replica moves over and back (counted
  * as TCP fallbacks and their returns when the first path is not tcp and
  * the second is, else as port switches and returns; at least once, as
- * often back as over), prints the times of both moves under @name, and
- * leaves the channel's counters in *@out for more checks.
+ * often back as over), prints the times from the break to the first
+ * answer over the second path and from the repair to the first answer
+ * over the first (rt_failover_report(): @fault, detect_ms, recover_ms),
+ * and leaves the channel's counters in *@out for more checks.
  */
 void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 		    void (*act)(struct rt_replica *rep, bool repair, void *arg), void *arg,
-		    const char *name, struct be_rpc_chan_stats *out);
+		    const char *fault, struct be_rpc_chan_stats *out);
 
 /* xorshift64: test input, not statistics. */
 static inline uint64_t rt_rand(uint64_t *x)
@@ -199,7 +204,20 @@ static inline uint64_t rt_rand(uint64_t *x)
  * their deadlines by it, so that a deadline means the same thing there. */
 uint32_t rt_slow_factor(void);
 
-/* Monotonic milliseconds. */
+/* Monotonic milliseconds; microseconds. */
 uint64_t rt_ms(void);
+double rt_us(void);
+
+/*
+ * With --json, one line on stdout for bench/compare-rpc.sh: test
+ * "failover", impl "be", the transport, @fault, the replica's @paths, the
+ * milliseconds from the fault to its detection (@detect_ms) and to
+ * recovery (@recover_ms; < 0: none), the calls of @st and how many failed
+ * (done - ok + refused), and the deadline. Printed before the test's
+ * checks, so a run that loses calls still reports them.
+ */
+void rt_failover_report(const struct rt *t, const char *fault, const char *paths,
+			double detect_ms, double recover_ms, const struct rt_stream *st,
+			uint32_t timeout_us);
 
 #endif

@@ -23,7 +23,7 @@ int main(int argc, char **argv)
 
 	rt_init(&t, argc, argv);
 	snprintf(paths, sizeof(paths), "%s,tcp", t.transport);
-	rt_path_switch(&t, paths, 1000000 * rt_slow_factor(), act, NULL, "broken path", &cs);
+	rt_path_switch(&t, paths, 1000000 * rt_slow_factor(), act, NULL, "path-break", &cs);
 	/* Nothing was silent: the move came from the connection failing. */
 	ASSERT_GT(cs.c.probes, 0);
 	return 0;
