@@ -356,8 +356,9 @@ BE_EXPORT int be_rpc_record_format(const struct be_rpc_record *r, char *buf, siz
 /*
  * A naming source: the replicas of every service it knows, thread-safe,
  * fed by a backend (in code with be_rpc_naming_set/put/del; the static
- * file through be_rpc_naming_open("file://PATH"); a discovery service
- * later) and read by channels, which follow its changes
+ * file through be_rpc_naming_open("file://PATH"); etcd through
+ * be_rpc_naming_open("etcd://HOST:PORT/PREFIX")) and read by channels,
+ * which follow its changes
  * (be_rpc_chan_watch()). One source may feed channels of many workers.
  */
 
@@ -369,9 +370,19 @@ BE_EXPORT int be_rpc_naming_create(struct be_rpc_naming **out);
  * the static file (one record per line, '#' comments) and reloads it when
  * it changes (checked every @poll_ms, 0: 1000, on a thread of the source);
  * a file that fails to parse on reload is refused with a log line and a
- * counted error, and the last good set stays. Returns 0, -EINVAL (bad
- * uri, or the first load failed to parse: see the log), -ENOENT,
- * -EPROTONOSUPPORT (another scheme), -ENOMEM.
+ * counted error, and the last good set stays.
+ * "etcd://HOST:PORT[,HOST:PORT...]/PREFIX" follows the keys under /PREFIX
+ * in etcd (over its v3 JSON gateway, from a thread of the source), one
+ * record per key in the same text format: the source is the whole
+ * membership there, changed as keys are put and deleted. A key whose
+ * value does not parse (or names a replica an earlier key gave) is
+ * refused alone, logged and counted; while etcd cannot be reached the
+ * last membership stays. It waits up to @poll_ms (0: 2000) for the first
+ * membership and returns 0 without it (empty until etcd answers: see
+ * the log). Built with the etcd client (BE_WITH_ETCD), else
+ * -EPROTONOSUPPORT. Returns 0, -EINVAL (bad uri, or the first load failed
+ * to parse: see the log), -ENOENT, -EPROTONOSUPPORT (another scheme),
+ * -ENOMEM.
  */
 BE_EXPORT int be_rpc_naming_open(const char *uri, uint32_t poll_ms, struct be_rpc_naming **out);
 
@@ -405,8 +416,9 @@ struct be_rpc_naming_stats {
 	uint64_t records;      /* known now */
 	uint64_t updates;      /* set/put/del calls and reloads that changed something */
 	uint64_t stale;        /* records refused for an older epoch */
-	uint64_t reloads;      /* file reloads that succeeded */
-	uint64_t errors;       /* file reloads refused (parse errors, unreadable) */
+	uint64_t reloads;      /* file reloads and etcd memberships applied */
+	uint64_t errors;       /* file reloads refused (parse errors, unreadable);
+				* etcd records refused (one per key and membership) */
 };
 BE_EXPORT void be_rpc_naming_stats(struct be_rpc_naming *n, struct be_rpc_naming_stats *out);
 

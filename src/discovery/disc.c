@@ -263,6 +263,12 @@ static void disc_deliver(struct be_disc *d, size_t i)
 {
 	struct disc_view *v = d->latest;
 
+	if (!d->subs[i].w) {
+		/* No worker: on this thread, now (the etcd:// naming backend). */
+		d->subs[i].fn(NULL, &v->pub, d->subs[i].arg);
+		d->subs[i].pending = false;
+		return;
+	}
 	atomic_fetch_add(&v->refs, 1);
 	if (be_worker_call(d->subs[i].w, disc_deliver_st, &v->dl[i])) {
 		atomic_fetch_sub(&v->refs, 1);
@@ -564,7 +570,7 @@ int be__disc_create(const struct be_disc_opts *o, struct be_disc **out)
 
 int be__disc_subscribe(struct be_disc *d, struct be_worker *w, be_disc_fn fn, void *arg)
 {
-	if (!w || !fn)
+	if (!fn)
 		return -EINVAL;
 	if (d->started)
 		return -EBUSY;

@@ -66,7 +66,8 @@ struct be_disc_view {
 	const struct be_disc_member *m; /* ascending key order */
 };
 
-/* Runs on @w's thread, from its progress. Borrows @v for the call only. */
+/* Runs on @w's thread, from its progress (@w NULL: on the discovery
+ * thread itself). Borrows @v for the call only. */
 typedef void (*be_disc_fn)(struct be_worker *w, const struct be_disc_view *v, void *arg);
 
 struct be_disc_opts {
@@ -96,8 +97,11 @@ void be__disc_opts_default(struct be_disc_opts *o);
 /* be__disc_create() - borrows @o. -EINVAL, -ENOMEM, -EIO. */
 int be__disc_create(const struct be_disc_opts *o, struct be_disc **out);
 
-/* be__disc_subscribe() - deliver every snapshot to @fn on @w. Before
- * start: -EBUSY after, -ENOSPC past BE_DISC_MAX_SUBS. */
+/* be__disc_subscribe() - deliver every snapshot to @fn on @w, or with @w
+ * NULL on the discovery thread, synchronously (@fn must not block: it
+ * delays the watch; the RPC layer's etcd:// naming copies the records
+ * under its lock). Before start: -EBUSY after, -ENOSPC past
+ * BE_DISC_MAX_SUBS. */
 int be__disc_subscribe(struct be_disc *d, struct be_worker *w, be_disc_fn fn, void *arg);
 
 /* be__disc_register() - keep @key = @value (both copied) in etcd under

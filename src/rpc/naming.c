@@ -58,6 +58,8 @@ struct be_rpc_naming {
 	uint32_t nrecs, cap;
 	struct rpc_list watches;
 	struct be_rpc_naming_stats st;
+	/* etcd backend */
+	struct rpc_naming_etcd *etcd;
 	/* file backend */
 	char *path;
 	uint32_t poll_ms;
@@ -452,14 +454,23 @@ static int file_apply(struct be_rpc_naming *n)
 		pthread_mutex_unlock(&n->mu);
 		return rc;
 	}
-	free(n->recs);
-	n->recs = v;
-	n->nrecs = n->cap = k;
 	n->last = st;
+	pthread_mutex_unlock(&n->mu);
+	be__rpc_naming_replace(n, v, k, 0);
+	return 0;
+}
+
+void be__rpc_naming_replace(struct be_rpc_naming *n, struct be_rpc_record *recs, uint32_t k,
+			    uint32_t refused)
+{
+	pthread_mutex_lock(&n->mu);
+	free(n->recs);
+	n->recs = recs;
+	n->nrecs = n->cap = k;
 	n->st.reloads++;
+	n->st.errors += refused;
 	naming_notify_locked(n, NULL);
 	pthread_mutex_unlock(&n->mu);
-	return 0;
 }
 
 static bool file_changed(const struct stat *a, const struct stat *b)
@@ -507,6 +518,20 @@ int be_rpc_naming_open(const char *uri, uint32_t poll_ms, struct be_rpc_naming *
 
 	if (!uri || !out)
 		return -EINVAL;
+#if BE_HAVE_ETCD
+	if (!strncmp(uri, "etcd://", 7)) {
+		rc = be_rpc_naming_create(&n);
+		if (rc)
+			return rc;
+		rc = be__rpc_naming_etcd_open(n, uri + 7, poll_ms, &n->etcd);
+		if (rc) {
+			be_rpc_naming_destroy(n);
+			return rc;
+		}
+		*out = n;
+		return 0;
+	}
+#endif
 	if (strncmp(uri, "file://", 7))
 		return strstr(uri, "://") ? -EPROTONOSUPPORT : -EINVAL;
 	if (!uri[7])
@@ -546,6 +571,9 @@ void be_rpc_naming_destroy(struct be_rpc_naming *n)
 {
 	if (!n)
 		return;
+#if BE_HAVE_ETCD
+	be__rpc_naming_etcd_close(n->etcd); /* no more snapshots after it */
+#endif
 	if (n->thr_started) {
 		pthread_mutex_lock(&n->mu);
 		n->stop = true;

@@ -407,6 +407,17 @@ bool be__rpc_budget_withdraw(struct rpc_budget *b, const struct be_rpc_config *c
 /* naming.c */
 void be__rpc_watch_stop(struct rpc_watch *w);
 int be__rpc_watch_snapshot(struct rpc_watch *w, struct be_rpc_record **recs, unsigned int *n);
+/* For a backend: replace every record with @recs (taken; @k of them),
+ * counting @refused records it left out as errors. Threads: any. */
+void be__rpc_naming_replace(struct be_rpc_naming *n, struct be_rpc_record *recs, uint32_t k,
+			    uint32_t refused);
+
+/* naming_etcd.c (built with the etcd client): the etcd:// backend of
+ * @n, @where is the uri after "etcd://"; stopped before @n is freed. */
+struct rpc_naming_etcd;
+int be__rpc_naming_etcd_open(struct be_rpc_naming *n, const char *where, uint32_t wait_ms,
+			     struct rpc_naming_etcd **out);
+void be__rpc_naming_etcd_close(struct rpc_naming_etcd *e);
 
 /* more cross-file entry points */
 void be__rpc_call_defer(struct rpc_call *call, int status);

@@ -110,6 +110,45 @@ void rt_echo(struct be_rpc_req *req, void *buf, size_t len, void *user)
 		TEST_FAIL("reply: %s", be_strerror(rc));
 }
 
+static int echo_done, echo_failed;
+
+static void echo_count(int status, void *reply, size_t len, void *arg)
+{
+	if (status)
+		echo_failed++;
+	echo_done++;
+	be_rpc_buf_free(reply);
+}
+
+static bool echo_all(void *arg)
+{
+	return echo_done >= *(int *)arg;
+}
+
+void rt_echo_calls(struct be_rpc_chan *ch, struct be_worker **ws, int nws,
+		   const struct rt_server *srv, int ns, int n, uint64_t *per)
+{
+	int i, sent = 0, want;
+
+	for (i = 0; i < ns; i++)
+		per[i] = srv[i].echoed;
+	echo_done = echo_failed = 0;
+	while (sent < n) {
+		while (sent < n && sent - echo_done < 30) {
+			ASSERT_OK(be_rpc_call(ch, RT_SVC, RT_ECHO, rt_req(64, 1), 64, NULL, echo_count,
+					      NULL, NULL));
+			sent++;
+		}
+		want = sent - 29;
+		rt_pump(ws, nws, echo_all, &want);
+	}
+	want = n;
+	rt_pump(ws, nws, echo_all, &want);
+	ASSERT_EQ(echo_failed, 0);
+	for (i = 0; i < ns; i++)
+		per[i] = srv[i].echoed - per[i];
+}
+
 struct rt_held rt_held[RT_HELD_MAX];
 int rt_nheld;
 

@@ -91,6 +91,14 @@ void rt_client_stop(struct rt_client *c);
 void *rt_req(size_t len, uint32_t seed);
 int rt_check(const void *p, size_t len, uint32_t seed);
 
+/*
+ * rt_echo_calls() - @n echo calls on @ch (at most 30 in flight), pumping
+ * @ws (@nws workers) until all completed; fails the test if one fails.
+ * The echoes each of the @ns servers @srv answered in @per[i].
+ */
+void rt_echo_calls(struct be_rpc_chan *ch, struct be_worker **ws, int nws,
+		   const struct rt_server *srv, int ns, int n, uint64_t *per);
+
 /* Call results, counted. */
 struct rt_result {
 	int calls;        /* callbacks seen */

@@ -21,44 +21,10 @@
 
 static struct be_worker *ws[NS + 1];
 static struct rt_server srv[NS];
-static int ndone, nfail;
-
-static void count_cb(int status, void *reply, size_t len, void *arg)
-{
-	if (status)
-		nfail++;
-	ndone++;
-	be_rpc_buf_free(reply);
-}
-
-static bool all_done(void *arg)
-{
-	return ndone >= *(int *)arg;
-}
-
-/* @n echo calls, at most 30 in flight; returns the echoes per server. */
+/* @n echo calls on @ch, none failing; the echoes of each server. */
 static void stream(struct be_rpc_chan *ch, int n, uint64_t per[NS])
 {
-	uint64_t before[NS];
-	int i, sent = 0, want;
-
-	for (i = 0; i < NS; i++)
-		before[i] = srv[i].echoed;
-	ndone = nfail = 0;
-	while (sent < n) {
-		while (sent < n && sent - ndone < 30) {
-			ASSERT_OK(be_rpc_call(ch, RT_SVC, RT_ECHO, rt_req(64, 1), 64, NULL, count_cb,
-					      NULL, NULL));
-			sent++;
-		}
-		want = sent - 29;
-		rt_pump(ws, NS + 1, all_done, &want);
-	}
-	want = n;
-	rt_pump(ws, NS + 1, all_done, &want);
-	ASSERT_EQ(nfail, 0);
-	for (i = 0; i < NS; i++)
-		per[i] = srv[i].echoed - before[i];
+	rt_echo_calls(ch, ws, NS + 1, srv, NS, n, per);
 }
 
 static void record(struct be_rpc_record *r, const char *svc, const char *name, int i)
@@ -252,7 +218,7 @@ int main(int argc, char **argv)
 		be_rpc_naming_destroy(nm);
 		unlink(path);
 		ASSERT_EQ(be_rpc_naming_open("file:///nonexistent/be-naming", 0, &nm), -ENOENT);
-		ASSERT_EQ(be_rpc_naming_open("etcd://127.0.0.1:2379/be", 0, &nm), -EPROTONOSUPPORT);
+		ASSERT_EQ(be_rpc_naming_open("zk://127.0.0.1:2181/be", 0, &nm), -EPROTONOSUPPORT);
 	}
 	/* A source fed in code. */
 	{
