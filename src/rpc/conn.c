@@ -25,17 +25,25 @@ void be__rpc_conn_put(struct rpc_conn *c)
 	free(c);
 }
 
-void be__rpc_conn_close(struct rpc_conn *c)
+/* Close @c's socket. Returns 1 if it had one: the caller then owns the
+ * socket's reference and drops it. */
+static int conn_close_sock(struct rpc_conn *c)
 {
 	if (!c->s)
-		return;
+		return 0;
 	be_sock_close(c->s);
 	c->s = NULL;
 	if (c->role == RPC_CONN_SERVER) {
 		rpc_list_del(&c->link);
 		c->rpc->ss.conns--;
 	}
-	be__rpc_conn_put(c);
+	return 1;
+}
+
+void be__rpc_conn_close(struct rpc_conn *c)
+{
+	if (conn_close_sock(c))
+		be__rpc_conn_put(c);
 }
 
 static void client_recv(struct be_sock *s, void *buf, size_t len, void *user)
@@ -56,7 +64,9 @@ static void client_close(struct be_sock *s, int reason, void *user)
 		be__rpc_addr_down(c->addr, reason);
 	else
 		be__rpc_conn_failed(c, reason);
-	be__rpc_conn_close(c);
+	/* The socket's reference is not the last (we hold one): drop it
+	 * without a put, so that only our put below may free @c. */
+	c->refs -= conn_close_sock(c);
 	be__rpc_conn_put(c);
 }
 
