@@ -185,6 +185,7 @@ void be__engine_on_recv_wc(struct be__wdev *wd, const struct be_xwc *wc);
 void be__engine_rx_retry(struct be__engine *e, uint64_t now);
 void be__engine_rx_free(struct be__engine *e);
 void be__sock_deliver(struct be_sock *s);
+void be__sock_deliver_rest(struct be_sock *s);
 
 /* credit_elastic.c: growing and shrinking the peer's grant (credit.h).
  * grow after each receive the peer spent (@starved: a frame of it said it

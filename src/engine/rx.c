@@ -61,6 +61,39 @@ static void rx_deliver_one(struct be_sock *s, void *buf, size_t len)
 	be__sock_unref(s);
 }
 
+/*
+ * be__sock_deliver_rest() - the peer closed @s: hand the application every
+ * message that arrived complete, in order, skipping the large ones the
+ * peer's close cancelled (they never complete, and the peer's application
+ * saw them fail). Incomplete ones stay queued for be__large_release_sock().
+ * Stops when the application closes @s from on_recv.
+ */
+void be__sock_deliver_rest(struct be_sock *s)
+{
+	struct be__list done, *p, *t;
+
+	be__list_init(&done);
+	be__list_for_each_safe(p, t, &s->rxq) {
+		if (!be__list_entry(p, struct be__rxmsg, link)->done)
+			continue;
+		be__list_del_init(p);
+		s->nrx--;
+		be__list_add_tail(&done, p);
+	}
+	while ((p = be__list_first(&done))) {
+		struct be__rxmsg *r = be__list_entry(p, struct be__rxmsg, link);
+		void *buf = r->buf;
+		size_t len = r->len;
+
+		be__list_del_init(p);
+		free(r);
+		if (s->app_closed)
+			be_free(buf);
+		else
+			rx_deliver_one(s, buf, len);
+	}
+}
+
 void be__sock_deliver(struct be_sock *s)
 {
 	be__sock_ref(s);

@@ -147,16 +147,31 @@ static int sock_ctrl_close(struct be_sock *s, bool ack)
 	return be__engine_ctrl(s->e, &f);
 }
 
+/*
+ * The peer closed @s (SOCK_CLOSE, or a refusal: SOCK_OPEN_ACK): its sends
+ * fail, what it sent before arrived and is delivered now, even behind a
+ * large message it cancelled (a message whose send completed with 0 is
+ * never lost to a clean close), then we answer and report on_close.
+ */
 void be__sock_on_peer_close(struct be_sock *s, int reason)
 {
 	struct be__engine *e = s->e;
 
 	be__sock_cancel_tx(s, reason == -ECONNREFUSED ? -ECONNREFUSED : -ECONNRESET);
-	be__large_release_sock(e, s);
-	if (sock_ctrl_close(s, true))
-		be__engine_fail(e, -ENOMEM, "no memory for a control frame");
+	/* No longer open: a be_sock_close() from an on_recv below only
+	 * releases the handle (the answer is ours to send). */
+	s->state = BE_SS_CLOSING;
+	be__sock_ref(s);
+	be__sock_deliver_rest(s);
+	if (e->state != BE_ES_FAILED) {
+		be__large_release_sock(e, s);
+		if (sock_ctrl_close(s, true))
+			be__engine_fail(e, -ENOMEM, "no memory for a control frame");
+	}
 	be__worker_defer_close(s->w, s, reason);
-	be__engine_sock_detach(e, s);
+	if (e->state != BE_ES_FAILED)
+		be__engine_sock_detach(e, s);
+	be__sock_unref(s);
 }
 
 void be__sock_finish_close(struct be_sock *s)

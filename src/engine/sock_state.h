@@ -84,7 +84,8 @@ struct be__sq {
 
 enum be__sock_state {
 	BE_SS_OPEN = 0,
-	BE_SS_CLOSING,             /* we sent SOCK_CLOSE (or a refusal); waiting for theirs */
+	BE_SS_CLOSING,             /* we sent SOCK_CLOSE (or a refusal); waiting for theirs;
+				    * or the peer's SOCK_CLOSE is being handled */
 	BE_SS_DEAD,                /* detached from the engine */
 };
 

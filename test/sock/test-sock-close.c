@@ -2,8 +2,9 @@
  * Check that closing a socket with operations in flight completes every
  * pending send exactly once (0 for those already delivered, -ECANCELED
  * for the rest), that the peer gets on_close(0), that a close before the
- * Engine is even established cancels everything, and that closing a
- * socket from inside its own on_recv callback is safe.
+ * Engine is even established cancels everything, that closing a socket
+ * from inside its own on_recv callback is safe, and that a message whose
+ * send completed arrives even behind a large one the close cancelled.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,34 @@ int main(int argc, char **argv)
 		ASSERT_OK(be_sock_engine_stats(d, &es));
 		ASSERT_EQ(es.sockets, 1);
 		be_sock_close(d);
+	}
+
+	/* 5: a small message sent behind a large one, then a close that
+	 * cancels the large one before the peer granted it: the small one
+	 * completed with 0, so it arrives (before the peer's on_close(0));
+	 * the large one completes with -ECANCELED and never arrives. */
+	{
+		struct one first = { 0 }, big = { 0 }, small = { 0 };
+		int recvd = srv.recvd, closed_before = srv.closed;
+		struct be_sock *g;
+
+		ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &g));
+		ASSERT_OK(be_sock_send(g, st_msg(10, 1), 10, one_cb, &first));
+		while (srv.recvd == recvd || !first.calls)
+			st_pump_ms(ws, 2, 1);
+		ASSERT_OK(be_sock_send(g, st_msg(1u << 20, 2), 1u << 20, one_cb, &big));
+		ASSERT_OK(be_sock_send(g, st_msg(32, 3), 32, one_cb, &small));
+		while (!small.calls) /* the server does not run: no grant */
+			ASSERT_OK(be_worker_progress(ws[1]));
+		ASSERT_EQ(small.status, 0);
+		ASSERT_EQ(big.calls, 0);
+		be_sock_close(g);
+		st_pump(ws, 2, srv_one_closed, (void *)(intptr_t)(closed_before + 1));
+		while (!big.calls)
+			st_pump_ms(ws, 2, 1);
+		ASSERT_EQ(big.status, -ECANCELED);
+		ASSERT_EQ(srv.recvd, recvd + 2);
+		ASSERT_EQ(srv.close_reason, 0);
 	}
 
 	for (i = 0; i < srv.nsocks; i++)
