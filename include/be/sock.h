@@ -338,10 +338,35 @@ BE_EXPORT int be_sock_send(struct be_sock *s, void *buf, size_t len, be_send_cb 
  * be_sock_close() - close @s and release the handle. Pending sends
  * complete with -ECANCELED from the next progress (those already on the
  * wire complete with their transport result); no callback of @s runs
- * after this call, except those send completions. The peer's socket gets
- * on_close(0). Safe inside any callback of @s. Threads: worker.
+ * after this call, except those send completions. The close is clean:
+ * the peer's socket receives every message whose send completed with 0
+ * (before and after this call) and then gets on_close(0). The worker
+ * finishes the close handshake in its progress; be_sock_close_notify()
+ * says when it is done. Safe inside any callback of @s. Threads: worker.
  */
 BE_EXPORT void be_sock_close(struct be_sock *s);
+
+/*
+ * Completion of a close (be_sock_close_notify()), run from progress once:
+ * @status 0 when the peer answered the close, having received every
+ * message of the socket whose send completed with 0; -ECONNRESET when the
+ * peer had closed its socket first (the closes crossed, or its on_close
+ * came before: what reached it after its own close was discarded);
+ * -ECONNREFUSED when the peer refused the socket; the Engine's error when
+ * the connection failed first (delivery of what was in flight unknown).
+ * 0 also when the peer never heard of the socket (closed before its
+ * Engine connected: every send was cancelled).
+ */
+typedef void (*be_close_cb)(int status, void *arg);
+
+/*
+ * be_sock_close_notify() - be_sock_close(@s), then @cb(status, @arg) when
+ * the close is done (see be_close_cb): the event a program waits for
+ * before it exits or reports its last messages sent. Returns 0, or
+ * -EINVAL (NULL @s or @cb, @s already closed: @cb never runs).
+ * Threads: worker.
+ */
+BE_EXPORT int be_sock_close_notify(struct be_sock *s, be_close_cb cb, void *arg);
 
 /* be_sock_set_user() / be_sock_user() - the pointer handed to callbacks. */
 BE_EXPORT void be_sock_set_user(struct be_sock *s, void *user);

@@ -272,13 +272,13 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 		if (s->state == BE_SS_OPEN)
 			be__sock_on_peer_close(s, -ECONNREFUSED);
 		else
-			be__sock_finish_close(s);
+			be__sock_finish_close(s, -ECONNREFUSED);
 		break;
 	case BE_FR_SOCK_CLOSE:
 		if (s->state == BE_SS_OPEN)
 			be__sock_on_peer_close(s, 0);
 		else
-			be__sock_finish_close(s);
+			be__sock_finish_close(s, f->flags & BE_FRF_ACK ? 0 : -ECONNRESET);
 		break;
 	case BE_FR_WRITE_REQ:
 		if (s->state == BE_SS_OPEN && !s->app_closed)

@@ -58,6 +58,7 @@ struct be_sock *be__sock_new(struct be_worker *w, const struct be_sock_cbs *cbs,
 	be__list_init(&s->sq.link);
 	be__list_init(&s->rxq);
 	be__list_init(&s->clink);
+	be__list_init(&s->cdlink);
 	be__list_add_tail(&w->socks, &s->wlink);
 	return s;
 }
@@ -125,15 +126,15 @@ static void sock_free_rx(struct be_sock *s, bool all)
 
 void be__sock_engine_gone(struct be_sock *s, int reason)
 {
-	struct be__engine *e = s->e;
-
 	be__sock_cancel_tx(s, reason);
 	sock_free_rx(s, false);
+	s->end_status = reason;
 	if (s->state == BE_SS_OPEN)
 		be__worker_defer_close(s->w, s, reason);
+	else
+		be__worker_defer_close_done(s->w, s, reason); /* the peer never answered */
 	/* Granted buffers are freed by the engine once its connection is
 	 * destroyed (be__large_free_grants), then the socket detaches. */
-	(void)e;
 }
 
 static int sock_ctrl_close(struct be_sock *s, bool ack)
@@ -161,6 +162,7 @@ void be__sock_on_peer_close(struct be_sock *s, int reason)
 	/* No longer open: a be_sock_close() from an on_recv below only
 	 * releases the handle (the answer is ours to send). */
 	s->state = BE_SS_CLOSING;
+	s->end_status = reason ? reason : -ECONNRESET;
 	be__sock_ref(s);
 	be__sock_deliver_rest(s);
 	if (e->state != BE_ES_FAILED) {
@@ -171,15 +173,67 @@ void be__sock_on_peer_close(struct be_sock *s, int reason)
 	be__worker_defer_close(s->w, s, reason);
 	if (e->state != BE_ES_FAILED)
 		be__engine_sock_detach(e, s);
+	if (s->app_closed) /* closed from an on_recv above */
+		be__worker_defer_close_done(s->w, s, s->end_status);
 	be__sock_unref(s);
 }
 
-void be__sock_finish_close(struct be_sock *s)
+/*
+ * The peer's last word on @s, which we closed (or refused): its close
+ * completes with @status, 0 when the peer answered our SOCK_CLOSE (it
+ * handled everything we sent before), -ECONNRESET when the closes crossed
+ * (the peer closed its socket first and discarded what came after),
+ * -ECONNREFUSED when it refused the socket.
+ */
+void be__sock_finish_close(struct be_sock *s, int status)
 {
 	struct be__engine *e = s->e;
 
 	be__large_release_sock(e, s);
+	s->end_status = status;
+	be__worker_defer_close_done(s->w, s, status);
 	be__engine_sock_detach(e, s);
+}
+
+/*
+ * Close @s toward the peer: sends not yet on the wire complete with
+ * -ECANCELED, SOCK_CLOSE follows what is on the wire, and the close is
+ * done when the peer answers (be__sock_finish_close). A socket the peer
+ * never heard of (its OPEN still queued) or whose Engine failed is done
+ * at once; one that already ended reports how it ended.
+ */
+static void sock_close(struct be_sock *s)
+{
+	struct be__engine *e = s->e;
+	bool open_sent = true;
+	struct be__list *p;
+
+	if (!e || s->state != BE_SS_OPEN) {
+		if (s->state == BE_SS_DEAD)
+			be__worker_defer_close_done(s->w, s, s->end_status);
+		return; /* CLOSING: the answer completes it */
+	}
+	/* An OPEN still queued means the peer never heard of us. */
+	for (p = be__sock_sq(s)->txq.next; p != &be__sock_sq(s)->txq; p = p->next) {
+		struct be__msg *m = be__list_entry(p, struct be__msg, link);
+
+		if (m->sock == s && m->kind == BE_MSG_OPEN)
+			open_sent = false;
+	}
+	be__sock_cancel_tx(s, -ECANCELED);
+	sock_free_rx(s, !open_sent);
+	if (e->state == BE_ES_FAILED) {
+		be__worker_defer_close_done(s->w, s, e->err);
+	} else if (!open_sent) {
+		be__worker_defer_close_done(s->w, s, 0);
+		be__engine_sock_detach(e, s);
+	} else if (s->accepting) {
+		/* Closed inside on_accept: the refusal path answers. */
+	} else {
+		s->state = BE_SS_CLOSING;
+		if (sock_ctrl_close(s, false))
+			be__engine_fail(e, -ENOMEM, "no memory for a control frame");
+	}
 }
 
 /*
@@ -191,34 +245,9 @@ void be__sock_finish_close(struct be_sock *s)
  */
 void be__sock_close(struct be_sock *s)
 {
-	struct be__engine *e;
-	bool open_sent = true;
-	struct be__list *p;
-
 	if (!s || s->app_closed)
 		return;
 	s->app_closed = true;
-	e = s->e;
-	if (e && s->state == BE_SS_OPEN) {
-		/* An OPEN still queued means the peer never heard of us. */
-		for (p = be__sock_sq(s)->txq.next; p != &be__sock_sq(s)->txq; p = p->next) {
-			struct be__msg *m = be__list_entry(p, struct be__msg, link);
-
-			if (m->sock == s && m->kind == BE_MSG_OPEN)
-				open_sent = false;
-		}
-		be__sock_cancel_tx(s, -ECANCELED);
-		sock_free_rx(s, !open_sent);
-		if (!open_sent || e->state == BE_ES_FAILED) {
-			if (e->state != BE_ES_FAILED)
-				be__engine_sock_detach(e, s);
-		} else if (s->accepting) {
-			/* Closed inside on_accept: the refusal path answers. */
-		} else {
-			s->state = BE_SS_CLOSING;
-			if (sock_ctrl_close(s, false))
-				be__engine_fail(e, -ENOMEM, "no memory for a control frame");
-		}
-	}
+	sock_close(s);
 	be__sock_unref(s);
 }

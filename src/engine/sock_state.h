@@ -112,6 +112,12 @@ struct be_sock {
 	bool accepting;            /* inside on_accept */
 	int refs;
 	int close_reason;
+	int end_status;            /* what a close would report once the socket ended
+				    * without one: -ECONNRESET (peer closed), the Engine's error */
+	be_close_cb close_cb;      /* be_sock_close_notify(); NULL once queued */
+	void *close_arg;
+	int close_status;
+	struct be__list cdlink;    /* w->closedone */
 	uint32_t tx_next_id;
 	uint32_t rx_next_id;
 	struct be__sq sq;
@@ -128,7 +134,7 @@ struct be_sock *be__sock_new(struct be_worker *w, const struct be_sock_cbs *cbs,
 void be__sock_cancel_tx(struct be_sock *s, int status);
 void be__sock_engine_gone(struct be_sock *s, int reason);
 void be__sock_on_peer_close(struct be_sock *s, int reason);
-void be__sock_finish_close(struct be_sock *s);
+void be__sock_finish_close(struct be_sock *s, int status);
 void be__sock_close(struct be_sock *s);
 
 #endif /* BE_ENGINE_SOCK_STATE_H */

@@ -79,6 +79,7 @@ int be__worker_create(struct be_ctx *ctx, struct be_worker **out)
 	be__list_init(&w->socks);
 	be__list_init(&w->done);
 	be__list_init(&w->closeq);
+	be__list_init(&w->closedone);
 	rc = be__wake_init(&w->wake, 0, worker_tag(WORKER_EV_WAKE), NULL);
 	if (rc) {
 		free(w);
@@ -296,11 +297,41 @@ void be__worker_defer_close(struct be_worker *w, struct be_sock *s, int reason)
 	be__list_add_tail(&w->closeq, &s->clink);
 }
 
+/* The close of @s is done with @status: its be_sock_close_notify()
+ * callback, if any, runs from progress (once). */
+void be__worker_defer_close_done(struct be_worker *w, struct be_sock *s, int status)
+{
+	if (!s->close_cb || be__list_linked(&s->cdlink))
+		return;
+	s->close_status = status;
+	be__sock_ref(s);
+	be__list_add_tail(&w->closedone, &s->cdlink);
+}
+
+static int worker_run_close_done(struct be_worker *w)
+{
+	int n = 0;
+
+	while (!be__list_empty(&w->closedone)) {
+		struct be_sock *s = be__list_entry(be__list_first(&w->closedone), struct be_sock,
+						   cdlink);
+		be_close_cb cb = s->close_cb;
+
+		be__list_del_init(&s->cdlink);
+		s->close_cb = NULL;
+		cb(s->close_status, s->close_arg);
+		be__sock_unref(s);
+		n++;
+	}
+	return n;
+}
+
 int be__worker_run_deferred(struct be_worker *w)
 {
 	int n = 0;
 
-	while (!be__list_empty(&w->done) || !be__list_empty(&w->closeq)) {
+	while (!be__list_empty(&w->done) || !be__list_empty(&w->closeq) ||
+	       !be__list_empty(&w->closedone)) {
 		struct be__list *p = be__list_first(&w->done);
 
 		if (p) {
@@ -324,7 +355,7 @@ int be__worker_run_deferred(struct be_worker *w)
 			continue;
 		}
 		p = be__list_first(&w->closeq);
-		{
+		if (p) {
 			struct be_sock *s = be__list_entry(p, struct be_sock, clink);
 
 			be__list_del_init(p);
@@ -333,7 +364,9 @@ int be__worker_run_deferred(struct be_worker *w)
 				n++;
 			}
 			be__sock_unref(s);
+			continue;
 		}
+		n += worker_run_close_done(w);
 	}
 	return n;
 }
@@ -488,7 +521,8 @@ static void worker_reap(struct be_worker *w)
 static bool worker_idle(const struct be_worker *w)
 {
 	return be__list_empty(&w->kick) && !w->nrepost && be__list_empty(&w->reap) &&
-	       be__list_empty(&w->done) && be__list_empty(&w->closeq);
+	       be__list_empty(&w->done) && be__list_empty(&w->closeq) &&
+	       be__list_empty(&w->closedone);
 }
 
 int be__worker_progress(struct be_worker *w)

@@ -6,7 +6,7 @@
  *     ├──< be_listener
  *     ├──< be__engine (engine.h) ──< be_sock (sock_state.h)
  *     ├─ kick/later   Engines whose scheduler runs in this progress / next
- *     ├─ done/closeq  callbacks deferred to the end of progress
+ *     ├─ done/closeq/closedone  callbacks deferred to the end of progress
  *     ├─ repost       receive buffers to repost at the end of progress
  *     └─ calls        functions other threads asked it to run
  *
@@ -16,7 +16,7 @@
  * the call stack (be_worker_call), pushed lock-free from any thread and
  * drained by progress, and the library thread's running and stop flags
  * (src/sock/worker.c). Callbacks run only from progress: API calls
- * queue them (done, closeq), so be_sock_close() and friends are safe
+ * queue them (done, closeq, closedone), so be_sock_close() and friends are safe
  * inside any callback.
  *
  * Receive buffers. A wdev owns every buffer it ever posted on its SRQ
@@ -95,6 +95,7 @@ struct be_worker {
 	struct be__list socks;           /* every socket handle not yet freed */
 	struct be__list done;            /* be__msg: send callbacks to run */
 	struct be__list closeq;          /* be_sock: on_close to run */
+	struct be__list closedone;       /* be_sock: close callbacks to run */
 	struct be__wake wake;            /* epoll over CQs, event channels, calls */
 	_Atomic(struct be__call *) calls;
 	pthread_t thr;
@@ -206,6 +207,7 @@ void be__worker_timer_at(struct be_worker *w, uint64_t when);
 struct be__msg *be__worker_msg_get(struct be_worker *w);
 void be__worker_msg_put(struct be_worker *w, struct be__msg *m);
 void be__worker_defer_close(struct be_worker *w, struct be_sock *s, int reason);
+void be__worker_defer_close_done(struct be_worker *w, struct be_sock *s, int status);
 int be__worker_run_deferred(struct be_worker *w);
 
 #endif /* BE_ENGINE_WORKER_H */

@@ -173,6 +173,17 @@ void be_sock_close(struct be_sock *s)
 	be__sock_close(s);
 }
 
+int be_sock_close_notify(struct be_sock *s, be_close_cb cb, void *arg)
+{
+	if (!s || !cb || s->app_closed)
+		return -EINVAL;
+	BE_WORKER_ASSERT_THREAD(s->w);
+	s->close_cb = cb;
+	s->close_arg = arg;
+	be__sock_close(s);
+	return 0;
+}
+
 void be_sock_set_user(struct be_sock *s, void *user)
 {
 	s->user = user;
