@@ -53,6 +53,12 @@ static void rep_addrs_init(struct rpc_replica *rep)
 {
 	uint32_t i;
 
+	/* Closing an old incarnation's connections fails attempts over,
+	 * which may arm a probe of one of its addresses again: never wipe
+	 * or leave behind an armed timer (the heap would keep it). */
+	for (i = 0; i < BE_RPC_MAX_ADDRS; i++)
+		if (rep->addrs[i].rep)
+			be__rpc_tmr_cancel(rep->ch->rpc, &rep->addrs[i].probe_tmr);
 	for (i = 0; i < rep->rec.naddrs; i++) {
 		struct rpc_addr *a = &rep->addrs[i];
 
