@@ -36,6 +36,16 @@
  * uses the worker: be_worker_destroy() and be_worker_stop() of the
  * callback's own worker.
  *
+ * Closing. A send that completed with status 0 will be delivered: closing
+ * the socket (be_sock_close), shutting the worker down
+ * (be_worker_shutdown) or destroying it (be_worker_destroy) hands every
+ * such message to the peer's on_recv before its on_close(0). Only a peer
+ * that dies or closes its socket first, or an Engine that fails, loses
+ * messages in flight, and then on_close or the close callback says so
+ * with an error. be_sock_close_notify() tells when one close is done,
+ * be_worker_shutdown() when all of a worker's are (so a program knows when
+ * it may exit). A clean close needs the peer's answer, hence its progress.
+ *
  * Buffers. Message buffers come from be_alloc() (include/be/alloc.h). Each
  * function states ownership with four verbs: borrows (used during the call
  * only), takes (the library frees it), lends until ... (the library uses it
@@ -156,6 +166,12 @@ struct be_config {
 	 * 0 keeps Engines until they fail or the worker is destroyed.
 	 * BE_ENGINE_IDLE_MS, default 30000. */
 	uint32_t engine_idle_ms;
+	/* be_worker_destroy() closes everything cleanly first (as
+	 * be_worker_shutdown() does) and waits at most this long for the
+	 * peers to answer; then it disconnects what is left, and messages
+	 * still in flight there may be lost. 0: no wait.
+	 * BE_CLOSE_TIMEOUT_MS, default 10000. */
+	uint32_t close_timeout_ms;
 };
 
 /* be_config_init() - defaults + BE_* environment. Borrows @cfg. */
@@ -187,16 +203,52 @@ BE_EXPORT const struct be_config *be_ctx_config(const struct be_ctx *ctx);
 BE_EXPORT int be_worker_create(struct be_ctx *ctx, struct be_worker **out);
 
 /*
- * be_worker_destroy() - fail and free everything on @w: pending sends
- * complete with -ECANCELED (their callbacks run inside this call, the only
- * exception to the rule above; on_close does not run), engines disconnect,
- * sockets and listeners are freed (handles become invalid). A running
- * library thread is stopped first. Returns 0 (also for NULL), or
- * -EDEADLK when called inside a callback of @w or a be_worker_call()
- * function it runs (on its library thread or in its progress): the
- * progress call running it still uses @w, so nothing is done; destroy it
- * after progress returns. Threads: worker, or any thread while the
- * library thread runs it.
+ * be_worker_shutdown() - close everything on @w cleanly and wait until it
+ * is done, at most @timeout_ms (0: run progress once and report; -1: no
+ * bound of our own, though a peer that stops answering still fails its
+ * Engine after conn_timeout_ms). From the first call on, the worker takes
+ * no new Engine (listeners stop listening, connection requests under way
+ * are rejected; listener handles stay valid until be_listener_close() or
+ * be_worker_destroy(), and be_listener_addr() returns -ESHUTDOWN) and no
+ * new Socket (be_sock_connect() and be_listen() return -ESHUTDOWN; a
+ * peer's new Socket is refused). Every Socket the application has not
+ * closed is closed as be_sock_close() would (unsent messages complete
+ * with -ECANCELED, what the peer sends from then on is discarded), except
+ * that its handle stays valid (until be_sock_close() or
+ * be_worker_destroy()) and it gets on_close(-ESHUTDOWN). Each Engine
+ * disconnects once every close handshake on it is over: its peer has then
+ * received every message whose send completed with 0 and reported
+ * on_close(0). Callbacks run inside this call (it runs progress).
+ *
+ * Returns 0 once no Engine is left and no callback is pending,
+ * -ETIMEDOUT when @timeout_ms passed first (the shutdown goes on with
+ * progress: call again, or be_worker_destroy() disconnects the rest),
+ * -EINPROGRESS when called from a callback (the shutdown is started and
+ * goes on once that progress call returns), or a progress error. Two
+ * workers driven by one thread must both be shut down before either is
+ * destroyed: call be_worker_shutdown(w, 0) on each in turn until both
+ * return 0, since each needs the other's answers. With a library thread
+ * running, stop it first (be_worker_stop()), or call this from a callback
+ * or a be_worker_call() function (it then only starts the shutdown).
+ * Threads: worker.
+ */
+BE_EXPORT int be_worker_shutdown(struct be_worker *w, int timeout_ms);
+
+/*
+ * be_worker_destroy() - close and free everything on @w. First a clean
+ * shutdown, as be_worker_shutdown(), bounded by the configuration's
+ * close_timeout_ms: a message whose send completed with 0 reaches its
+ * peer unless the peer dies (or closes its socket first) or that time
+ * passes. Then every Engine left disconnects, pending sends complete
+ * with -ECANCELED (their callbacks, and those of be_sock_close_notify(),
+ * run inside this call, the only exception to the rule above; on_close
+ * does not run), sockets and listeners are freed (handles become
+ * invalid). A running library thread is stopped first. Returns 0 (also
+ * for NULL), or -EDEADLK when called inside a callback of @w or a
+ * be_worker_call() function it runs (on its library thread or in its
+ * progress): the progress call running it still uses @w, so nothing is
+ * done; destroy it after progress returns. Threads: worker, or any
+ * thread while the library thread runs it.
  */
 BE_EXPORT int be_worker_destroy(struct be_worker *w);
 
@@ -255,10 +307,13 @@ BE_EXPORT unsigned int be_worker_engine_count(struct be_worker *w);
  *   with a valid minimal buffer. Messages arrive in the order they were
  *   sent on the peer's socket.
  * on_close: the socket stopped working: @reason 0 when the peer closed
- *   it, -ECONNREFUSED when the peer refused it, or the Engine's error
- *   (BE_ECONNFAULT, BE_EPROTO_PEER, -ECONNRESET, ...). It runs at most
- *   once and never after be_sock_close(); the handle stays valid until
- *   the application calls be_sock_close(), which it must do.
+ *   it (every message the peer sent before, whose send completed with 0,
+ *   was handed to on_recv first), -ECONNREFUSED when the peer refused
+ *   it, -ESHUTDOWN when be_worker_shutdown() closed it, or the Engine's
+ *   error (BE_ECONNFAULT, BE_EPROTO_PEER, -ECONNRESET, ...: messages in
+ *   flight either way may be lost). It runs at most once and never after
+ *   be_sock_close(); the handle stays valid until the application calls
+ *   be_sock_close(), which it must do.
  * on_accept: listeners only: the peer opened @s on an Engine accepted by
  *   listener @l (NULL if that listener was closed since; the Engine keeps
  *   its callbacks). @s starts with the listener's callbacks and user
@@ -313,9 +368,12 @@ BE_EXPORT int be_sock_connect(struct be_worker *w, const char *addr, const struc
  * (the transport took the message: a small one sent inline was copied
  * into the send queue, any other reached the peer's transport),
  * -ECANCELED (socket closed first), -ECONNRESET (peer closed the socket)
- * or the Engine's error. 0 is not an acknowledgement by the peer
- * application: an Engine that fails later closes the socket with its
- * error (on_close), and requests are the RPC layer's to retry. */
+ * or the Engine's error. 0 is a promise of delivery: the message reaches
+ * the peer's on_recv, even if @s is closed right after (be_sock_close(),
+ * be_worker_destroy()), unless the peer closes its socket first or the
+ * Engine fails (the peer dies, the connection breaks: on_close then
+ * reports the error). It is not an acknowledgement by the peer
+ * application, and requests are the RPC layer's to retry. */
 typedef void (*be_send_cb)(struct be_sock *s, void *buf, int status, void *arg);
 
 /*
@@ -341,7 +399,8 @@ BE_EXPORT int be_sock_send(struct be_sock *s, void *buf, size_t len, be_send_cb 
  * after this call, except those send completions. The close is clean:
  * the peer's socket receives every message whose send completed with 0
  * (before and after this call) and then gets on_close(0). The worker
- * finishes the close handshake in its progress; be_sock_close_notify()
+ * finishes the close handshake in its progress (or in
+ * be_worker_shutdown() / be_worker_destroy()); be_sock_close_notify()
  * says when it is done. Safe inside any callback of @s. Threads: worker.
  */
 BE_EXPORT void be_sock_close(struct be_sock *s);
@@ -353,9 +412,10 @@ BE_EXPORT void be_sock_close(struct be_sock *s);
  * peer had closed its socket first (the closes crossed, or its on_close
  * came before: what reached it after its own close was discarded);
  * -ECONNREFUSED when the peer refused the socket; the Engine's error when
- * the connection failed first (delivery of what was in flight unknown).
- * 0 also when the peer never heard of the socket (closed before its
- * Engine connected: every send was cancelled).
+ * the connection failed first (delivery of what was in flight unknown);
+ * -ECANCELED when be_worker_destroy() gave up waiting. 0 also when the
+ * peer never heard of the socket (closed before its Engine connected:
+ * every send was cancelled).
  */
 typedef void (*be_close_cb)(int status, void *arg);
 

@@ -259,7 +259,7 @@ static void engine_on_request(struct be__wdev *wd, struct be_xevent *ev)
 	const char *why = "";
 	int reason, rc;
 
-	if (!l) {
+	if (!l || wd->w->shutdown) {
 		engine_reject(wd, ev->conn, BE_REJECT_SHUTDOWN);
 		return;
 	}
@@ -525,6 +525,42 @@ void be__engine_fail(struct be__engine *e, int err, const char *why)
 	e->kicked = false;
 	be__list_add_tail(&e->w->reap, &e->rlink);
 	be__engine_unref(e);
+}
+
+/*
+ * be__engine_close() - close @e cleanly (its worker shuts down): it takes
+ * no new socket from the peer (rx_open refuses them), no connect reuses
+ * it, and once be__engine_close_check() finds nothing left of it, it
+ * disconnects. Its sockets are closed by the caller, each with its own
+ * handshake.
+ */
+void be__engine_close(struct be__engine *e)
+{
+	if (e->state == BE_ES_FAILED || e->closing)
+		return;
+	e->closing = true;
+	e->reusable = false;
+	be__engine_close_check(e);
+}
+
+/*
+ * Disconnect a closing Engine once every socket's close handshake is over
+ * (the peer answered our SOCK_CLOSE: it handled every frame we sent
+ * before, so no message whose send completed is lost by the disconnect)
+ * and nothing it posted still matters: no frame queued or staged, no
+ * buffer lent either way, and every SEND answering a peer's close known
+ * to have arrived (be__window_busy()), so the peer's own close completes
+ * cleanly too. A connect still under way is abandoned at once.
+ */
+void be__engine_close_check(struct be__engine *e)
+{
+	if (!e->closing || e->state == BE_ES_FAILED || e->nsocks)
+		return;
+	if (e->state == BE_ES_ESTABLISHED &&
+	    (e->cur || e->grants_live || !be__list_empty(&e->ctrlq) ||
+	     !be__list_empty(&e->active) || be__window_busy(&e->win)))
+		return;
+	be__engine_fail(e, -ESHUTDOWN, "worker shut down");
 }
 
 void be__engine_reap(struct be__engine *e)

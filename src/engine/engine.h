@@ -53,6 +53,7 @@ struct be__sendbuf {
 	uint32_t nframes;
 	uint32_t lkey;             /* of buf on the Engine's device */
 	bool reserve;              /* opened with the reserve credit: credit frames only */
+	bool close_ack;            /* holds a SOCK_CLOSE(ACK): its arrival must be seen */
 	struct be__list msgs;      /* eager messages to complete with it */
 };
 
@@ -91,6 +92,7 @@ struct be__engine {
 	bool retry_pass;           /* blocked only by our own unposted SEND */
 	bool kicked;
 	bool reaped;
+	bool closing;              /* be__engine_close(): disconnect once nothing is left */
 	struct be__list wlink, klink, rlink;
 
 	struct be__hello peer;     /* peer's handshake */
@@ -159,6 +161,8 @@ int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *add
 struct be__engine *be__engine_find(struct be_worker *w, const char *key);
 void be__engine_on_event(struct be__wdev *wd, struct be_xevent *ev);
 void be__engine_fail(struct be__engine *e, int err, const char *why);
+void be__engine_close(struct be__engine *e);
+void be__engine_close_check(struct be__engine *e);
 void be__engine_reap(struct be__engine *e);
 void be__engine_unref(struct be__engine *e);
 void be__engine_tick(struct be__engine *e, uint64_t now);

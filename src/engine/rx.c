@@ -191,25 +191,30 @@ static int rx_open(struct be__engine *e, const struct be__frame *f)
 	}
 	s->accepting = true;
 	be__sock_ref(s);
-	rc = s->cbs.on_accept(e->listener, s, s->user);
+	/* A closing Engine (its worker shuts down) takes no new socket. */
+	rc = e->closing ? -ESHUTDOWN : s->cbs.on_accept(e->listener, s, s->user);
 	s->accepting = false;
 	if (e->state == BE_ES_FAILED) {
 		be__sock_unref(s);
 		return 0;
 	}
-	if (rc < 0 || s->app_closed) {
+	if (rc < 0 || s->app_closed || e->closing) {
 		struct be__frame a = {
 			.type = BE_FR_SOCK_OPEN_ACK,
 			.sock = s->id,
-			.status = rc < 0 ? rc : -ECONNREFUSED,
+			.status = rc < 0 ? rc : e->closing ? -ESHUTDOWN : -ECONNREFUSED,
 		};
 
 		/* Refused: keep the id until the opener's SOCK_CLOSE. */
 		be__sock_cancel_tx(s, -ECONNREFUSED);
 		s->state = BE_SS_CLOSING;
-		if (!s->app_closed) {
+		if (rc < 0 && !s->app_closed) {
 			s->app_closed = true;
 			be__sock_unref(s);
+		} else if (!s->app_closed) {
+			/* Accepted, but the worker began shutting down inside
+			 * on_accept: the application keeps its handle. */
+			be__worker_defer_close(s->w, s, -ESHUTDOWN);
 		}
 		if (be__engine_ctrl(e, &a))
 			be__engine_fail(e, -ENOMEM, "no memory for a control frame");

@@ -251,3 +251,18 @@ void be__sock_close(struct be_sock *s)
 	sock_close(s);
 	be__sock_unref(s);
 }
+
+/*
+ * be__sock_shutdown() - the worker shuts down: close @s as be_sock_close()
+ * would, but the application keeps its handle (until be_sock_close() or
+ * be_worker_destroy()) and learns of it by on_close(-ESHUTDOWN).
+ */
+void be__sock_shutdown(struct be_sock *s)
+{
+	if (s->app_closed || s->state != BE_SS_OPEN)
+		return;
+	be__sock_ref(s);
+	be__worker_defer_close(s->w, s, -ESHUTDOWN);
+	sock_close(s);
+	be__sock_unref(s);
+}

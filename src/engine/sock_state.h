@@ -136,5 +136,6 @@ void be__sock_engine_gone(struct be_sock *s, int reason);
 void be__sock_on_peer_close(struct be_sock *s, int reason);
 void be__sock_finish_close(struct be_sock *s, int status);
 void be__sock_close(struct be_sock *s);
+void be__sock_shutdown(struct be_sock *s);
 
 #endif /* BE_ENGINE_SOCK_STATE_H */

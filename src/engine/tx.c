@@ -134,6 +134,7 @@ static struct be__sendbuf *tx_sendbuf_get(struct be__engine *e)
 	sb->used = 0;
 	sb->nframes = 0;
 	sb->reserve = false;
+	sb->close_ack = false;
 	return sb;
 }
 
@@ -224,8 +225,12 @@ static int tx_flush(struct be__engine *e)
 	/* An unsignaled inline SEND counts no window bytes: its record may
 	 * wait for a later signaled WR, and bytes nobody signals for must
 	 * not keep a large fragment out of the window (it holds no memory
-	 * of ours, and at most max_inline bytes of link). */
-	wr.wr_id = be__window_push(&e->win, inl ? BE_WR_SEND_INLINE : BE_WR_SEND,
+	 * of ours, and at most max_inline bytes of link). One that answers
+	 * a peer's close is signaled: a closing Engine disconnects only
+	 * once it arrived (be__engine_close_check). */
+	wr.wr_id = be__window_push(&e->win,
+				   !inl ? BE_WR_SEND :
+				   sb->close_ack ? BE_WR_SEND_INLINE_SIG : BE_WR_SEND_INLINE,
 				   inl ? 0 : sb->used, inl ? NULL : sb, &sig);
 	wr.flags = (sig ? BE_XWR_F_SIGNALED : 0) | (inl ? BE_XWR_F_INLINE : 0);
 	rc = tx_post(e, &wr);
@@ -617,6 +622,8 @@ void be__engine_run(struct be__engine *e)
 			blocked = true;
 			break;
 		}
+		if (c->f.type == BE_FR_SOCK_CLOSE && (c->f.flags & BE_FRF_ACK))
+			e->cur->close_ack = true;
 		if (c->f.type == BE_FR_KEEPALIVE)
 			e->st.keepalives_sent++;
 		else if (c->f.type == BE_FR_CREDIT_GROW)
@@ -695,7 +702,7 @@ void be__msg_finish(struct be__engine *e, struct be__msg *m, int status)
 
 static void tx_retire(struct be__engine *e, const struct be__wr_rec *r, int err)
 {
-	if (r->kind == BE_WR_SEND_INLINE) {
+	if (r->kind == BE_WR_SEND_INLINE || r->kind == BE_WR_SEND_INLINE_SIG) {
 		return;
 	} else if (r->kind == BE_WR_SEND) {
 		tx_sendbuf_done(e, r->ptr, err);

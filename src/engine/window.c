@@ -89,7 +89,8 @@ bool be__window_busy(const struct be__window *w)
 	uint32_t i;
 
 	for (i = 0; i < w->count; i++)
-		if (w->ring[window_slot(w, i)].ptr)
+		if (w->ring[window_slot(w, i)].ptr ||
+		    w->ring[window_slot(w, i)].kind == BE_WR_SEND_INLINE_SIG)
 			return true;
 	return false;
 }

@@ -39,6 +39,8 @@ enum be__wr_kind {
 	BE_WR_FRAG = 2,      /* ptr: struct be__msg */
 	BE_WR_FRAG_LAST = 3, /* ptr: struct be__msg (WRITE_WITH_IMM) */
 	BE_WR_SEND_INLINE = 4, /* ptr: NULL (the transport copied it at post) */
+	BE_WR_SEND_INLINE_SIG = 5, /* ptr: NULL; signaled: its arrival matters (it
+				    * answers a peer's close), busy until it retires */
 };
 
 struct be__wr_rec {
@@ -88,8 +90,9 @@ bool be__window_soft_fits(struct be__window *w, uint64_t bytes);
 uint64_t be__window_push(struct be__window *w, enum be__wr_kind kind, uint32_t bytes, void *ptr,
 			 bool *signal);
 
-/* Does a posted WR still own something (a staging buffer, a message)?
- * Unsignaled inline SENDs own nothing. O(records). */
+/* Does a posted WR still own something (a staging buffer, a message) or
+ * still have to arrive (BE_WR_SEND_INLINE_SIG)? Other inline SENDs own
+ * nothing. O(records). */
 bool be__window_busy(const struct be__window *w);
 
 /* Undo the last push (the post failed). */

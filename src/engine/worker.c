@@ -506,15 +506,20 @@ static void worker_timers(struct be_worker *w)
 		be__engine_tick(be__list_entry(p, struct be__engine, wlink), now);
 }
 
-static void worker_reap(struct be_worker *w)
+/* Returns how many Engines it tore down. */
+static int worker_reap(struct be_worker *w)
 {
+	int n = 0;
+
 	while (!be__list_empty(&w->reap)) {
 		struct be__engine *e = be__list_entry(be__list_first(&w->reap), struct be__engine,
 						      rlink);
 
 		be__list_del_init(&e->rlink);
 		be__engine_reap(e);
+		n++;
 	}
+	return n;
 }
 
 /* Nothing queued for the rounds of be_worker_progress(). */
@@ -523,6 +528,25 @@ static bool worker_idle(const struct be_worker *w)
 	return be__list_empty(&w->kick) && !w->nrepost && be__list_empty(&w->reap) &&
 	       be__list_empty(&w->done) && be__list_empty(&w->closeq) &&
 	       be__list_empty(&w->closedone);
+}
+
+/* A shutting-down worker disconnects each Engine once it has nothing
+ * left (be__engine_close_check). Returns how many it disconnected. */
+static int worker_close_engines(struct be_worker *w)
+{
+	struct be__list *p, *t;
+	int n = 0;
+
+	if (!w->shutdown)
+		return 0;
+	be__list_for_each_safe(p, t, &w->engines) {
+		struct be__engine *e = be__list_entry(p, struct be__engine, wlink);
+		uint8_t was = e->state;
+
+		be__engine_close_check(e);
+		n += e->state != was;
+	}
+	return n;
 }
 
 int be__worker_progress(struct be_worker *w)
@@ -571,11 +595,14 @@ int be__worker_progress(struct be_worker *w)
 	/* Callbacks may queue more sends, which may complete more messages:
 	 * a few rounds batch what the callbacks queued into this progress.
 	 * An idle poll (the busy-polling loop's usual case) skips them. */
-	for (round = 0; round < 4 && !worker_idle(w); round++) {
-		int k = worker_run_kicks(w);
+	for (round = 0; round < 4; round++) {
+		int k = worker_close_engines(w);
 
+		if (!k && worker_idle(w))
+			break;
+		k += worker_run_kicks(w);
 		worker_flush_reposts(w);
-		worker_reap(w);
+		k += worker_reap(w);
 		k += be__worker_run_deferred(w);
 		n += k;
 		if (!k && be__list_empty(&w->kick))
@@ -714,13 +741,68 @@ void be__worker_assert_thread(struct be_worker *w, const char *fn)
 }
 #endif
 
-/* ---- teardown ---- */
+/* ---- shutdown and teardown ---- */
+
+/* Begin the shutdown: no new Engine or Socket, every Socket closed
+ * toward its peer, every Engine closing. @quiet: no on_close for the
+ * sockets it closes (the worker is being destroyed). */
+static void worker_close_start(struct be_worker *w, bool quiet)
+{
+	struct be__list *p, *t;
+
+	if (quiet)
+		be__list_for_each_safe(p, t, &w->socks)
+			be__list_entry(p, struct be_sock, wlink)->notified = true;
+	if (w->shutdown)
+		return;
+	w->shutdown = true;
+	be__list_for_each_safe(p, t, &w->socks)
+		be__sock_shutdown(be__list_entry(p, struct be_sock, wlink));
+	be__list_for_each_safe(p, t, &w->engines)
+		be__engine_close(be__list_entry(p, struct be__engine, wlink));
+}
+
+/* Shut down: no Engine left, no callback pending. */
+static bool worker_shut(const struct be_worker *w)
+{
+	return be__list_empty(&w->engines) && worker_idle(w);
+}
+
+int be__worker_close(struct be_worker *w, int timeout_ms, bool quiet)
+{
+	uint64_t deadline, now;
+	int rc;
+
+	worker_close_start(w, quiet);
+	if (worker_shut(w))
+		return 0;
+	if (w->in_progress)
+		return -EINPROGRESS; /* inside a callback: progress goes on after it */
+	deadline = timeout_ms < 0 ? UINT64_MAX :
+				    be__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	do {
+		if (timeout_ms == 0) {
+			rc = be__worker_progress(w);
+		} else {
+			now = be__now_ns();
+			rc = be__worker_wait(w, deadline == UINT64_MAX ? -1 :
+					     now >= deadline ? 0 :
+					     (int)BE_MIN((deadline - now + 999999) / 1000000,
+							 (uint64_t)INT32_MAX));
+		}
+		if (rc < 0)
+			return rc;
+		if (worker_shut(w))
+			return 0;
+	} while (be__now_ns() < deadline);
+	return -ETIMEDOUT;
+}
 
 /* The first step of teardown (be_worker_destroy): from here on the worker
  * counts as inside progress for good (kicks and callbacks are queued, not
  * run), and the calls queued so far run. The caller closes its listeners
  * next, then calls be__worker_destroy(). */
-void be__worker_shutdown(struct be_worker *w)
+void be__worker_destroy_begin(struct be_worker *w)
 {
 	if (!w->in_progress++)
 		w->progress_thread = pthread_self();

@@ -96,6 +96,7 @@ struct be_worker {
 	struct be__list done;            /* be__msg: send callbacks to run */
 	struct be__list closeq;          /* be_sock: on_close to run */
 	struct be__list closedone;       /* be_sock: close callbacks to run */
+	bool shutdown;                   /* be__worker_close() began */
 	struct be__wake wake;            /* epoll over CQs, event channels, calls */
 	_Atomic(struct be__call *) calls;
 	pthread_t thr;
@@ -140,14 +141,21 @@ int be__worker_create(struct be_ctx *ctx, struct be_worker **out);
 int be__worker_progress(struct be_worker *w);
 int be__worker_wait(struct be_worker *w, int timeout_ms);
 int be__worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *arg), void *arg);
-/* Teardown in two steps, with the library thread stopped: shutdown
+/* be_worker_shutdown() without the listeners (the caller stops them
+ * first): every Socket closed with its handshake (on_close(-ESHUTDOWN)
+ * for those the application holds, none if @quiet), every Engine
+ * disconnected once nothing is left on it, new Engines and Sockets
+ * refused. Progresses until done or @timeout_ms (-1: no bound) passed;
+ * 0, -ETIMEDOUT, -EINPROGRESS from inside progress, or progress' error. */
+int be__worker_close(struct be_worker *w, int timeout_ms, bool quiet);
+/* Teardown in two steps, with the library thread stopped: the first
  * counts the worker as inside progress from then on (kicks and callbacks
  * are queued, not run) and runs the calls queued so far; the caller then
  * closes its listeners; destroy fails every Engine (sends complete with
  * -ECANCELED, on_close is not delivered), runs the send callbacks,
  * releases the socket handles still open, and frees the queues and the
  * worker. */
-void be__worker_shutdown(struct be_worker *w);
+void be__worker_destroy_begin(struct be_worker *w);
 void be__worker_destroy(struct be_worker *w);
 
 /*

@@ -69,6 +69,7 @@ void be_config_init(struct be_config *cfg)
 		.nomem_backoff_us = 1000,
 		.nomem_backoff_max_us = 100000,
 		.engine_idle_ms = 30000,
+		.close_timeout_ms = 10000,
 	};
 	config_env32("BE_EAGER_MAX", &cfg->eager_max);
 	config_env32("BE_RECV_BUF_SIZE", &cfg->recv_buf_size);
@@ -93,6 +94,7 @@ void be_config_init(struct be_config *cfg)
 	config_env32("BE_NOMEM_BACKOFF_US", &cfg->nomem_backoff_us);
 	config_env32("BE_NOMEM_BACKOFF_MAX_US", &cfg->nomem_backoff_max_us);
 	config_env32("BE_ENGINE_IDLE_MS", &cfg->engine_idle_ms);
+	config_env32("BE_CLOSE_TIMEOUT_MS", &cfg->close_timeout_ms);
 }
 
 /*

@@ -15,6 +15,7 @@
 
 #include <be/sock.h>
 #include "engine/engine.h"
+#include "sock/listener.h"
 #include "util/log.h"
 
 int be_listen(struct be_worker *w, const char *addr, const struct be_sock_cbs *cbs, void *user,
@@ -29,6 +30,8 @@ int be_listen(struct be_worker *w, const char *addr, const struct be_sock_cbs *c
 	if (!w || !p || !cbs || !cbs->on_accept || !out)
 		return -EINVAL;
 	BE_WORKER_ASSERT_THREAD(w);
+	if (w->shutdown)
+		return -ESHUTDOWN;
 	n = (size_t)(p - addr);
 	if (!n || n >= sizeof(scheme) || strlen(p + 3) >= BE_XPORT_ADDR_MAX)
 		return -EINVAL;
@@ -64,6 +67,8 @@ int be_listener_addr(struct be_listener *l, char *buf, size_t len)
 	size_t n = strlen(l->scheme) + 3;
 
 	BE_WORKER_ASSERT_THREAD(l->w);
+	if (!l->xl)
+		return -ESHUTDOWN;
 	if (len <= n)
 		return -ENOSPC;
 	snprintf(buf, len, "%s://", l->scheme);
@@ -83,7 +88,17 @@ void be_listener_close(struct be_listener *l)
 		if (e->listener == l)
 			e->listener = NULL;
 	}
-	l->wd->cd->ops->listener_close(l->xl);
+	be__listener_stop(l);
 	be__list_del_init(&l->link);
 	free(l);
+}
+
+/* Stop listening (be_listener_close(), or the worker shuts down and the
+ * handle stays valid): the transport refuses new connections; requests
+ * already under way are rejected by the worker (engine.c). */
+void be__listener_stop(struct be_listener *l)
+{
+	if (l->xl)
+		l->wd->cd->ops->listener_close(l->xl);
+	l->xl = NULL;
 }

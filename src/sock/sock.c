@@ -75,6 +75,8 @@ int be_sock_connect(struct be_worker *w, const char *addr, const struct be_sock_
 	if (!w || !out)
 		return -EINVAL;
 	BE_WORKER_ASSERT_THREAD(w);
+	if (w->shutdown)
+		return -ESHUTDOWN;
 	rc = sock_parse_addr(addr, scheme, sizeof(scheme), &rest);
 	if (rc)
 		return rc;

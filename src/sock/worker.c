@@ -13,8 +13,12 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include <be/be.h>
 #include <be/sock.h>
 #include "engine/worker.h"
+#include "sock/listener.h"
+#include "util/common.h"
+#include "util/log.h"
 
 int be_worker_create(struct be_ctx *ctx, struct be_worker **out)
 {
@@ -89,11 +93,30 @@ int be_worker_stop(struct be_worker *w)
 	return 0;
 }
 
-/* ---- teardown ---- */
+/* ---- shutdown and teardown ---- */
+
+static void worker_stop_listeners(struct be_worker *w)
+{
+	struct be__list *p, *t;
+
+	be__list_for_each_safe(p, t, &w->listeners)
+		be__listener_stop(be__list_entry(p, struct be_listener, link));
+}
+
+int be_worker_shutdown(struct be_worker *w, int timeout_ms)
+{
+	if (!w)
+		return -EINVAL;
+	BE_WORKER_ASSERT_THREAD(w);
+	worker_stop_listeners(w);
+	return be__worker_close(w, timeout_ms, false);
+}
 
 int be_worker_destroy(struct be_worker *w)
 {
 	struct be__list *p, *t;
+	uint32_t linger;
+	int rc;
 
 	if (!w)
 		return 0;
@@ -105,7 +128,16 @@ int be_worker_destroy(struct be_worker *w)
 	if (atomic_load(&w->running))
 		be_worker_stop(w);
 	BE_WORKER_ASSERT_THREAD(w);
-	be__worker_shutdown(w);
+	/* A clean shutdown first, within close_timeout_ms (0: none): every
+	 * message whose send completed reaches the peer. on_close does not
+	 * run while destroying. */
+	linger = w->ctx->cfg.close_timeout_ms;
+	worker_stop_listeners(w);
+	rc = linger ? be__worker_close(w, (int)BE_MIN(linger, (uint32_t)INT32_MAX), true) : 0;
+	if (rc)
+		be_log_warn("worker: %u Engines did not close within %u ms (%s): disconnecting them",
+			    w->nengines, linger, be_strerror(rc));
+	be__worker_destroy_begin(w);
 	be__list_for_each_safe(p, t, &w->listeners)
 		be_listener_close(be__list_entry(p, struct be_listener, link));
 	be__worker_destroy(w);

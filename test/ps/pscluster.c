@@ -87,12 +87,27 @@ void pc_server_start(struct pc *c, struct pc_server *s, unsigned int index, bool
 		TEST_FAIL("be-ps server %u did not start", index);
 }
 
-void pc_server_stop(struct pc_server *s)
+void pc_server_stop(struct pc *c, struct pc_server *s)
 {
+	pid_t r;
 	int st;
 
 	ASSERT_OK(kill(s->pid, SIGTERM));
-	ASSERT_EQ(waitpid(s->pid, &st, 0), s->pid);
+	/* The server closes its sockets cleanly before it exits, and waits
+	 * for the client's answers: the client goes on progressing, as a
+	 * live one does. */
+	if (c->w) {
+		uint64_t start = be__now_ns();
+
+		while ((r = waitpid(s->pid, &st, WNOHANG)) == 0) {
+			ASSERT_OK(be_worker_wait(c->w, 1));
+			if (be__now_ns() - start > 60000000000ull)
+				TEST_FAIL("hang: be-ps server %u did not stop in 60 s", s->index);
+		}
+	} else {
+		r = waitpid(s->pid, &st, 0);
+	}
+	ASSERT_EQ(r, s->pid);
 	ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	s->pid = 0;
 }
@@ -172,6 +187,7 @@ void pc_client_stop(struct pc *c)
 	be_rpc_destroy(c->rpc);
 	be_rpc_naming_destroy(c->naming);
 	be_worker_destroy(c->w);
+	c->w = NULL;
 	be_ctx_destroy(c->ctx);
 }
 

@@ -45,8 +45,9 @@ void pc_init(struct pc *c, int argc, char **argv, const char *config_text);
  * directory, or a replica following them) and wait for its "ready". */
 void pc_server_start(struct pc *c, struct pc_server *s, unsigned int index, bool replica,
 		     const char *name);
-/* SIGTERM and wait: the server must exit 0. */
-void pc_server_stop(struct pc_server *s);
+/* SIGTERM and wait: the server must exit 0. Meanwhile the client's
+ * worker (if started) progresses, so the server's clean close completes. */
+void pc_server_stop(struct pc *c, struct pc_server *s);
 /* SIGKILL and reap. */
 void pc_server_kill(struct pc_server *s);
 /* The RSS of the server in KiB, from /proc. */

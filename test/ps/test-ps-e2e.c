@@ -142,7 +142,7 @@ int main(int argc, char **argv)
 	/* Stop server 0 (it checkpoints) and start it again on a new
 	 * address, announced with a new epoch: the same values; the same
 	 * client's next push (its sequence numbers go on) is applied. */
-	pc_server_stop(&srv[0]);
+	pc_server_stop(&c, &srv[0]);
 	pc_server_start(&c, &srv[0], 0, false, "p0");
 	pc_announce(&c, &srv[0], 2);
 	/* Let the channels take the new record (naming tells them on
@@ -174,8 +174,8 @@ int main(int argc, char **argv)
 
 	pc_client_stop(&c);
 	ASSERT_EQ(cancel_calls, 1);
-	pc_server_stop(&srv[0]);
-	pc_server_stop(&srv[1]);
+	pc_server_stop(&c, &srv[0]);
+	pc_server_stop(&c, &srv[1]);
 	be__ps_config_close(&cfg);
 	pc_fini(&c);
 	return 0;

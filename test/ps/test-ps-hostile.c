@@ -137,8 +137,8 @@ int main(int argc, char **argv)
 
 	be_rpc_chan_destroy(ch);
 	pc_client_stop(&c);
-	pc_server_stop(&srv[0]);
-	pc_server_stop(&srv[1]);
+	pc_server_stop(&c, &srv[0]);
+	pc_server_stop(&c, &srv[1]);
 	be__ps_config_close(&cfg);
 	pc_fini(&c);
 	return 0;

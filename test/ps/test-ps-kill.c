@@ -154,7 +154,7 @@ int main(int argc, char **argv)
 	ASSERT_GT(cs.c.retries + cs.c.hedges, before);
 
 	pc_client_stop(&c);
-	pc_server_stop(&srv[0]);
+	pc_server_stop(&c, &srv[0]);
 	be__ps_config_close(&cfg);
 	pc_fini(&c);
 	return 0;

@@ -83,8 +83,8 @@ int main(int argc, char **argv)
 	ASSERT(!strstr(out, "\"ops\":0,"));
 	ASSERT(!strstr(out, "\"defaults\":0,"));
 
-	pc_server_stop(&srv[0]);
-	pc_server_stop(&srv[1]);
+	pc_server_stop(&c, &srv[0]);
+	pc_server_stop(&c, &srv[1]);
 	pc_fini(&c);
 	return 0;
 }

@@ -242,6 +242,7 @@ int main(int argc, char **argv)
 	ASSERT_OK(be_worker_stop(srv.w));
 
 	be_rpc_chan_destroy(ch);
+	st_shutdown(ws, 2); /* together: each waits for the other */
 	rt_client_stop(&cli);
 	rt_server_stop(&srv);
 	return 0;

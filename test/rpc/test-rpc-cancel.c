@@ -130,6 +130,7 @@ int main(int argc, char **argv)
 	be_rpc_buf_free(held_buf[1]);
 
 	be_rpc_chan_destroy(ch);
+	st_shutdown(ws, 2); /* together: each waits for the other */
 	rt_client_stop(&cli);
 	be_worker_destroy(srv.w);
 	be_ctx_destroy(srv.ctx);

@@ -236,6 +236,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "around the deadline: %d ok, %d timed out\n", ok, to);
 	}
 	be_rpc_chan_destroy(ch);
+	st_shutdown(ws, 2); /* together: each waits for the other */
 	rt_client_stop(&cli);
 	rt_server_stop(&srv);
 	return 0;

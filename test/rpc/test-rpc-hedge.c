@@ -186,6 +186,7 @@ int main(int argc, char **argv)
 	ASSERT_GT(cs.c.budget_denied, before.c.budget_denied);
 
 	be_rpc_chan_destroy(ch);
+	st_shutdown(ws, 3); /* together: each waits for the other */
 	rt_client_stop(&cli);
 	rt_server_stop(&sf);
 	rt_server_stop(&ss);

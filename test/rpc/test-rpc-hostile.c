@@ -330,6 +330,7 @@ int main(int argc, char **argv)
 		}
 		be_listener_close(l);
 	}
+	st_shutdown(ws, 2); /* together: each waits for the other */
 	rt_client_stop(&cli);
 	rt_server_stop(&srv);
 	return 0;

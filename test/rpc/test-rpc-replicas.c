@@ -255,6 +255,7 @@ int main(int argc, char **argv)
 		be_rpc_chan_destroy(ch);
 		be_rpc_naming_destroy(nm);
 	}
+	st_shutdown(ws, NS + 1); /* together: each waits for the others */
 	rt_client_stop(&cli);
 	for (i = 0; i < NS; i++)
 		rt_server_stop(&srv[i]);

@@ -260,6 +260,7 @@ int main(int argc, char **argv)
 	be_rpc_chan_destroy(dead);
 	for (i = 0; i < NS; i++)
 		be_rpc_chan_destroy(chs[i]);
+	st_shutdown(ws, NS + 1); /* together: each waits for the others */
 	rt_client_stop(&cli);
 	for (i = 0; i < NS; i++)
 		rt_server_stop(&srv[i]);

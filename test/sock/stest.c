@@ -1,6 +1,7 @@
 /*
  * stest.c - helper of the socket tests (see stest.h).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +201,36 @@ void st_pair(struct st *t, struct be_ctx **ctx, struct be_worker *ws[2], struct 
 	ASSERT_OK(be_listener_addr(*l, addr, len));
 }
 
+void st_shutdown(struct be_worker **ws, int n)
+{
+	uint64_t start = be__now_ns(), hang = st_hang_ns();
+	int i, left;
+
+	do {
+		left = 0;
+		for (i = 0; i < n; i++) {
+			int rc = be_worker_shutdown(ws[i], 0);
+
+			if (rc == -ETIMEDOUT)
+				left++;
+			else
+				ASSERT_OK(rc);
+		}
+		if (be__now_ns() - start > hang)
+			TEST_FAIL("hang: %d workers did not shut down in %d s", left,
+				  (int)(hang / 1000000000ull));
+	} while (left);
+}
+
+void st_destroy(struct be_worker **ws, int n)
+{
+	int i;
+
+	st_shutdown(ws, n);
+	for (i = n - 1; i >= 0; i--)
+		be_worker_destroy(ws[i]);
+}
+
 void st_unpair(struct be_ctx *ctx, struct be_worker *ws[2], struct st_server *srv,
 	       struct be_listener *l)
 {
@@ -209,8 +240,7 @@ void st_unpair(struct be_ctx *ctx, struct be_worker *ws[2], struct st_server *sr
 		be_sock_close(srv->socks[i]);
 	free(srv->socks);
 	be_listener_close(l);
-	be_worker_destroy(ws[1]);
-	be_worker_destroy(ws[0]);
+	st_destroy(ws, 2);
 	be_ctx_destroy(ctx);
 }
 

@@ -64,8 +64,16 @@ extern const struct be_sock_cbs st_server_cbs;
  */
 void st_pair(struct st *t, struct be_ctx **ctx, struct be_worker *ws[2], struct st_server *srv,
 	     struct be_listener **l, char *addr, size_t len);
+/* st_shutdown() - shut @ws[0..n) down together. Each worker's clean
+ * shutdown waits for its peers' answers, so workers that talk to each
+ * other and are driven by this one thread must be shut down in turn
+ * (be_worker_shutdown(w, 0) on each until all are done) rather than
+ * destroyed one after the other. Fails the test on a hang.
+ * st_destroy() - st_shutdown(), then destroy them. */
+void st_shutdown(struct be_worker **ws, int n);
+void st_destroy(struct be_worker **ws, int n);
 /* st_unpair() - undo st_pair(): close the sockets @srv accepted, then
- * listener @l, both workers and the context. */
+ * listener @l, both workers (st_destroy) and the context. */
 void st_unpair(struct be_ctx *ctx, struct be_worker *ws[2], struct st_server *srv,
 	       struct be_listener *l);
 

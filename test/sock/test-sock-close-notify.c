@@ -4,9 +4,10 @@
  * completed with 0 already handed to the peer's on_recv and the peer's
  * on_close(0) queued; -ECONNRESET when the closes crossed or the peer had
  * closed first; -ECONNREFUSED for a refused socket; 0 for a socket closed
- * before its Engine connected (every send cancelled); and that the
- * callback never runs inside the call and -EINVAL leaves no callback
- * behind.
+ * before its Engine connected (every send cancelled); -ECANCELED when
+ * be_worker_destroy() gives up on a peer that never answers (within
+ * close_timeout_ms); and that the callback never runs inside the call
+ * and -EINVAL leaves no callback behind.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -182,5 +183,31 @@ int main(int argc, char **argv)
 		ASSERT_EQ(d.calls, 0);
 	}
 	st_unpair(ctx, ws, &srv, l);
+
+	/* A peer that never answers: be_worker_destroy() waits
+	 * close_timeout_ms, then gives up: -ECANCELED, inside the call. */
+	{
+		struct be_worker *w2[2];
+		struct done d = { 0 };
+
+		memset(&srv, 0, sizeof(srv));
+		t.cfg.close_timeout_ms = 200;
+		st_pair(&t, &ctx, w2, &srv, &l, addr, sizeof(addr));
+		ASSERT_OK(be_sock_connect(w2[1], addr, &ccbs, NULL, &s));
+		ASSERT_OK(be_sock_send(s, st_msg(10, 4), 10, st_send_cb, &sends));
+		st_pump(w2, 2, srv_has, (void *)(intptr_t)1);
+		ASSERT_OK(be_sock_close_notify(s, done_cb, &d));
+		ASSERT_EQ(be_worker_shutdown(w2[1], 50), -ETIMEDOUT); /* w2[0] is not run */
+		ASSERT_EQ(d.calls, 0);
+		be_worker_destroy(w2[1]);
+		ASSERT_EQ(d.calls, 1);
+		ASSERT_EQ(d.status, -ECANCELED);
+		for (i = 0; i < srv.nsocks; i++)
+			be_sock_close(srv.socks[i]);
+		free(srv.socks);
+		be_listener_close(l);
+		be_worker_destroy(w2[0]);
+		be_ctx_destroy(ctx);
+	}
 	return 0;
 }

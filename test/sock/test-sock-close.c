@@ -229,8 +229,7 @@ int main(int argc, char **argv)
 	free(srv.socks);
 	be_listener_close(l2);
 	be_listener_close(l);
-	be_worker_destroy(ws[1]);
-	be_worker_destroy(ws[0]);
+	st_destroy(ws, 2);
 	be_ctx_destroy(ctx);
 	return 0;
 }

@@ -180,8 +180,7 @@ static void test_grow_shrink(struct st *t)
 	be_sock_close(c);
 	be_sock_close(rxs[0].s);
 	be_listener_close(l);
-	be_worker_destroy(ws[1]);
-	be_worker_destroy(ws[0]);
+	st_destroy(ws, 2);
 	be_ctx_destroy(ctx);
 }
 
@@ -241,8 +240,7 @@ static void test_many_and_denied(struct st *t)
 		be_sock_close(rxs[i].s);
 		be_listener_close(l[i]);
 	}
-	be_worker_destroy(ws[1]);
-	be_worker_destroy(ws[0]);
+	st_destroy(ws, 2);
 	be_ctx_destroy(ctx);
 }
 
@@ -372,8 +370,7 @@ static void test_churn(struct st *t)
 	be_sock_close(cend[1].s);
 	be_sock_close(cend[0].s);
 	be_listener_close(l);
-	be_worker_destroy(ws[1]);
-	be_worker_destroy(ws[0]);
+	st_destroy(ws, 2);
 	be_ctx_destroy(ctx);
 }
 

@@ -432,6 +432,9 @@ int main(int argc, char **argv)
 			st_pump_ms(both, 2, 1);
 		ASSERT_EQ(sends.ok, 1);
 		be_sock_close(s);
+		/* wc's close waits for w's answer: progress w meanwhile. */
+		while (be_worker_shutdown(wc, 0))
+			ASSERT_OK(be_worker_progress(w));
 		be_worker_destroy(wc);
 	}
 

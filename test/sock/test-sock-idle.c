@@ -112,11 +112,10 @@ int main(int argc, char **argv)
 	ASSERT_EQ(be_worker_engine_count(wk), 1);
 	ASSERT_EQ(be_worker_engine_count(ws[0]), 1);
 
-	be_worker_destroy(wk);
-	be_ctx_destroy(ctx_keep);
 	be_listener_close(l);
 	free(srv.socks);
-	be_worker_destroy(ws[0]);
+	st_destroy(ws, 2); /* ws[1] is wk */
+	be_ctx_destroy(ctx_keep);
 	be_ctx_destroy(ctx);
 	return 0;
 }

@@ -195,8 +195,7 @@ int main(int argc, char **argv)
 		free(srv[i].socks);
 		be_listener_close(l[i]);
 	}
-	for (i = nw - 1; i >= 0; i--)
-		be_worker_destroy(all[i]);
+	st_destroy(all, nw);
 	be_ctx_destroy(ctx);
 	return 0;
 }

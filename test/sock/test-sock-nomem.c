@@ -148,6 +148,8 @@ int main(int argc, char **argv)
 	ASSERT_GE(es.nomem_recv, 1);
 	st_check_limits(&es);
 	be_sock_close(s);
+	/* Close cleanly while the child still answers, then wait for it. */
+	ASSERT_OK(be_worker_shutdown(w, -1));
 	st_child_wait(&c);
 	be_worker_destroy(w);
 	be_ctx_destroy(ctx);

@@ -98,8 +98,11 @@ int main(int argc, char **argv)
 		be_sock_close(srv.socks[i]);
 	free(srv.socks);
 	be_listener_close(l);
-	be_worker_destroy(wc);
-	be_worker_destroy(ws);
+	{
+		struct be_worker *both[2] = { ws, wc };
+
+		st_destroy(both, 2);
+	}
 	be_ctx_destroy(ctx);
 	return 0;
 }

@@ -78,8 +78,7 @@ int main(int argc, char **argv)
 	for (k = 0; k < 2; k++)
 		be_sock_close(s[k]);
 	be_listener_close(l);
-	be_worker_destroy(ws[1]);
-	be_worker_destroy(ws[0]);
+	st_destroy(ws, 2);
 	free(srv.socks);
 	be_ctx_destroy(ctx);
 	return 0;

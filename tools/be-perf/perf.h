@@ -15,6 +15,7 @@
 
 struct be_sock;
 struct be_listener;
+struct be_worker;
 
 struct perf_cmd {
 	const char *name;
@@ -71,6 +72,11 @@ void perf_echo_sent(struct be_sock *s, void *buf, int status, void *arg);
 void perf_echo_serve(struct be_sock *s, void *buf, size_t len, void *user);
 void perf_echo_answer(struct be_sock *s, void *buf, size_t len, void *user);
 int perf_echo_accept(struct be_listener *l, struct be_sock *s, void *user);
+
+/* Shut the two workers of a one-process test down together (each waits
+ * for the other's answers, and one thread drives both), then destroy
+ * them; NULL entries are skipped. */
+void perf_echo_destroy(struct be_worker *a, struct be_worker *b);
 
 /* Parse a size with K/M/G suffix; exits with a message on bad input
  * (be-perf is a tool, not the library). */

@@ -159,10 +159,7 @@ static int cost_main(int argc, char **argv)
 		be_sock_close(s);
 	if (l)
 		be_listener_close(l);
-	if (sw)
-		be_worker_destroy(sw);
-	if (cw)
-		be_worker_destroy(cw);
+	perf_echo_destroy(sw, cw);
 	if (ctx)
 		be_ctx_destroy(ctx);
 	return rc ? 1 : 0;

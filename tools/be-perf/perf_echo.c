@@ -4,6 +4,8 @@
  * back in the buffer it arrived in; the client counts the answers.
  * Counters in struct perf_echo (perf.h), one for each side.
  */
+#include <errno.h>
+
 #include <be/alloc.h>
 #include <be/sock.h>
 
@@ -38,4 +40,26 @@ int perf_echo_accept(struct be_listener *l, struct be_sock *s, void *user)
 	(void)l;
 	be_sock_set_user(s, user);
 	return 0;
+}
+
+void perf_echo_destroy(struct be_worker *a, struct be_worker *b)
+{
+	struct be_worker *any = a ? a : b;
+	uint64_t end;
+	int ra, rb;
+
+	if (!any)
+		return;
+	/* be_worker_shutdown(w, 0) runs one progress; past the configured
+	 * close_timeout_ms the destroys below disconnect what is left. */
+	end = perf_now_ns() +
+	      (uint64_t)be_ctx_config(be_worker_ctx(any))->close_timeout_ms * 1000000ull;
+	do {
+		ra = a ? be_worker_shutdown(a, 0) : 0;
+		rb = b ? be_worker_shutdown(b, 0) : 0;
+	} while ((ra == -ETIMEDOUT || rb == -ETIMEDOUT) && perf_now_ns() < end);
+	if (b)
+		be_worker_destroy(b);
+	if (a)
+		be_worker_destroy(a);
 }

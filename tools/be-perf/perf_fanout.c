@@ -277,10 +277,7 @@ static int fanout_main(int argc, char **argv)
 	for (i = 0; i < engines && ls; i++)
 		if (ls[i])
 			be_listener_close(ls[i]);
-	if (sw)
-		be_worker_destroy(sw);
-	if (cw)
-		be_worker_destroy(cw);
+	perf_echo_destroy(sw, cw);
 	if (ctx)
 		be_ctx_destroy(ctx);
 	free(ls);

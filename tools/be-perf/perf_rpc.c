@@ -572,8 +572,7 @@ static int pr_cost(const struct pr_opts *o)
 	be_rpc_chan_destroy(c.ch);
 	be_rpc_destroy(crpc);
 	be_rpc_destroy(srpc);
-	be_worker_destroy(cw);
-	be_worker_destroy(sw);
+	perf_echo_destroy(cw, sw); /* together: each waits for the other */
 	be_ctx_destroy(ctx);
 	return err ? 1 : 0;
 }

@@ -606,21 +606,11 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 	}
 	for (j = 0; j < nsock; j++)
 		be_sock_close(c.socks[j].s);
-	/* Let the closes reach the server: our sockets leave the Engine
-	 * when the server's answers arrive. */
-	{
-		uint64_t t1 = perf_now_ns();
-		char json[4096];
-
-		while (perf_now_ns() - t1 < (uint64_t)o->timeout_s * 1000000000ull) {
-			be_worker_progress(w);
-			/* Done when the server answered, or dropped the Engine. */
-			if (be_worker_engine_count(w) == 0 ||
-			    (be_worker_stats_json(w, json, sizeof(json)) > 0 &&
-			     strstr(json, "\"sockets\":0,")))
-				break;
-		}
-	}
+	/* Close cleanly: done when the server answered every close, so it
+	 * is not left waiting for us while we wait for it to exit. */
+	rc = be_worker_shutdown(w, o->timeout_s * 1000);
+	if (rc)
+		fprintf(stderr, "be-perf %s: shutdown: %s\n", o->cmd, be_strerror(rc));
 	{
 		double cpu = perf_cpu_seconds() - cpu0;
 
