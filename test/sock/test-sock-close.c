@@ -43,6 +43,31 @@ static bool srv_one_closed(void *arg)
 	return srv.closed >= (int)(intptr_t)arg;
 }
 
+/* be_sock_close_notify() callbacks: calls and last status. */
+struct cdone {
+	int calls, status;
+};
+
+static void close_done(int status, void *arg)
+{
+	struct cdone *d = arg;
+
+	d->calls++;
+	d->status = status;
+}
+
+static bool both_closed(void *arg)
+{
+	struct cdone *d = arg;
+
+	return d[0].calls && d[1].calls;
+}
+
+static bool srv_has(void *arg)
+{
+	return srv.nsocks > (int)(intptr_t)arg;
+}
+
 static bool srv_got_one(void *arg)
 {
 	return srv.recvd >= 1;
@@ -165,11 +190,14 @@ int main(int argc, char **argv)
 	ASSERT_EQ(be_sock_send(c, NULL, 0, one_cb, &ones[2][0]), -ENOTCONN);
 	be_sock_close(c);
 
-	/* 4: both sides close at once: the closes cross, both complete, and
-	 * neither side reports on_close (each closed its own handle). */
+	/* 4: both sides close at once: the closes cross, both complete
+	 * (-ECONNRESET: each side's SOCK_CLOSE met the other's), and neither
+	 * side reports on_close (each closed its own handle): on_close would
+	 * have run by the time the closes are done, from the same frames. */
 	{
 		struct be_sock *d, *sd;
 		struct be_engine_stats es;
+		struct cdone cd[2] = { { 0 } };
 		int before = srv.nsocks, closed_before = srv.closed;
 
 		ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &d));
@@ -177,19 +205,20 @@ int main(int argc, char **argv)
 		ones[0][0].calls = 0;
 		ndone--;
 		st_pump(ws, 2, all_done, (void *)(intptr_t)(3 * NMSG));
-		while (srv.nsocks == before)
-			st_pump_ms(ws, 2, 1);
+		st_pump(ws, 2, srv_has, (void *)(intptr_t)before);
 		sd = srv.socks[srv.nsocks - 1];
-		be_sock_close(d);
-		be_sock_close(sd);
+		ASSERT_OK(be_sock_close_notify(d, close_done, &cd[0]));
+		ASSERT_OK(be_sock_close_notify(sd, close_done, &cd[1]));
 		srv.socks[srv.nsocks - 1] = NULL;
-		st_pump_ms(ws, 2, 200);
+		st_pump(ws, 2, both_closed, cd);
+		ASSERT_EQ(cd[0].status, -ECONNRESET);
+		ASSERT_EQ(cd[1].status, -ECONNRESET);
 		ASSERT_EQ(srv.closed, closed_before);
 		ASSERT_EQ(cli_closed, 1);
 		ASSERT_EQ(be_worker_engine_count(ws[1]), 2); /* addr and addr2 */
-		/* No socket is left on the client's engine. */
+		/* No socket is left on the client's engine (its close was
+		 * done: the id is gone). */
 		ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &d));
-		st_pump_ms(ws, 2, 50);
 		ASSERT_OK(be_sock_engine_stats(d, &es));
 		ASSERT_EQ(es.sockets, 1);
 		be_sock_close(d);

@@ -6,14 +6,17 @@
  * that works. With engine_idle_ms = 0 an unused Engine stays.
  *
  * No timing assertion: the test waits (bounded by the hang guard) for the
- * Engines to go, and "kept" is checked after waiting several idle periods
- * with a Socket open, which no schedule can turn into a close.
+ * Engines to go, and "kept" is checked once an Engine of the worker sent
+ * keepalives for several idle periods (the worker's timers ran through
+ * them, however loaded the machine), which no schedule can turn into a
+ * close.
  */
 #include <string.h>
 
 #include "stest.h"
 
 #define IDLE_MS 200
+#define KEEPALIVE_MS 40
 
 static struct st_server srv;
 static struct st_sends sends;
@@ -37,6 +40,32 @@ static bool echoed(void *arg)
 static bool engines_gone(void *arg)
 {
 	return be_worker_engine_count(ws[0]) == 0 && be_worker_engine_count(ws[1]) == 0;
+}
+
+struct ka_wait {
+	struct be_sock *s;
+	uint64_t until;
+};
+
+static bool keepalives_reached(void *arg)
+{
+	struct ka_wait *k = arg;
+	struct be_engine_stats es;
+
+	st_engine_stats(k->s, &es);
+	return es.keepalives_sent >= k->until;
+}
+
+/* Progress until the Engine of @s (an idle one) sent keepalives for five
+ * idle periods: its worker's timers ran through them. */
+static void idle_periods(struct be_sock *s)
+{
+	struct ka_wait k = { .s = s };
+	struct be_engine_stats es;
+
+	st_engine_stats(s, &es);
+	k.until = es.keepalives_sent + 5 * IDLE_MS / KEEPALIVE_MS;
+	st_pump(ws, 2, keepalives_reached, &k);
 }
 
 static bool server_closed(void *arg)
@@ -69,22 +98,22 @@ static struct be_sock *echo_once(const char *addr)
 
 int main(int argc, char **argv)
 {
-	struct be_listener *l;
+	struct be_listener *l, *l2;
 	struct be_ctx *ctx, *ctx_keep;
 	struct be_worker *wk;
 	struct be_sock *s;
-	char addr[160];
+	char addr[160], addr2[160];
 	struct st t;
 
 	st_init(&t, argc, argv);
 	t.cfg.engine_idle_ms = IDLE_MS;
-	t.cfg.keepalive_ms = 40; /* ticks every 10 ms */
+	t.cfg.keepalive_ms = KEEPALIVE_MS; /* ticks every 10 ms */
 	srv.echo = true;
 	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
 
 	/* A Socket keeps its Engine through many idle periods. */
 	s = echo_once(addr);
-	st_pump_ms(ws, 2, 5 * IDLE_MS);
+	idle_periods(s);
 	ASSERT_EQ(be_worker_engine_count(ws[1]), 1);
 	ASSERT_EQ(be_worker_engine_count(ws[0]), 1);
 
@@ -108,10 +137,17 @@ int main(int argc, char **argv)
 	ws[1] = wk;
 	s = echo_once(addr);
 	close_pair(s, 3);
-	st_pump_ms(ws, 2, 5 * IDLE_MS);
-	ASSERT_EQ(be_worker_engine_count(wk), 1);
-	ASSERT_EQ(be_worker_engine_count(ws[0]), 1);
+	/* The witness: a Socket on another Engine of the same worker, whose
+	 * keepalives tell that the idle periods went by. */
+	ASSERT_OK(be_listen(ws[0], st_listen_addr(&t), &st_server_cbs, &srv, &l2));
+	ASSERT_OK(be_listener_addr(l2, addr2, sizeof(addr2)));
+	s = echo_once(addr2);
+	idle_periods(s);
+	ASSERT_EQ(be_worker_engine_count(wk), 2);
+	ASSERT_EQ(be_worker_engine_count(ws[0]), 2);
+	be_sock_close(s);
 
+	be_listener_close(l2);
 	be_listener_close(l);
 	free(srv.socks);
 	st_destroy(ws, 2); /* ws[1] is wk */
