@@ -38,13 +38,19 @@
  *
  * Closing. A send that completed with status 0 will be delivered: closing
  * the socket (be_sock_close), shutting the worker down
- * (be_worker_shutdown) or destroying it (be_worker_destroy) hands every
- * such message to the peer's on_recv before its on_close(0). Only a peer
- * that dies or closes its socket first, or an Engine that fails, loses
- * messages in flight, and then on_close or the close callback says so
- * with an error. be_sock_close_notify() tells when one close is done,
- * be_worker_shutdown() when all of a worker's are (so a program knows when
- * it may exit). A clean close needs the peer's answer, hence its progress.
+ * (be_worker_shutdown) or destroying it (be_worker_destroy, within
+ * close_timeout_ms) hands every such message to the peer's on_recv before
+ * its on_close(0). Only a peer that dies or closes its socket first, or an
+ * Engine that fails, loses messages in flight, and then an error says so:
+ *   on_close    0 peer closed cleanly, -ESHUTDOWN our worker shut down,
+ *               -ECONNREFUSED refused, else the Engine's error;
+ *   be_close_cb 0 the peer answered (it has everything), -ECONNRESET the
+ *               closes crossed, -ECONNREFUSED, the Engine's error,
+ *               -ECANCELED be_worker_destroy() gave up waiting.
+ * be_sock_close_notify() tells when one close is done, be_worker_shutdown()
+ * when all of a worker's are (so a program knows when it may exit). A
+ * clean close needs the peer's answer, hence its progress: two workers
+ * driven by one thread are shut down together, not destroyed in turn.
  *
  * Buffers. Message buffers come from be_alloc() (include/be/alloc.h). Each
  * function states ownership with four verbs: borrows (used during the call
