@@ -40,6 +40,7 @@ int main(int argc, char **argv)
 	st_pump(ws, 2, recvd, &want);
 
 	be_sock_close(c);
+	st_shutdown(ws, 2); /* together: each waits for the other's answers */
 	ASSERT_EQ(be_worker_destroy(ws[1]), 0);
 	ASSERT_EQ(be_ctx_destroy(ctx), -EBUSY); /* one worker left */
 	ASSERT_EQ(be_worker_destroy(ws[0]), 0);
