@@ -28,7 +28,7 @@
 #include <be/be.h>
 #include <be/sock.h>
 #include "engine/credit.h"
-#include "engine/list.h"
+#include "util/list.h"
 #include "engine/proto.h"
 #include "engine/sock_state.h"
 #include "engine/window.h"

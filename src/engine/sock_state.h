@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #include <be/sock.h>
-#include "engine/list.h"
+#include "util/list.h"
 
 struct be__engine;
 

@@ -36,7 +36,7 @@
 
 #include <be/sock.h>
 #include "engine/ctx.h"
-#include "engine/list.h"
+#include "util/list.h"
 #include "xport/wake.h"
 #include "xport/xport.h"
 

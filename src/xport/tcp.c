@@ -188,8 +188,8 @@ static int tcp_evch_create(struct be_xdev *xdev, struct be_xevch **out)
 	if (!ch)
 		return -ENOMEM;
 	ch->x.dev = xdev;
-	tcp_list_init(&ch->conns);
-	tcp_list_init(&ch->listeners);
+	be__list_init(&ch->conns);
+	be__list_init(&ch->listeners);
 	ret = be__wake_init(&ch->wake, BE__WAKE_TIMER, &tcp_efd_tag, &tcp_tfd_tag);
 	if (ret) {
 		free(ch);
@@ -209,13 +209,13 @@ static void tcp_evch_destroy(struct be_xevch *xch)
 	if (!xch)
 		return;
 	ch = container_of(xch, struct tcp_evch, x);
-	while (!tcp_list_empty(&ch->listeners)) {
+	while (!be__list_empty(&ch->listeners)) {
 		struct tcp_listener *l = container_of(ch->listeners.next, struct tcp_listener, link);
 
 		be_log_err("tcp: evch destroyed with listener %s open; closing it", l->addr);
 		listener_free(l);
 	}
-	while (!tcp_list_empty(&ch->conns)) {
+	while (!be__list_empty(&ch->conns)) {
 		struct tcp_conn *c = container_of(ch->conns.next, struct tcp_conn, ev_link);
 
 		/* Conns never handed to the user go with the evch. */
@@ -229,7 +229,7 @@ static void tcp_evch_destroy(struct be_xevch *xch)
 		be__tcp_conn_close_fd(c);
 		if (c->state != TCP_C_ERROR)
 			c->state = TCP_C_DEAD;
-		tcp_list_del(&c->ev_link);
+		be__list_del_init(&c->ev_link);
 		c->ch = NULL;
 		c->x.evch = NULL;
 	}
@@ -250,7 +250,7 @@ static int tcp_evch_fd(struct be_xevch *xch)
 
 static void evch_timer_update(struct tcp_evch *ch)
 {
-	struct tcp_list *p;
+	struct be__list *p;
 	uint64_t min = 0;
 
 	for (p = ch->conns.next; ch->nhandshake && p != &ch->conns; p = p->next) {
@@ -369,7 +369,7 @@ static int tcp_cq_create(struct be_xdev *xdev, uint32_t depth, struct be_xcq **o
 	if (!cq)
 		return -ENOMEM;
 	cq->x.dev = xdev;
-	tcp_list_init(&cq->conns);
+	be__list_init(&cq->conns);
 	cq->cap = BE_MAX(depth, 64u);
 	cq->ring = malloc((size_t)cq->cap * sizeof(*cq->ring));
 	if (!cq->ring) {
@@ -397,11 +397,11 @@ static void tcp_cq_destroy(struct be_xcq *xcq)
 	if (!xcq)
 		return;
 	cq = container_of(xcq, struct tcp_cq, x);
-	while (!tcp_list_empty(&cq->conns)) {
-		struct tcp_list *p = cq->conns.next;
+	while (!be__list_empty(&cq->conns)) {
+		struct be__list *p = cq->conns.next;
 		struct tcp_conn *c;
 
-		tcp_list_del(p);
+		be__list_del_init(p);
 		/* A conn is on this list by scq_link, or by rcq_link when
 		 * its rcq differs from its scq. */
 		c = container_of(p, struct tcp_conn, scq_link);
@@ -414,12 +414,12 @@ static void tcp_cq_destroy(struct be_xcq *xcq)
 		if (c->scq) {
 			cq_unkick(c->scq, c);
 			be__tcp_cq_unack(c->scq, c);
-			tcp_list_del(&c->scq_link);
+			be__list_del_init(&c->scq_link);
 		}
 		if (c->rcq) {
 			cq_unkick(c->rcq, c);
 			be__tcp_cq_unack(c->rcq, c);
-			tcp_list_del(&c->rcq_link);
+			be__list_del_init(&c->rcq_link);
 		}
 		c->scq = c->rcq = NULL;
 	}
@@ -520,7 +520,7 @@ static int tcp_srq_create(struct be_xcq *xcq, uint32_t depth, struct be_xsrq **o
 	srq->cq = container_of(xcq, struct tcp_cq, x);
 	srq->x.dev = xcq->dev;
 	srq->x.cq = xcq;
-	tcp_list_init(&srq->conns);
+	be__list_init(&srq->conns);
 	*out = &srq->x;
 	return 0;
 }
@@ -533,11 +533,11 @@ static void tcp_srq_destroy(struct be_xsrq *xsrq)
 	if (!xsrq)
 		return;
 	srq = container_of(xsrq, struct tcp_srq, x);
-	while (!tcp_list_empty(&srq->conns)) {
+	while (!be__list_empty(&srq->conns)) {
 		struct tcp_conn *c = container_of(srq->conns.next, struct tcp_conn, srq_link);
 
 		be_log_err("tcp: srq destroyed with conn %s attached; detaching it", c->peer);
-		tcp_list_del(&c->srq_link);
+		be__list_del_init(&c->srq_link);
 		c->srq = NULL;
 	}
 	/* Flush posted receives so their buffers go back to the owner. */
@@ -631,7 +631,10 @@ static struct tcp_conn *conn_new(struct tcp_evch *ch)
 	c->dev = container_of(ch->x.dev, struct tcp_dev, x);
 	c->x.dev = ch->x.dev;
 	c->x.evch = &ch->x;
-	tcp_list_add(&ch->conns, &c->ev_link);
+	be__list_init(&c->scq_link);
+	be__list_init(&c->rcq_link);
+	be__list_init(&c->srq_link);
+	be__list_add_tail(&ch->conns, &c->ev_link);
 	return c;
 }
 
@@ -721,12 +724,12 @@ static int conn_attach(struct tcp_conn *c, const struct be_xconn_attr *attr)
 		return ret;
 	c->scq = container_of(attr->send_cq, struct tcp_cq, x);
 	c->rcq = container_of(attr->recv_cq, struct tcp_cq, x);
-	tcp_list_add(&c->scq->conns, &c->scq_link);
+	be__list_add_tail(&c->scq->conns, &c->scq_link);
 	if (c->rcq != c->scq)
-		tcp_list_add(&c->rcq->conns, &c->rcq_link);
+		be__list_add_tail(&c->rcq->conns, &c->rcq_link);
 	if (attr->srq) {
 		c->srq = container_of(attr->srq, struct tcp_srq, x);
-		tcp_list_add(&c->srq->conns, &c->srq_link);
+		be__list_add_tail(&c->srq->conns, &c->srq_link);
 	}
 	c->x.user = attr->user;
 	c->timeout_ms = attr->timeout_ms > 0 ? attr->timeout_ms : TCP_DEFAULT_TIMEOUT_MS;
@@ -751,20 +754,20 @@ static void conn_free(struct tcp_conn *c)
 		cq_unkick(c->scq, c);
 		be__tcp_cq_unack(c->scq, c);
 		cq_purge(c->scq, &c->x);
-		tcp_list_del(&c->scq_link);
+		be__list_del_init(&c->scq_link);
 	}
 	if (c->rcq) {
 		cq_unkick(c->rcq, c);
 		be__tcp_cq_unack(c->rcq, c);
 		if (c->rcq != c->scq)
 			cq_purge(c->rcq, &c->x);
-		tcp_list_del(&c->rcq_link);
+		be__list_del_init(&c->rcq_link);
 	}
 	if (c->srq)
-		tcp_list_del(&c->srq_link);
+		be__list_del_init(&c->srq_link);
 	if (c->ch) {
 		evch_purge(c->ch, &c->x, NULL);
-		tcp_list_del(&c->ev_link);
+		be__list_del_init(&c->ev_link);
 	}
 	be__tcp_conn_free_sq(c);
 	free(c->rbuf);
@@ -1005,7 +1008,7 @@ static void listener_accept(struct tcp_listener *l, struct tcp_evch *ch)
 static void evch_check_deadlines(struct tcp_evch *ch)
 {
 	uint64_t now = be__now_ns();
-	struct tcp_list *p, *next;
+	struct be__list *p, *next;
 
 	for (p = ch->conns.next; p != &ch->conns; p = next) {
 		struct tcp_conn *c = container_of(p, struct tcp_conn, ev_link);
@@ -1108,7 +1111,7 @@ static int tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
 	ret = be__wake_watch(&ch->wake, l->fd, EPOLLIN, l);
 	if (ret)
 		goto err_close;
-	tcp_list_add(&ch->listeners, &l->link);
+	be__list_add_tail(&ch->listeners, &l->link);
 	*out = &l->x;
 	return 0;
 
@@ -1135,7 +1138,7 @@ static int tcp_listener_addr(struct be_xlistener *xl, char *buf, size_t len)
 static void listener_free(struct tcp_listener *l)
 {
 	struct tcp_evch *ch = container_of(l->x.evch, struct tcp_evch, x);
-	struct tcp_list *p, *next;
+	struct be__list *p, *next;
 
 	epoll_ctl(ch->wake.epfd, EPOLL_CTL_DEL, l->fd, NULL);
 	close(l->fd);
@@ -1153,7 +1156,7 @@ static void listener_free(struct tcp_listener *l)
 			c->listener = NULL;
 	}
 	evch_purge(ch, NULL, &l->x);
-	tcp_list_del(&l->link);
+	be__list_del_init(&l->link);
 	free(l);
 }
 

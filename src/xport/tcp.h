@@ -31,6 +31,7 @@
 #include <sys/uio.h>
 
 #include "util/common.h"
+#include "util/list.h"
 #include "xport/wake.h"
 #include "xport/xport.h"
 
@@ -90,38 +91,6 @@ _Static_assert(TCP_RX_TAIL >= TCP_HDR_LEN && TCP_RX_TAIL <= TCP_RBUF_SIZE, "rx t
 void be__tcp_hdr_pack(uint8_t *out, const struct tcp_hdr *h);
 void be__tcp_hdr_unpack(struct tcp_hdr *h, const uint8_t *in);
 
-/* Intrusive doubly linked list. */
-struct tcp_list {
-	struct tcp_list *prev, *next;
-};
-
-static inline void tcp_list_init(struct tcp_list *l)
-{
-	l->prev = l->next = l;
-}
-
-static inline int tcp_list_empty(const struct tcp_list *l)
-{
-	return l->next == l;
-}
-
-static inline void tcp_list_add(struct tcp_list *head, struct tcp_list *n)
-{
-	n->prev = head->prev;
-	n->next = head;
-	head->prev->next = n;
-	head->prev = n;
-}
-
-static inline void tcp_list_del(struct tcp_list *n)
-{
-	if (!n->next)
-		return;
-	n->prev->next = n->next;
-	n->next->prev = n->prev;
-	n->prev = n->next = NULL;
-}
-
 /* What an epoll entry points at. */
 enum tcp_kind {
 	TCP_K_LISTENER = 1,
@@ -155,8 +124,8 @@ struct tcp_evch {
 	struct be__wake wake;     /* evch_fd; efd readable while events are
 				   * queued, tfd: next handshake deadline */
 	struct tcp_evnode *ev_head, *ev_tail;
-	struct tcp_list conns;    /* every conn on this evch */
-	struct tcp_list listeners;
+	struct be__list conns;    /* every conn on this evch */
+	struct be__list listeners;
 	uint32_t nhandshake;      /* conns with a deadline */
 };
 
@@ -167,7 +136,7 @@ struct tcp_cq {
 	int armed;
 	struct be_xwc *ring;
 	uint32_t cap, head, count;
-	struct tcp_list conns;    /* conns using this cq (send or recv) */
+	struct be__list conns;    /* conns using this cq (send or recv) */
 	struct tcp_conn *kick;    /* conns with work not signalled by their fd */
 	struct tcp_conn *ackq;    /* conns owing their peer an ACK frame */
 };
@@ -184,14 +153,14 @@ struct tcp_srq {
 	struct tcp_rwr *ring;
 	uint32_t cap, head, count;
 	uint32_t limit;           /* armed low-water mark, 0 = off */
-	struct tcp_list conns;
+	struct be__list conns;
 };
 
 struct tcp_listener {
 	int kind;                 /* TCP_K_LISTENER */
 	struct be_xlistener x;
 	int fd;
-	struct tcp_list link;     /* evch->listeners */
+	struct be__list link;     /* evch->listeners */
 	char addr[BE_XPORT_ADDR_MAX];
 };
 
@@ -232,7 +201,7 @@ struct tcp_conn {
 	struct tcp_listener *listener; /* acceptor side, until accepted */
 	struct tcp_cq *scq, *rcq;
 	struct tcp_srq *srq;
-	struct tcp_list ev_link, scq_link, rcq_link, srq_link;
+	struct be__list ev_link, scq_link, rcq_link, srq_link;
 	struct tcp_conn *kick_next;
 	int kicked;
 	struct tcp_conn *ack_next; /* on rcq->ackq */

@@ -1,12 +1,21 @@
 /*
- * list.h - intrusive circular doubly-linked lists (internal).
+ * list.h - intrusive circular doubly-linked lists (internal), the one list
+ * of the library.
  *
- * The core keeps every queue (socket send queues, the round-robin ring of
- * active sockets, deferred callbacks) as lists of objects that embed a
- * struct be__list, so queueing never allocates.
+ * Every list of objects (the core's socket send queues, the round-robin
+ * ring of active sockets, deferred callbacks; a transport's conns per
+ * event channel, cq and srq; bemalloc's blocks and huge regions) is a
+ * struct be__list head and objects that embed a struct be__list, so
+ * queueing never allocates and unlinking is O(1).
+ *
+ * A head is empty when it points at itself: initialise it with
+ * be__list_init() (or BE__LIST_INIT for a static one) before use. An
+ * element is unlinked when it points at itself: be__list_del_init() leaves
+ * it so, and deleting an unlinked element again does nothing. Threads: no
+ * locking; the owner of the head serialises.
  */
-#ifndef BE_ENGINE_LIST_H
-#define BE_ENGINE_LIST_H
+#ifndef BE_UTIL_LIST_H
+#define BE_UTIL_LIST_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,6 +23,9 @@
 struct be__list {
 	struct be__list *next, *prev;
 };
+
+/* Static initialiser of an empty head: struct be__list h = BE__LIST_INIT(h). */
+#define BE__LIST_INIT(h) { &(h), &(h) }
 
 static inline void be__list_init(struct be__list *h)
 {
@@ -86,9 +98,18 @@ static inline struct be__list *be__list_first(const struct be__list *h)
 	return be__list_empty(h) ? NULL : h->next;
 }
 
+static inline struct be__list *be__list_last(const struct be__list *h)
+{
+	return be__list_empty(h) ? NULL : h->prev;
+}
+
 #define be__list_entry(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
 
+/* Visit every entry; the body must not unlink @pos. */
+#define be__list_for_each(pos, h) for ((pos) = (h)->next; (pos) != (h); (pos) = (pos)->next)
+
+/* Visit every entry; the body may unlink @pos (not @tmp). */
 #define be__list_for_each_safe(pos, tmp, h) \
 	for ((pos) = (h)->next, (tmp) = (pos)->next; (pos) != (h); (pos) = (tmp), (tmp) = (pos)->next)
 
-#endif /* BE_ENGINE_LIST_H */
+#endif /* BE_UTIL_LIST_H */
