@@ -37,6 +37,7 @@
 
 #include <be/alloc.h>
 #include "util/common.h"
+#include "util/list.h"
 
 #define ALLOC_UNIT_SHIFT 16
 #define ALLOC_UNIT_SIZE ((size_t)1 << ALLOC_UNIT_SHIFT)
@@ -67,7 +68,7 @@ struct be__region {
 	uint64_t fd_offset;
 	bool huge_free;        /* huge: in the huge cache (pool lock) */
 	struct be_alloc_mr mr[BE_ALLOC_MAX_DEVICES]; /* written under pool lock */
-	struct be__region *prev, *next; /* pool list it is on (pool lock) */
+	struct be__list link;  /* pool list it is on (pool lock) */
 };
 
 /* Span flags, owner-only. */
@@ -172,9 +173,9 @@ struct be__pool {
 	uint32_t num_classes;
 	uint64_t class_size[BE_ALLOC_NUM_CLASSES];
 	/* Lists (pool lock). */
-	struct be__region *blocks;     /* all blocks */
-	struct be__region *huge_live;  /* huge regions in use */
-	struct be__region *huge_cache; /* free huge regions, newest first */
+	struct be__list blocks;        /* all blocks, oldest first */
+	struct be__list huge_live;     /* huge regions in use */
+	struct be__list huge_cache;    /* free huge regions, newest first */
 	size_t huge_cache_bytes;
 	struct be__heap *orphans;
 	_Atomic(struct be__heap *) heaps; /* every heap ever, never freed */
@@ -200,7 +201,7 @@ struct be__pool {
 	 * handler (which must not call free()), freed on the child's first use
 	 * or next fork (pool lock). */
 	struct {
-		struct be__region *blocks, *huge_live, *huge_cache;
+		struct be__list blocks, huge_live, huge_cache;
 		struct be__heap *heaps;
 		uint64_t *free_slots;
 	} forked;
@@ -241,9 +242,6 @@ void be__region_dereg_all_locked(struct be__region *r);
 /* Register @r on device @d alone (attach); the message is set on failure. */
 int be__region_reg_dev_locked(struct be__region *r, int d);
 void be__region_dereg_dev_locked(struct be__region *r, int d);
-void be__list_add(struct be__region **head, struct be__region *r);
-void be__list_add_tail(struct be__region **head, struct be__region *r);
-void be__list_del(struct be__region **head, struct be__region *r);
 
 /* huge.c */
 void *be__huge_alloc(size_t size, size_t *usable);

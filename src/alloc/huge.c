@@ -25,12 +25,11 @@ size_t be__huge_cache_drop_locked(size_t want)
 	struct be__pool *p = &be__pool;
 	size_t freed = 0;
 
-	while (freed < want && p->huge_cache) {
-		struct be__region *r = p->huge_cache;
+	while (freed < want && !be__list_empty(&p->huge_cache)) {
+		struct be__region *r = be__list_entry(be__list_last(&p->huge_cache),
+						      struct be__region, link);
 
-		while (r->next)
-			r = r->next;
-		be__list_del(&p->huge_cache, r);
+		be__list_del_init(&r->link);
 		p->huge_cache_bytes -= r->len;
 		freed += r->len;
 		be__huge_destroy_locked(r);
@@ -45,7 +44,8 @@ size_t be__huge_cache_drop_locked(size_t want)
 void *be__huge_alloc(size_t size, size_t *usable)
 {
 	struct be__pool *p = &be__pool;
-	struct be__region *r;
+	struct be__region *r = NULL;
+	struct be__list *e;
 	size_t len;
 
 	if (size > ((size_t)1 << (ALLOC_ADDR_BITS - 1))) {
@@ -54,11 +54,16 @@ void *be__huge_alloc(size_t size, size_t *usable)
 	}
 	len = BE_ALIGN_UP(size, p->page_size);
 	pthread_mutex_lock(&p->lock);
-	for (r = p->huge_cache; r; r = r->next)
-		if (r->len >= len && r->len - len <= len / 2)
+	be__list_for_each(e, &p->huge_cache) {
+		struct be__region *c = be__list_entry(e, struct be__region, link);
+
+		if (c->len >= len && c->len - len <= len / 2) {
+			r = c;
 			break;
+		}
+	}
 	if (r) {
-		be__list_del(&p->huge_cache, r);
+		be__list_del_init(&r->link);
 		p->huge_cache_bytes -= r->len;
 	} else {
 		r = be__huge_create_locked(len);
@@ -68,7 +73,7 @@ void *be__huge_alloc(size_t size, size_t *usable)
 		}
 	}
 	r->huge_free = false;
-	be__list_add(&p->huge_live, r);
+	be__list_add_head(&p->huge_live, &r->link);
 	pthread_mutex_unlock(&p->lock);
 	*usable = r->len;
 	return (void *)r->base;
@@ -88,13 +93,13 @@ size_t be__huge_free(struct be__region *r, void *ptr)
 		return 0;
 	}
 	len = r->len;
-	be__list_del(&p->huge_live, r);
+	be__list_del_init(&r->link);
 	if (len <= ALLOC_HUGE_CACHE_MAX) {
 		if (p->huge_cache_bytes + len > ALLOC_HUGE_CACHE_MAX)
 			be__huge_cache_drop_locked(p->huge_cache_bytes + len -
 						   ALLOC_HUGE_CACHE_MAX);
 		r->huge_free = true;
-		be__list_add(&p->huge_cache, r);
+		be__list_add_head(&p->huge_cache, &r->link);
 		p->huge_cache_bytes += len;
 	} else {
 		be__huge_destroy_locked(r);

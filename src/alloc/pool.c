@@ -40,7 +40,15 @@
 
 struct be__pool be__pool = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.blocks = BE__LIST_INIT(be__pool.blocks),
+	.huge_live = BE__LIST_INIT(be__pool.huge_live),
+	.huge_cache = BE__LIST_INIT(be__pool.huge_cache),
 	.arena_fd = -1,
+	.forked = {
+		.blocks = BE__LIST_INIT(be__pool.forked.blocks),
+		.huge_live = BE__LIST_INIT(be__pool.forked.huge_live),
+		.huge_cache = BE__LIST_INIT(be__pool.forked.huge_cache),
+	},
 };
 
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
@@ -120,27 +128,25 @@ static bool block_size_valid(uint64_t bs)
 static void pool_forked_free_locked(void)
 {
 	struct be__pool *p = &be__pool;
-	struct be__region *r, *next;
+	struct be__list *e, *next;
 	struct be__heap *h, *hn;
 
-	for (r = p->forked.blocks; r; r = next) {
-		next = r->next;
-		be__block_free_meta((struct be__block *)r);
-	}
-	for (r = p->forked.huge_live; r; r = next) {
-		next = r->next;
-		free(r);
-	}
-	for (r = p->forked.huge_cache; r; r = next) {
-		next = r->next;
-		free(r);
-	}
+	be__list_for_each_safe(e, next, &p->forked.blocks)
+		be__block_free_meta((struct be__block *)be__list_entry(e, struct be__region, link));
+	be__list_for_each_safe(e, next, &p->forked.huge_live)
+		free(be__list_entry(e, struct be__region, link));
+	be__list_for_each_safe(e, next, &p->forked.huge_cache)
+		free(be__list_entry(e, struct be__region, link));
+	be__list_init(&p->forked.blocks);
+	be__list_init(&p->forked.huge_live);
+	be__list_init(&p->forked.huge_cache);
 	for (h = p->forked.heaps; h; h = hn) {
 		hn = atomic_load_explicit(&h->next_all, memory_order_relaxed);
 		free(h);
 	}
+	p->forked.heaps = NULL;
 	free(p->forked.free_slots);
-	memset(&p->forked, 0, sizeof(p->forked));
+	p->forked.free_slots = NULL;
 }
 
 static void pool_atfork_prepare(void)
@@ -172,12 +178,11 @@ static void pool_atfork_child(void)
 		close(p->arena_fd);
 	p->arena_fd = -1;
 	p->arena_slots = 0;
-	p->forked.blocks = p->blocks;
-	p->forked.huge_live = p->huge_live;
-	p->forked.huge_cache = p->huge_cache;
+	be__list_splice_tail(&p->forked.blocks, &p->blocks);
+	be__list_splice_tail(&p->forked.huge_live, &p->huge_live);
+	be__list_splice_tail(&p->forked.huge_cache, &p->huge_cache);
 	p->forked.heaps = atomic_load_explicit(&p->heaps, memory_order_relaxed);
 	p->forked.free_slots = p->free_slots;
-	p->blocks = p->huge_live = p->huge_cache = NULL;
 	p->huge_cache_bytes = 0;
 	p->orphans = NULL;
 	atomic_store_explicit(&p->heaps, NULL, memory_order_relaxed);
@@ -341,13 +346,13 @@ struct be__span *be__pool_runs_get(uint32_t units, unsigned max)
 {
 	struct be__pool *p = &be__pool;
 	struct be__span *list = NULL, *s;
-	struct be__region *r;
+	struct be__list *e;
 	unsigned got = 0;
 	int first;
 
 	pthread_mutex_lock(&p->lock);
-	for (r = p->blocks; r && got < max; r = r->next) {
-		struct be__block *b = (struct be__block *)r;
+	for (e = p->blocks.next; e != &p->blocks && got < max; e = e->next) {
+		struct be__block *b = (struct be__block *)be__list_entry(e, struct be__region, link);
 
 		while (got < max && b->free_units >= units && (first = bitmap_find(b, units)) >= 0) {
 			s = run_carve_locked(b, (uint32_t)first, units);
@@ -455,7 +460,7 @@ size_t be_alloc_trim(void)
 {
 	struct be__pool *p = &be__pool;
 	struct be__heap *self, *h;
-	struct be__region *r, *next;
+	struct be__list *e, *next;
 	struct be__span *runs, *rn;
 	size_t freed = 0;
 
@@ -475,13 +480,12 @@ size_t be_alloc_trim(void)
 			be__pool_run_put_locked(runs);
 		}
 	}
-	for (r = p->blocks; r; r = next) {
-		struct be__block *b = (struct be__block *)r;
+	be__list_for_each_safe(e, next, &p->blocks) {
+		struct be__block *b = (struct be__block *)be__list_entry(e, struct be__region, link);
 
-		next = r->next;
 		if (b->free_units != b->units)
 			continue;
-		freed += r->len;
+		freed += b->r.len;
 		be__block_destroy_locked(b);
 	}
 	freed += be__huge_cache_drop_locked(SIZE_MAX);
@@ -493,16 +497,16 @@ size_t be_alloc_trim(void)
 static struct be__region *region_next(struct be__region *r, int *list)
 {
 	struct be__pool *p = &be__pool;
+	struct be__list *const heads[3] = { &p->blocks, &p->huge_live, &p->huge_cache };
+	struct be__list *e = r ? r->link.next : NULL;
 
-	r = r ? r->next : NULL;
-	while (!r && *list < 3) {
-		switch ((*list)++) {
-		case 0: r = p->blocks; break;
-		case 1: r = p->huge_live; break;
-		default: r = p->huge_cache; break;
-		}
+	/* *list counts the lists begun: @r is on heads[*list - 1]. */
+	while (!e || (*list && e == heads[*list - 1])) {
+		if (*list == 3)
+			return NULL;
+		e = heads[(*list)++]->next;
 	}
-	return r;
+	return be__list_entry(e, struct be__region, link);
 }
 
 int be_alloc_attach_device(const struct be_alloc_reg_hook *hook)

@@ -34,39 +34,6 @@
 
 _Atomic(_Atomic(struct be__region *) *) be__pagemap_root[1u << ALLOC_PAGEMAP_ROOT_BITS];
 
-void be__list_add(struct be__region **head, struct be__region *r)
-{
-	r->prev = NULL;
-	r->next = *head;
-	if (*head)
-		(*head)->prev = r;
-	*head = r;
-}
-
-void be__list_add_tail(struct be__region **head, struct be__region *r)
-{
-	struct be__region **pp = head, *prev = NULL;
-
-	while (*pp) {
-		prev = *pp;
-		pp = &(*pp)->next;
-	}
-	r->prev = prev;
-	r->next = NULL;
-	*pp = r;
-}
-
-void be__list_del(struct be__region **head, struct be__region *r)
-{
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		*head = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	r->prev = r->next = NULL;
-}
-
 static int pagemap_set_locked(uintptr_t base, size_t len, struct be__region *r)
 {
 	unsigned shift = be__pool.block_shift;
@@ -382,7 +349,7 @@ struct be__block *be__block_create_locked(void)
 	}
 	/* Oldest first: runs are searched first-fit in this order, and
 	 * packing old blocks lets new ones become free for trim. */
-	be__list_add_tail(&p->blocks, &b->r);
+	be__list_add_tail(&p->blocks, &b->r.link);
 	atomic_fetch_add_explicit(&p->blocks_n, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&p->mapped_bytes, bs, memory_order_relaxed);
 	return b;
@@ -409,7 +376,7 @@ void be__block_destroy_locked(struct be__block *b)
 {
 	struct be__pool *p = &be__pool;
 
-	be__list_del(&p->blocks, &b->r);
+	be__list_del_init(&b->r.link);
 	pagemap_clear_locked(b->r.base, b->r.len);
 	be__region_dereg_all_locked(&b->r);
 	munmap((void *)b->r.base, b->r.len);
