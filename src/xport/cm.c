@@ -192,31 +192,6 @@ void be__verbs_conn_teardown(struct verbs_conn *vc)
 		be_log_dbg("verbs: rdma_disconnect: %s", strerror(errno));
 }
 
-static void cm_conn_link(struct verbs_evch *ch, struct verbs_conn *vc)
-{
-	vc->ch_prev = NULL;
-	vc->ch_next = ch->conns;
-	if (ch->conns)
-		ch->conns->ch_prev = vc;
-	ch->conns = vc;
-}
-
-static void cm_conn_unlink(struct verbs_conn *vc)
-{
-	struct verbs_evch *ch;
-
-	if (!vc->base.evch)
-		return;
-	ch = to_vevch(vc->base.evch);
-	if (vc->ch_prev)
-		vc->ch_prev->ch_next = vc->ch_next;
-	else
-		ch->conns = vc->ch_next;
-	if (vc->ch_next)
-		vc->ch_next->ch_prev = vc->ch_prev;
-	vc->ch_next = vc->ch_prev = NULL;
-}
-
 void be__verbs_conn_detach(struct verbs_conn *vc)
 {
 	struct verbs_evch *ch = vc->base.evch ? to_vevch(vc->base.evch) : NULL;
@@ -227,7 +202,7 @@ void be__verbs_conn_detach(struct verbs_conn *vc)
 	vc->id = NULL;
 	vc->state = VC_DOWN;
 	if (ch) {
-		cm_conn_unlink(vc);
+		be__list_del_init(&vc->ch_link);
 		pthread_mutex_lock(&be__verbs_lock);
 		be__verbs_purge_locked(ch, &vc->base, NULL);
 		pthread_mutex_unlock(&be__verbs_lock);
@@ -249,6 +224,8 @@ int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 	if (!ch)
 		return -ENOMEM;
 	ch->base.dev = d;
+	be__list_init(&ch->conns);
+	be__list_init(&ch->listeners);
 	ch->ch = rdma_create_event_channel();
 	if (!ch->ch) {
 		ret = errno ? -errno : -ENOMEM;
@@ -270,8 +247,7 @@ int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 	if (ret)
 		goto err_wake;
 	pthread_mutex_lock(&be__verbs_lock);
-	ch->next = dev->evchs;
-	dev->evchs = ch;
+	be__list_add_head(&dev->evchs, &ch->dev_link);
 	pthread_mutex_unlock(&be__verbs_lock);
 	*out = &ch->base;
 	return 0;
@@ -287,33 +263,29 @@ err_free:
 
 void be__verbs_evch_destroy(struct be_xevch *c)
 {
-	struct verbs_evch *ch = to_vevch(c), **pp;
+	struct verbs_evch *ch = to_vevch(c);
 	struct verbs_dev *dev = to_vdev(c->dev);
 	struct verbs_qev *q;
 
 	/* Children first (a caller bug, but no crash): conns become husks
 	 * that conn_destroy() only frees. */
-	if (ch->conns || ch->listeners)
+	if (!be__list_empty(&ch->conns) || !be__list_empty(&ch->listeners))
 		be_log_err("verbs: event channel of %s destroyed before its connections",
 			   dev->name);
-	while (ch->conns)
-		be__verbs_conn_detach(ch->conns);
+	while (!be__list_empty(&ch->conns))
+		be__verbs_conn_detach(be__list_entry(ch->conns.next, struct verbs_conn, ch_link));
 	/* Listeners are closed with it, as on tcp: their handles die here. */
-	while (ch->listeners) {
-		struct verbs_listener *vl = ch->listeners;
+	while (!be__list_empty(&ch->listeners)) {
+		struct verbs_listener *vl =
+			be__list_entry(ch->listeners.next, struct verbs_listener, link);
 
-		ch->listeners = vl->next;
+		be__list_del_init(&vl->link);
 		if (rdma_destroy_id(vl->id))
 			be_log_err("verbs: rdma_destroy_id(listener): %s", strerror(errno));
 		free(vl);
 	}
 	pthread_mutex_lock(&be__verbs_lock);
-	for (pp = &dev->evchs; *pp; pp = &(*pp)->next) {
-		if (*pp == ch) {
-			*pp = ch->next;
-			break;
-		}
-	}
+	be__list_del_init(&ch->dev_link);
 	while ((q = ch->qhead)) {
 		ch->qhead = q->next;
 		free(q);
@@ -409,7 +381,7 @@ static int cm_conn_request(struct verbs_evch *ch, struct rdma_cm_event *e, struc
 	vc->id = id;
 	vc->state = VC_REQUEST;
 	id->context = vc;
-	cm_conn_link(ch, vc);
+	be__list_add_head(&ch->conns, &vc->ch_link);
 	ev->type = BE_XEV_CONNECT_REQUEST;
 	ev->conn = &vc->base;
 	ev->listener = &vl->base;
@@ -565,12 +537,15 @@ static void cm_timer_set(struct verbs_evch *ch, uint64_t deadline_ns)
 static int cm_check_deadlines(struct verbs_evch *ch, struct be_xevent *ev)
 {
 	uint64_t now = be__now_ns(), next = 0;
-	struct verbs_conn *vc, *late = NULL;
+	struct verbs_conn *late = NULL;
+	struct be__list *e;
 
 	be__wake_drain(ch->wake.tfd);
 	if (!ch->next_deadline || ch->next_deadline > now)
 		return 0;
-	for (vc = ch->conns; vc; vc = vc->ch_next) {
+	be__list_for_each(e, &ch->conns) {
+		struct verbs_conn *vc = be__list_entry(e, struct verbs_conn, ch_link);
+
 		if (!vc->deadline_ns || vc->reported_down ||
 		    (vc->state != VC_RESOLVING && vc->state != VC_CONNECTING))
 			continue;
@@ -698,10 +673,7 @@ int be__verbs_listen(struct be_xevch *c, const char *addr, int backlog,
 		be_log_err("verbs: rdma_listen(%s): %s", addr, strerror(-ret));
 		goto err_id;
 	}
-	vl->next = ch->listeners;
-	if (ch->listeners)
-		ch->listeners->prev = vl;
-	ch->listeners = vl;
+	be__list_add_head(&ch->listeners, &vl->link);
 	*out = &vl->base;
 	return 0;
 
@@ -721,16 +693,8 @@ void be__verbs_listener_close(struct be_xlistener *l)
 {
 	struct verbs_listener *vl = to_vlistener(l);
 
-	if (vl->base.evch) {
-		struct verbs_evch *ch = to_vevch(vl->base.evch);
-
-		if (vl->prev)
-			vl->prev->next = vl->next;
-		else
-			ch->listeners = vl->next;
-		if (vl->next)
-			vl->next->prev = vl->prev;
-	}
+	if (vl->base.evch)
+		be__list_del_init(&vl->link);
 	/* Pending requests die with the listening id (rdma_cm rejects them). */
 	if (vl->id && rdma_destroy_id(vl->id))
 		be_log_err("verbs: rdma_destroy_id(listener): %s", strerror(errno));
@@ -782,7 +746,7 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 		be_log_err("verbs: rdma_resolve_addr(%s): %s", addr, strerror(-ret));
 		goto err_id;
 	}
-	cm_conn_link(ch, vc);
+	be__list_add_head(&ch->conns, &vc->ch_link);
 	vc->deadline_ns = be__now_ns() + (uint64_t)vc->timeout_ms * 1000000u;
 	if (!ch->next_deadline || vc->deadline_ns < ch->next_deadline)
 		cm_timer_set(ch, vc->deadline_ns);

@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/list.h"
 #include "xport/xport.h"
 #include "xport/shm_ring.h"
 #include "xport/wake.h"
@@ -71,7 +72,7 @@ struct shm_dev {
 	struct shm_region *regions;    /* SHM_MAX_REGIONS slots */
 	uint32_t nregions_hi;          /* slots below this may be used */
 	uint32_t ring_size;            /* rings of conns this side creates */
-	struct shm_conn *push_head;    /* conns told about (de)registrations */
+	struct be__list push;          /* conns told about (de)registrations */
 };
 
 /* What epoll's data.ptr points at. */
@@ -91,8 +92,8 @@ struct shm_evch {
 				   * tfd: connect deadlines */
 	struct shm_ph efd_ph, tfd_ph;
 	struct shm_evq *q_head, *q_tail;
-	struct shm_conn *conns;   /* every conn of this evch (ev_next) */
-	struct shm_listener *listeners; /* closed by evch_destroy */
+	struct be__list conns;    /* every conn of this evch (ev_link), newest first */
+	struct be__list listeners; /* closed by evch_destroy */
 	uint64_t timer_at;        /* armed deadline, 0 = none */
 };
 
@@ -107,8 +108,8 @@ struct shm_cq {
 	bool armed;               /* local completions must write efd */
 	bool hup_check;           /* check for hang-ups at the next poll */
 	uint32_t polls;
-	struct shm_conn *send_head; /* conns whose send_cq is this (s_next) */
-	struct shm_conn *recv_head; /* conns whose recv_cq is this (r_next) */
+	struct be__list send_conns; /* conns whose send_cq is this (s_link) */
+	struct be__list recv_conns; /* conns whose recv_cq is this (r_link) */
 	/* Local completions (srq flushes): a growable ring. */
 	struct be_xwc *lq;
 	uint32_t lq_cap, lq_head, lq_tail;
@@ -128,7 +129,7 @@ struct shm_listener {
 	struct be_xlistener base;
 	struct shm_ph ph;
 	int fd;
-	struct shm_listener *next, *prev;
+	struct be__list link;     /* evch->listeners */
 	char name[SHM_NAME_MAX + 1];
 };
 
@@ -191,22 +192,20 @@ struct shm_conn {
 	bool connector;
 	bool sock_dead;            /* EOF seen / removed from epolls */
 	bool disc_queued;
-	bool on_cq;                /* in the cq lists */
 	bool cq_watched;           /* socket in the cqs' epolls */
 	struct shm_listener *listener;
 	struct shm_dev *dev;
 	pid_t peer_pid;
 	char peer_name[SHM_NAME_MAX + 1];
 
-	struct shm_conn *ev_next, *ev_prev;      /* evch->conns */
-	struct shm_conn *push_next, *push_prev;  /* dev->push_head */
-	bool on_push;                            /* under dev->lock */
+	struct be__list ev_link;                 /* evch->conns */
+	struct be__list push_link;               /* dev->push (under dev->lock) */
 	int push_failed;                         /* atomic: reg push failed */
 	int push_pending;                        /* atomic: pq not empty */
 	struct shm_push *pq;                     /* under dev->lock */
 	uint32_t pq_len, pq_cap;
-	struct shm_conn *s_next, *s_prev;        /* scq->send_head */
-	struct shm_conn *r_next, *r_prev;        /* rcq->recv_head */
+	struct be__list s_link;                  /* scq->send_conns, newest first */
+	struct be__list r_link;                  /* rcq->recv_conns */
 
 	struct shm_cq *scq, *rcq;
 	struct shm_srq *srq;

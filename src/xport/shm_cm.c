@@ -125,6 +125,8 @@ int be__shm_evch_create(struct be_xdev *dev, struct be_xevch **out)
 	if (!ch)
 		return -ENOMEM;
 	ch->base.dev = dev;
+	be__list_init(&ch->conns);
+	be__list_init(&ch->listeners);
 	ch->efd_ph.kind = SHM_PH_EVFD;
 	ch->tfd_ph.kind = SHM_PH_TIMER;
 	ret = be__wake_init(&ch->wake, BE__WAKE_TIMER, &ch->efd_ph, &ch->tfd_ph);
@@ -139,17 +141,19 @@ int be__shm_evch_create(struct be_xdev *dev, struct be_xevch **out)
 void be__shm_evch_destroy(struct be_xevch *xch)
 {
 	struct shm_evch *ch;
-	struct shm_conn *c, *next;
+	struct be__list *e, *next;
 	struct shm_evq *q;
 
 	if (!xch)
 		return;
 	ch = to_sevch(xch);
 	/* Conns the application never saw (no REQ yet) are ours to free. */
-	while (ch->listeners)
-		be__shm_listener_close(&ch->listeners->base);
-	for (c = ch->conns; c; c = next) {
-		next = c->ev_next;
+	while (!be__list_empty(&ch->listeners))
+		be__shm_listener_close(
+			&be__list_entry(ch->listeners.next, struct shm_listener, link)->base);
+	be__list_for_each_safe(e, next, &ch->conns) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, ev_link);
+
 		if (c->state == SHM_CS_WAIT_REQ) {
 			be__shm_conn_destroy(&c->base);
 			continue;
@@ -157,9 +161,8 @@ void be__shm_evch_destroy(struct be_xevch *xch)
 		/* A caller bug; the conn lives on without events. */
 		be_log_warn("shm: evch destroyed with a live conn");
 		c->base.evch = NULL;
-		c->ev_next = c->ev_prev = NULL;
+		be__list_del_init(&c->ev_link);
 	}
-	ch->conns = NULL;
 	while ((q = ch->q_head)) {
 		ch->q_head = q->next;
 		free(q);
@@ -175,12 +178,15 @@ int be__shm_evch_fd(struct be_xevch *ch)
 
 static void cm_timer_arm(struct shm_evch *ch)
 {
-	struct shm_conn *c;
+	struct be__list *e;
 	uint64_t at = 0;
 
-	for (c = ch->conns; c; c = c->ev_next)
+	be__list_for_each(e, &ch->conns) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, ev_link);
+
 		if (c->state == SHM_CS_CONNECTING && (!at || c->deadline_ns < at))
 			at = c->deadline_ns;
+	}
 	ch->timer_at = at;
 	be__wake_arm_timer(&ch->wake, at);
 }
@@ -210,12 +216,15 @@ static void cm_handshake_failed(struct shm_conn *c, enum be_xev_type type, int s
 static void cm_timer_fired(struct shm_evch *ch)
 {
 	uint64_t now = be__now_ns();
-	struct shm_conn *c;
+	struct be__list *e;
 
 	be__wake_drain(ch->wake.tfd);
-	for (c = ch->conns; c; c = c->ev_next)
+	be__list_for_each(e, &ch->conns) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, ev_link);
+
 		if (c->state == SHM_CS_CONNECTING && c->deadline_ns <= now)
 			cm_handshake_failed(c, BE_XEV_UNREACHABLE, -ETIMEDOUT, NULL, 0);
+	}
 	cm_timer_arm(ch);
 }
 
@@ -234,10 +243,10 @@ static struct shm_conn *cm_conn_new(struct shm_evch *ch)
 	c->fd = -1;
 	c->peer_rx_efd = -1;
 	c->peer_tx_efd = -1;
-	c->ev_next = ch->conns;
-	if (ch->conns)
-		ch->conns->ev_prev = c;
-	ch->conns = c;
+	be__list_init(&c->push_link);
+	be__list_init(&c->s_link);
+	be__list_init(&c->r_link);
+	be__list_add_head(&ch->conns, &c->ev_link);
 	return c;
 }
 
@@ -277,12 +286,7 @@ void be__shm_conn_destroy(struct be_xconn *xc)
 		c->fd = -1;
 	}
 	if (ch) {
-		if (c->ev_prev)
-			c->ev_prev->ev_next = c->ev_next;
-		else
-			ch->conns = c->ev_next;
-		if (c->ev_next)
-			c->ev_next->ev_prev = c->ev_prev;
+		be__list_del_init(&c->ev_link);
 		cm_purge_events(ch, c, NULL);
 		if (c->state == SHM_CS_CONNECTING)
 			cm_timer_arm(ch);
@@ -691,10 +695,7 @@ int be__shm_listen(struct be_xevch *xch, const char *addr, int backlog,
 	ret = be__wake_watch(&ch->wake, l->fd, EPOLLIN, &l->ph);
 	if (ret)
 		goto err_close;
-	l->next = ch->listeners;
-	if (l->next)
-		l->next->prev = l;
-	ch->listeners = l;
+	be__list_add_head(&ch->listeners, &l->link);
 	*out = &l->base;
 	return 0;
 
@@ -719,7 +720,7 @@ void be__shm_listener_close(struct be_xlistener *xl)
 {
 	struct shm_listener *l;
 	struct shm_evch *ch;
-	struct shm_conn *c, *next;
+	struct be__list *e, *next;
 
 	if (!xl)
 		return;
@@ -727,15 +728,11 @@ void be__shm_listener_close(struct be_xlistener *xl)
 	ch = to_sevch(xl->evch);
 	epoll_ctl(ch->wake.epfd, EPOLL_CTL_DEL, l->fd, NULL);
 	close(l->fd);
-	if (l->prev)
-		l->prev->next = l->next;
-	else
-		ch->listeners = l->next;
-	if (l->next)
-		l->next->prev = l->prev;
+	be__list_del_init(&l->link);
 	/* Requests not yet taken by the application are refused. */
-	for (c = ch->conns; c; c = next) {
-		next = c->ev_next;
+	be__list_for_each_safe(e, next, &ch->conns) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, ev_link);
+
 		if (c->listener != l)
 			continue;
 		c->listener = NULL;

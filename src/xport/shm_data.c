@@ -65,6 +65,8 @@ int be__shm_cq_create(struct be_xdev *dev, uint32_t depth, struct be_xcq **out)
 	if (!cq)
 		return -ENOMEM;
 	cq->base.dev = dev;
+	be__list_init(&cq->send_conns);
+	be__list_init(&cq->recv_conns);
 	cq->efd_ph.kind = SHM_PH_EVFD;
 	ret = be__wake_init(&cq->wake, 0, &cq->efd_ph, NULL);
 	if (ret) {
@@ -82,11 +84,13 @@ void be__shm_cq_destroy(struct be_xcq *xcq)
 	if (!xcq)
 		return;
 	cq = to_scq(xcq);
-	if (cq->send_head || cq->recv_head)
+	if (!be__list_empty(&cq->send_conns) || !be__list_empty(&cq->recv_conns))
 		be_log_warn("shm: cq destroyed with conns attached");
 	/* A caller bug, survived: the conns lose both their cqs. */
-	while (cq->send_head || cq->recv_head) {
-		struct shm_conn *c = cq->send_head ? cq->send_head : cq->recv_head;
+	while (!be__list_empty(&cq->send_conns) || !be__list_empty(&cq->recv_conns)) {
+		struct shm_conn *c = !be__list_empty(&cq->send_conns) ?
+			be__list_entry(cq->send_conns.next, struct shm_conn, s_link) :
+			be__list_entry(cq->recv_conns.next, struct shm_conn, r_link);
 
 		be__shm_conn_detach_cqs(c);
 		c->scq = c->rcq = NULL;
@@ -134,7 +138,7 @@ int be__shm_conn_attach_cqs(struct shm_conn *c)
 {
 	int ret;
 
-	if (c->on_cq)
+	if (be__list_linked(&c->s_link))
 		return 0;
 	ret = be__wake_watch(&c->scq->wake, c->fd, EPOLLRDHUP, &c->ph);
 	if (ret)
@@ -147,17 +151,8 @@ int be__shm_conn_attach_cqs(struct shm_conn *c)
 		}
 	}
 	c->cq_watched = true;
-	c->s_prev = NULL;
-	c->s_next = c->scq->send_head;
-	if (c->s_next)
-		c->s_next->s_prev = c;
-	c->scq->send_head = c;
-	c->r_prev = NULL;
-	c->r_next = c->rcq->recv_head;
-	if (c->r_next)
-		c->r_next->r_prev = c;
-	c->rcq->recv_head = c;
-	c->on_cq = true;
+	be__list_add_head(&c->scq->send_conns, &c->s_link);
+	be__list_add_head(&c->rcq->recv_conns, &c->r_link);
 	return 0;
 }
 
@@ -175,22 +170,11 @@ void be__shm_conn_detach_cqs(struct shm_conn *c)
 {
 	if (c->srq && c->srq->last == c)
 		c->srq->last = NULL;
-	if (!c->on_cq)
+	if (!be__list_linked(&c->s_link))
 		return;
 	be__shm_conn_unwatch(c);
-	if (c->s_prev)
-		c->s_prev->s_next = c->s_next;
-	else
-		c->scq->send_head = c->s_next;
-	if (c->s_next)
-		c->s_next->s_prev = c->s_prev;
-	if (c->r_prev)
-		c->r_prev->r_next = c->r_next;
-	else
-		c->rcq->recv_head = c->r_next;
-	if (c->r_next)
-		c->r_next->r_prev = c->r_prev;
-	c->on_cq = false;
+	be__list_del_init(&c->s_link);
+	be__list_del_init(&c->r_link);
 }
 
 /* ---- srq ------------------------------------------------------------ */
@@ -224,15 +208,18 @@ void be__shm_srq_destroy(struct be_xsrq *xsrq)
 {
 	struct shm_srq *s;
 	struct shm_cq *cq;
-	struct shm_conn *c;
+	struct be__list *e;
 
 	if (!xsrq)
 		return;
 	s = to_ssrq(xsrq);
 	cq = to_scq(xsrq->cq);
-	for (c = cq->recv_head; c; c = c->r_next)
+	be__list_for_each(e, &cq->recv_conns) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, r_link);
+
 		if (c->srq == s)
 			c->srq = NULL;
+	}
 	for (; s->head != s->tail; s->head++) {
 		struct be_xwc wc;
 
@@ -1033,7 +1020,7 @@ static void cq_check_hup(struct shm_cq *cq)
 int be__shm_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 {
 	struct shm_cq *cq;
-	struct shm_conn *c, *next;
+	struct be__list *e, *next;
 	int got = 0;
 
 	if (!xcq || n < 0 || (n && !wc))
@@ -1047,29 +1034,28 @@ int be__shm_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 	}
 	while (got < n && cq->lq_head != cq->lq_tail)
 		wc[got++] = cq->lq[cq->lq_head++ & (cq->lq_cap - 1)];
-	for (c = cq->send_head; c && got < n; c = next) {
-		next = c->s_next;
+	for (e = cq->send_conns.next; e != &cq->send_conns && got < n; e = next) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, s_link);
+
+		next = e->next;
 		if (c->rcq != cq && c->state == SHM_CS_CONNECTED)
 			rx_publish(c); /* the recv loop below does the others */
 		if (c->sq_head != c->sq_tail)
 			got += cq_poll_tx(c, wc + got, n - got);
 	}
-	for (c = cq->recv_head; c && got < n; c = next) {
-		next = c->r_next;
+	for (e = cq->recv_conns.next; e != &cq->recv_conns && got < n; e = next) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, r_link);
+
+		next = e->next;
 		if (BE_UNLIKELY(__atomic_load_n(&c->push_pending, __ATOMIC_RELAXED)))
 			be__shm_push_flush(c);
 		got += cq_poll_rx(c, wc + got, n - got);
 	}
 	/* Fairness: when the batch filled up, start with another conn next time. */
-	if (got == n && cq->recv_head && cq->recv_head->r_next) {
-		c = cq->recv_head;
-		cq->recv_head = c->r_next;
-		cq->recv_head->r_prev = NULL;
-		for (next = cq->recv_head; next->r_next; next = next->r_next)
-			;
-		next->r_next = c;
-		c->r_prev = next;
-		c->r_next = NULL;
+	if (got == n && cq->recv_conns.next != cq->recv_conns.prev) {
+		e = cq->recv_conns.next;
+		be__list_del_init(e);
+		be__list_add_tail(&cq->recv_conns, e);
 	}
 	return got;
 }
@@ -1077,7 +1063,7 @@ int be__shm_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 int be__shm_cq_arm(struct be_xcq *xcq)
 {
 	struct shm_cq *cq;
-	struct shm_conn *c;
+	struct be__list *e;
 	bool pending;
 
 	if (!xcq)
@@ -1085,14 +1071,18 @@ int be__shm_cq_arm(struct be_xcq *xcq)
 	cq = to_scq(xcq);
 	cq->armed = true;
 	cq->hup_check = true;
-	for (c = cq->send_head; c; c = c->s_next) {
+	be__list_for_each(e, &cq->send_conns) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, s_link);
+
 		if (c->state != SHM_CS_CONNECTED)
 			continue;
 		if (c->rcq != cq)
 			rx_publish(c); /* the recv loop below does the others */
 		__atomic_store_n(&c->tx_ctl->tx_armed, 1, __ATOMIC_SEQ_CST);
 	}
-	for (c = cq->recv_head; c; c = c->r_next) {
+	be__list_for_each(e, &cq->recv_conns) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, r_link);
+
 		if (c->state != SHM_CS_CONNECTED)
 			continue;
 		rx_publish(c);
@@ -1101,11 +1091,15 @@ int be__shm_cq_arm(struct be_xcq *xcq)
 	shm_fence();
 	/* Re-check everything the flags cover, so no wakeup is lost. */
 	pending = cq->lq_head != cq->lq_tail;
-	for (c = cq->send_head; c && !pending; c = c->s_next)
+	for (e = cq->send_conns.next; e != &cq->send_conns && !pending; e = e->next) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, s_link);
+
 		pending = sq_ready(c) ||
 			  (c->sq_tx != c->sq_tail && c->state == SHM_CS_CONNECTED &&
 			   shm_load_acq(&c->tx_ctl->head) != c->tx_head);
-	for (c = cq->recv_head; c && !pending; c = c->r_next) {
+	}
+	for (e = cq->recv_conns.next; e != &cq->recv_conns && !pending; e = e->next) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, r_link);
 		struct shm_rec *rec;
 		uint64_t tag;
 

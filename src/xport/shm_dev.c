@@ -67,6 +67,7 @@ int be__shm_dev_open(const char *name, struct be_xdev **out)
 		else
 			d->ring_size = (uint32_t)v;
 	}
+	be__list_init(&d->push);
 	d->base.alloc_dev = -1;
 	*out = &d->base;
 	return 0;
@@ -85,7 +86,7 @@ void be__shm_dev_close(struct be_xdev *dev)
 	if (!dev)
 		return;
 	d = to_sdev(dev);
-	if (d->push_head)
+	if (!be__list_empty(&d->push))
 		be_log_warn("shm: device closed with connections alive");
 	pthread_mutex_destroy(&d->lock);
 	free(d->regions);
@@ -306,7 +307,7 @@ void be__shm_push_flush(struct shm_conn *c)
 	struct shm_dev *d = c->dev;
 
 	pthread_mutex_lock(&d->lock);
-	if (c->on_push)
+	if (be__list_linked(&c->push_link))
 		dev_pq_flush_locked(d, c);
 	pthread_mutex_unlock(&d->lock);
 }
@@ -332,12 +333,7 @@ int be__shm_push_attach(struct shm_conn *c)
 		c->pq = NULL;
 		c->pq_len = c->pq_cap = 0;
 	} else {
-		c->push_prev = NULL;
-		c->push_next = d->push_head;
-		if (d->push_head)
-			d->push_head->push_prev = c;
-		d->push_head = c;
-		c->on_push = true;
+		be__list_add_head(&d->push, &c->push_link);
 		dev_pq_flush_locked(d, c);
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -349,15 +345,7 @@ void be__shm_push_detach(struct shm_conn *c)
 	struct shm_dev *d = c->dev;
 
 	pthread_mutex_lock(&d->lock);
-	if (c->on_push) {
-		if (c->push_prev)
-			c->push_prev->push_next = c->push_next;
-		else
-			d->push_head = c->push_next;
-		if (c->push_next)
-			c->push_next->push_prev = c->push_prev;
-		c->on_push = false;
-	}
+	be__list_del_init(&c->push_link);
 	free(c->pq);
 	c->pq = NULL;
 	c->pq_len = c->pq_cap = 0;
@@ -374,7 +362,7 @@ static int dev_reg(void *dev, void *addr, size_t len, int fd, uint64_t fd_offset
 {
 	struct shm_dev *d = dev;
 	struct shm_region *r = NULL;
-	struct shm_conn *c;
+	struct be__list *e;
 	uint32_t i;
 
 	if (!d || !addr || !len || !out || fd < 0 || (uint64_t)(uintptr_t)addr + len < len) {
@@ -408,7 +396,8 @@ static int dev_reg(void *dev, void *addr, size_t len, int fd, uint64_t fd_offset
 	__atomic_store_n(&r->key, r->gen << SHM_KEY_SLOT_BITS | i, __ATOMIC_RELEASE);
 	if (i >= d->nregions_hi)
 		d->nregions_hi = i + 1;
-	for (c = d->push_head; c; c = c->push_next) {
+	be__list_for_each(e, &d->push) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, push_link);
 		int ret = dev_pq_add(c, r->key, false);
 
 		if (ret)
@@ -427,7 +416,7 @@ static void dev_dereg(void *dev, struct be_alloc_mr *mr)
 {
 	struct shm_dev *d = dev;
 	struct shm_region *r;
-	struct shm_conn *c;
+	struct be__list *e;
 	uint32_t slot;
 
 	if (!d || !mr)
@@ -443,7 +432,8 @@ static void dev_dereg(void *dev, struct be_alloc_mr *mr)
 		return;
 	}
 	__atomic_store_n(&r->key, 0, __ATOMIC_RELEASE);
-	for (c = d->push_head; c; c = c->push_next) {
+	be__list_for_each(e, &d->push) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, push_link);
 		int ret = dev_pq_add(c, mr->lkey, true);
 
 		if (ret)

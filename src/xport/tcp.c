@@ -316,27 +316,10 @@ void be__tcp_cq_push(struct tcp_cq *cq, const struct be_xwc *wc)
 
 void be__tcp_cq_kick(struct tcp_cq *cq, struct tcp_conn *c)
 {
-	if (c->kicked)
+	if (be__list_linked(&c->kick_link))
 		return;
-	c->kicked = 1;
-	c->kick_next = cq->kick;
-	cq->kick = c;
+	be__list_add_head(&cq->kick, &c->kick_link);
 	cq_notify(cq);
-}
-
-static void cq_unkick(struct tcp_cq *cq, struct tcp_conn *c)
-{
-	struct tcp_conn **pp;
-
-	if (!c->kicked)
-		return;
-	for (pp = &cq->kick; *pp; pp = &(*pp)->kick_next) {
-		if (*pp == c) {
-			*pp = c->kick_next;
-			break;
-		}
-	}
-	c->kicked = 0;
 }
 
 /* Drop completions of @c's send queue; receives stay, without the conn. */
@@ -370,6 +353,8 @@ static int tcp_cq_create(struct be_xdev *xdev, uint32_t depth, struct be_xcq **o
 		return -ENOMEM;
 	cq->x.dev = xdev;
 	be__list_init(&cq->conns);
+	be__list_init(&cq->kick);
+	be__list_init(&cq->ackq);
 	cq->cap = BE_MAX(depth, 64u);
 	cq->ring = malloc((size_t)cq->cap * sizeof(*cq->ring));
 	if (!cq->ring) {
@@ -411,16 +396,10 @@ static void tcp_cq_destroy(struct be_xcq *xcq)
 		be__tcp_conn_close_fd(c);
 		if (c->state == TCP_C_ESTABLISHED)
 			c->state = TCP_C_ERROR;
-		if (c->scq) {
-			cq_unkick(c->scq, c);
-			be__tcp_cq_unack(c->scq, c);
-			be__list_del_init(&c->scq_link);
-		}
-		if (c->rcq) {
-			cq_unkick(c->rcq, c);
-			be__tcp_cq_unack(c->rcq, c);
-			be__list_del_init(&c->rcq_link);
-		}
+		be__list_del_init(&c->scq_link);
+		be__list_del_init(&c->rcq_link);
+		be__list_del_init(&c->kick_link);
+		be__list_del_init(&c->ack_link);
 		c->scq = c->rcq = NULL;
 	}
 	be__wake_close(&cq->wake);
@@ -434,11 +413,10 @@ static void cq_progress(struct tcp_cq *cq)
 	int n, i;
 
 	be__tcp_cq_flush_acks(cq);
-	while (cq->kick) {
-		struct tcp_conn *c = cq->kick;
+	while (!be__list_empty(&cq->kick)) {
+		struct tcp_conn *c = be__list_entry(cq->kick.next, struct tcp_conn, kick_link);
 
-		cq->kick = c->kick_next;
-		c->kicked = 0;
+		be__list_del_init(&c->kick_link);
 		be__tcp_conn_progress(c);
 	}
 	n = epoll_wait(cq->wake.epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
@@ -488,7 +466,7 @@ static int tcp_cq_arm(struct be_xcq *xcq)
 	be__tcp_cq_flush_acks(cq);
 	cq->armed = 1;
 	/* Work already waiting must wake the sleeper, not be lost. */
-	if (cq->count || cq->kick)
+	if (cq->count || !be__list_empty(&cq->kick))
 		cq_notify(cq);
 	return 0;
 }
@@ -634,6 +612,8 @@ static struct tcp_conn *conn_new(struct tcp_evch *ch)
 	be__list_init(&c->scq_link);
 	be__list_init(&c->rcq_link);
 	be__list_init(&c->srq_link);
+	be__list_init(&c->kick_link);
+	be__list_init(&c->ack_link);
 	be__list_add_tail(&ch->conns, &c->ev_link);
 	return c;
 }
@@ -750,15 +730,13 @@ static void conn_free(struct tcp_conn *c)
 		wc.opcode = c->rx.type == TCP_F_WRITE_IMM ? BE_XWC_RECV_IMM : BE_XWC_RECV;
 		be__tcp_cq_push(c->rcq, &wc);
 	}
+	be__list_del_init(&c->kick_link);
+	be__list_del_init(&c->ack_link);
 	if (c->scq) {
-		cq_unkick(c->scq, c);
-		be__tcp_cq_unack(c->scq, c);
 		cq_purge(c->scq, &c->x);
 		be__list_del_init(&c->scq_link);
 	}
 	if (c->rcq) {
-		cq_unkick(c->rcq, c);
-		be__tcp_cq_unack(c->rcq, c);
 		if (c->rcq != c->scq)
 			cq_purge(c->rcq, &c->x);
 		be__list_del_init(&c->rcq_link);

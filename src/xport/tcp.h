@@ -137,8 +137,8 @@ struct tcp_cq {
 	struct be_xwc *ring;
 	uint32_t cap, head, count;
 	struct be__list conns;    /* conns using this cq (send or recv) */
-	struct tcp_conn *kick;    /* conns with work not signalled by their fd */
-	struct tcp_conn *ackq;    /* conns owing their peer an ACK frame */
+	struct be__list kick;     /* conns with work not signalled by their fd */
+	struct be__list ackq;     /* conns owing their peer an ACK frame */
 };
 
 struct tcp_rwr {
@@ -202,10 +202,8 @@ struct tcp_conn {
 	struct tcp_cq *scq, *rcq;
 	struct tcp_srq *srq;
 	struct be__list ev_link, scq_link, rcq_link, srq_link;
-	struct tcp_conn *kick_next;
-	int kicked;
-	struct tcp_conn *ack_next; /* on rcq->ackq */
-	int ack_queued;
+	struct be__list kick_link; /* on a cq's kick list, newest first */
+	struct be__list ack_link;  /* on rcq->ackq, newest first */
 	int ep_scq, ep_rcq;       /* registered in that cq's epoll */
 	uint32_t ep_events;       /* current epoll interest there */
 	int ep_ch;                /* registered in the evch's epoll */
@@ -259,7 +257,6 @@ void be__tcp_conn_free_sq(struct tcp_conn *c);
 void be__tcp_conn_progress(struct tcp_conn *c);
 /* Send the ACK frames deferred on @cq (see tcp_data.c, "Acks"). */
 void be__tcp_cq_flush_acks(struct tcp_cq *cq);
-void be__tcp_cq_unack(struct tcp_cq *cq, struct tcp_conn *c);
 int be__tcp_conn_tx_pending(const struct tcp_conn *c);
 /* Put @c in error: outstanding WRs complete (@first for the oldest, then
  * WR_FLUSH_ERR), DISCONNECTED(@ev_status) is queued. @graceful keeps the

@@ -559,26 +559,9 @@ static void conn_queue_ack(struct tcp_conn *c)
 {
 	struct tcp_cq *cq = c->rcq ? c->rcq : c->scq;
 
-	if (c->ack_queued || !cq)
+	if (be__list_linked(&c->ack_link) || !cq)
 		return;
-	c->ack_queued = 1;
-	c->ack_next = cq->ackq;
-	cq->ackq = c;
-}
-
-void be__tcp_cq_unack(struct tcp_cq *cq, struct tcp_conn *c)
-{
-	struct tcp_conn **pp;
-
-	if (!c->ack_queued)
-		return;
-	for (pp = &cq->ackq; *pp; pp = &(*pp)->ack_next) {
-		if (*pp == c) {
-			*pp = c->ack_next;
-			c->ack_queued = 0;
-			return;
-		}
-	}
+	be__list_add_head(&cq->ackq, &c->ack_link);
 }
 
 /*
@@ -676,11 +659,10 @@ static void conn_drain(struct tcp_conn *c)
 
 void be__tcp_cq_flush_acks(struct tcp_cq *cq)
 {
-	while (cq->ackq) {
-		struct tcp_conn *c = cq->ackq;
+	while (!be__list_empty(&cq->ackq)) {
+		struct tcp_conn *c = be__list_entry(cq->ackq.next, struct tcp_conn, ack_link);
 
-		cq->ackq = c->ack_next;
-		c->ack_queued = 0;
+		be__list_del_init(&c->ack_link);
 		if (c->state == TCP_C_ESTABLISHED && !(c->ep_events & EPOLLOUT))
 			conn_tx(c, 0);
 	}

@@ -59,7 +59,7 @@ _Static_assert(offsetof(struct be_xsge, lkey) == offsetof(struct ibv_sge, lkey),
 #define VERBS_CQ_ACK_BATCH 64
 
 pthread_mutex_t be__verbs_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct verbs_dev *verbs_devs; /* verbs_lock */
+static struct be__list verbs_devs = BE__LIST_INIT(verbs_devs); /* verbs_lock */
 
 static int verbs_set_nonblock(int fd)
 {
@@ -224,6 +224,7 @@ static int verbs_dev_open(const char *name, struct be_xdev **out)
 	dev->guid = guid;
 	dev->pid = getpid();
 	pthread_rwlock_init(&dev->mr_lock, NULL);
+	be__list_init(&dev->evchs);
 	snprintf(dev->name, sizeof(dev->name), "%s", want);
 	if (ibv_query_device(ctx, &dev->attr)) {
 		ret = -errno;
@@ -250,8 +251,7 @@ static int verbs_dev_open(const char *name, struct be_xdev **out)
 		    dev->num_ports, dev->max_inline, dev->has_td ? "yes" : "no (plain PD)");
 
 	pthread_mutex_lock(&be__verbs_lock);
-	dev->next = verbs_devs;
-	verbs_devs = dev;
+	be__list_add_head(&verbs_devs, &dev->link);
 	pthread_mutex_unlock(&be__verbs_lock);
 	*out = &dev->base;
 	return 0;
@@ -267,17 +267,12 @@ err_free:
 
 static void verbs_dev_close(struct be_xdev *d)
 {
-	struct verbs_dev *dev = to_vdev(d), **pp;
+	struct verbs_dev *dev = to_vdev(d);
 	int ret;
 
 	pthread_mutex_lock(&be__verbs_lock);
-	for (pp = &verbs_devs; *pp; pp = &(*pp)->next) {
-		if (*pp == dev) {
-			*pp = dev->next;
-			break;
-		}
-	}
-	if (dev->evchs)
+	be__list_del_init(&dev->link);
+	if (!be__list_empty(&dev->evchs))
 		be_log_err("verbs: closing %s with event channels still open", dev->name);
 	pthread_mutex_unlock(&be__verbs_lock);
 	if (getpid() != dev->pid) {
@@ -425,16 +420,46 @@ void be__verbs_evch_push_locked(struct verbs_evch *ch, const struct be_xevent *e
 	be__wake_kick(ch->wake.efd);
 }
 
+/*
+ * Call @fn(ch, arg) for every evch of every verbs_dev on @ctx (all
+ * devices: @ctx NULL) until it returns non-zero; returns that. Holds
+ * verbs_lock.
+ */
+static int verbs_each_evch_locked(struct ibv_context *ctx,
+				  int (*fn)(struct verbs_evch *ch, const void *arg), const void *arg)
+{
+	struct be__list *de, *ce;
+	int ret;
+
+	be__list_for_each(de, &verbs_devs) {
+		struct verbs_dev *d = be__list_entry(de, struct verbs_dev, link);
+
+		if (ctx && d->ctx != ctx)
+			continue;
+		be__list_for_each(ce, &d->evchs) {
+			ret = fn(be__list_entry(ce, struct verbs_evch, dev_link), arg);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+static int verbs_push_one(struct verbs_evch *ch, const void *ev)
+{
+	be__verbs_evch_push_locked(ch, ev);
+	return 0;
+}
+
 /* Copy @ev to every evch of every verbs_dev on @ctx. Holds verbs_lock. */
 static void verbs_fanout_locked(struct ibv_context *ctx, const struct be_xevent *ev)
 {
-	struct verbs_dev *d;
-	struct verbs_evch *ch;
+	verbs_each_evch_locked(ctx, verbs_push_one, ev);
+}
 
-	for (d = verbs_devs; d; d = d->next)
-		if (d->ctx == ctx)
-			for (ch = d->evchs; ch; ch = ch->next)
-				be__verbs_evch_push_locked(ch, ev);
+static int verbs_is_evch(struct verbs_evch *ch, const void *want)
+{
+	return ch == want;
 }
 
 /* SRQ_LIMIT goes to the worker owning the SRQ: the evch of the first
@@ -442,15 +467,10 @@ static void verbs_fanout_locked(struct ibv_context *ctx, const struct be_xevent 
 static void verbs_srq_event_locked(struct verbs_dev *dev, struct verbs_srq *srq,
 				   const struct be_xevent *ev)
 {
-	struct verbs_dev *d;
-	struct verbs_evch *ch;
-
-	for (d = verbs_devs; d && srq->evch; d = d->next)
-		for (ch = d->evchs; ch; ch = ch->next)
-			if (ch == srq->evch) {
-				be__verbs_evch_push_locked(ch, ev);
-				return;
-			}
+	if (srq->evch && verbs_each_evch_locked(NULL, verbs_is_evch, srq->evch)) {
+		be__verbs_evch_push_locked(srq->evch, ev);
+		return;
+	}
 	verbs_fanout_locked(dev->ctx, ev);
 }
 
@@ -542,6 +562,12 @@ void be__verbs_purge_locked(struct verbs_evch *ch, const struct be_xconn *conn,
 		ch->qtail = q;
 		pp = &q->next;
 	}
+}
+
+static int verbs_purge_srq(struct verbs_evch *ch, const void *srq)
+{
+	be__verbs_purge_locked(ch, NULL, srq);
+	return 0;
 }
 
 /* ------------------------------------------------------ completions */
@@ -792,6 +818,8 @@ static int verbs_cq_create(struct be_xdev *d, uint32_t depth, struct be_xcq **ou
 	if (!cq)
 		return -ENOMEM;
 	cq->base.dev = d;
+	be__list_init(&cq->srqs);
+	be__list_init(&cq->holding);
 	cq->ch = ibv_create_comp_channel(dev->ctx);
 	if (!cq->ch) {
 		ret = errno ? -errno : -ENOMEM;
@@ -884,11 +912,11 @@ static void verbs_cq_destroy(struct be_xcq *c)
 			   "their QPs go first", dev->name, cq->qps.count);
 		verbs_cq_detach_conns(cq, NULL);
 	}
-	while (cq->srqs) {
-		struct verbs_srq *srq = cq->srqs;
+	while (!be__list_empty(&cq->srqs)) {
+		struct verbs_srq *srq = be__list_entry(cq->srqs.next, struct verbs_srq, cq_link);
 
 		be_log_err("verbs: destroying a CQ of %s before its SRQ", dev->name);
-		cq->srqs = srq->next;
+		be__list_del_init(&srq->cq_link);
 		srq->base.cq = NULL;
 	}
 	if (cq->unacked)
@@ -915,10 +943,11 @@ static void verbs_cq_destroy(struct be_xcq *c)
 static void verbs_cq_pump_holders(struct verbs_cq *cq)
 {
 	struct verbs_evch *chs[4];
-	struct verbs_conn *vc;
+	struct be__list *e;
 	int n = 0, i;
 
-	for (vc = cq->holding; vc && n < 4; vc = vc->hold_next) {
+	for (e = cq->holding.next; e != &cq->holding && n < 4; e = e->next) {
+		struct verbs_conn *vc = be__list_entry(e, struct verbs_conn, hold_link);
 		struct verbs_evch *ch = to_vevch(vc->base.evch);
 
 		for (i = 0; i < n && chs[i] != ch; i++)
@@ -938,7 +967,7 @@ static int verbs_cq_poll(struct be_xcq *c, struct be_xwc *wc, int n)
 
 	if (n < 0 || (n && !wc))
 		return -EINVAL;
-	if (BE_UNLIKELY(cq->holding != NULL))
+	if (BE_UNLIKELY(!be__list_empty(&cq->holding)))
 		verbs_cq_pump_holders(cq);
 	if (cq->bl_head != cq->bl_len) {
 		while (got < n && cq->bl_head < cq->bl_len)
@@ -1033,18 +1062,16 @@ static int verbs_srq_create(struct be_xcq *c, uint32_t depth, struct be_xsrq **o
 	srq->base.dev = c->dev;
 	srq->base.cq = c;
 	srq->depth = depth;
-	srq->next = cq->srqs;
-	cq->srqs = srq;
+	be__list_add_head(&cq->srqs, &srq->cq_link);
 	*out = &srq->base;
 	return 0;
 }
 
 static void verbs_srq_destroy(struct be_xsrq *s)
 {
-	struct verbs_srq *srq = to_vsrq(s), **pp;
+	struct verbs_srq *srq = to_vsrq(s);
 	struct verbs_cq *cq = s->cq ? to_vcq(s->cq) : NULL;
-	struct verbs_dev *dev = to_vdev(s->dev), *d;
-	struct verbs_evch *ch;
+	struct verbs_dev *dev = to_vdev(s->dev);
 	uint64_t wr_id, cnt;
 	size_t pos = 0;
 	int ret;
@@ -1068,20 +1095,10 @@ static void verbs_srq_destroy(struct be_xsrq *s)
 		while (cnt--)
 			verbs_bl_push(cq, &wc);
 	}
-	if (cq) {
-		for (pp = &cq->srqs; *pp; pp = &(*pp)->next) {
-			if (*pp == srq) {
-				*pp = srq->next;
-				break;
-			}
-		}
-	}
+	be__list_del_init(&srq->cq_link);
 	be__verbs_map_free(&srq->posted);
 	pthread_mutex_lock(&be__verbs_lock);
-	for (d = verbs_devs; d; d = d->next)
-		if (d->ctx == dev->ctx)
-			for (ch = d->evchs; ch; ch = ch->next)
-				be__verbs_purge_locked(ch, NULL, s);
+	verbs_each_evch_locked(dev->ctx, verbs_purge_srq, s);
 	pthread_mutex_unlock(&be__verbs_lock);
 	free(srq);
 }
@@ -1221,6 +1238,7 @@ int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr)
 	vc->max_send_wr = ia.cap.max_send_wr;
 	vc->held = NULL;
 	vc->held_tail = &vc->held;
+	be__list_init(&vc->hold_link);
 	for (slots = 1; slots < ia.cap.max_send_wr; slots <<= 1)
 		;
 	vc->sq = calloc(slots, sizeof(*vc->sq));
@@ -1443,15 +1461,8 @@ static int verbs_hold(struct verbs_conn *vc, struct be_xsend_wr *wr, struct be_x
 		}
 		*vc->held_tail = h;
 		vc->held_tail = &h->next;
-		if (!vc->nheld++) {
-			struct verbs_cq *cq = vc->send_cq;
-
-			vc->hold_prev = NULL;
-			vc->hold_next = cq->holding;
-			if (cq->holding)
-				cq->holding->hold_prev = vc;
-			cq->holding = vc;
-		}
+		if (!vc->nheld++)
+			be__list_add_head(&vc->send_cq->holding, &vc->hold_link);
 	}
 	if (err && bad)
 		*bad = w;
@@ -1470,13 +1481,7 @@ static void verbs_held_free(struct verbs_conn *vc)
 	}
 	vc->held_tail = &vc->held;
 	if (vc->nheld) {
-		if (vc->hold_prev)
-			vc->hold_prev->hold_next = vc->hold_next;
-		else
-			vc->send_cq->holding = vc->hold_next;
-		if (vc->hold_next)
-			vc->hold_next->hold_prev = vc->hold_prev;
-		vc->hold_next = vc->hold_prev = NULL;
+		be__list_del_init(&vc->hold_link);
 		vc->nheld = 0;
 	}
 	vc->hold = 0;

@@ -28,6 +28,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "util/common.h"
+#include "util/list.h"
 #include "xport/wake.h"
 #include "xport/xport.h"
 
@@ -72,8 +73,8 @@ struct verbs_dev {
 	 * (verbs would fail them only when a message arrives). */
 	pthread_rwlock_t mr_lock;
 	struct verbs_map mrs;
-	struct verbs_dev *next;  /* verbs_devs list (verbs_lock) */
-	struct verbs_evch *evchs; /* this device's event channels (verbs_lock) */
+	struct be__list link;    /* on the list of open devices (verbs_lock) */
+	struct be__list evchs;   /* this device's event channels (verbs_lock) */
 };
 
 /* An event queued by the transport itself (async events, QP errors). */
@@ -90,9 +91,9 @@ struct verbs_evch {
 				  * tfd: the earliest connect deadline */
 	uint64_t next_deadline;  /* armed in tfd (be__now_ns() clock), 0 = none */
 	struct verbs_qev *qhead, *qtail; /* verbs_lock */
-	struct verbs_evch *next; /* dev->evchs (verbs_lock) */
-	struct verbs_conn *conns; /* conns on this channel (owner thread) */
-	struct verbs_listener *listeners;
+	struct be__list dev_link; /* dev->evchs (verbs_lock) */
+	struct be__list conns;   /* conns on this channel (owner thread) */
+	struct be__list listeners;
 };
 
 struct verbs_cq {
@@ -110,8 +111,8 @@ struct verbs_cq {
 	 * flushes); cq_poll returns them first. */
 	struct be_xwc *backlog;
 	size_t bl_head, bl_len, bl_cap;
-	struct verbs_srq *srqs;  /* SRQs completing here */
-	struct verbs_conn *holding; /* conns of this send CQ holding sends (hold_next) */
+	struct be__list srqs;    /* SRQs completing here (cq_link) */
+	struct be__list holding; /* conns of this send CQ holding sends (hold_link) */
 };
 
 struct verbs_srq {
@@ -121,7 +122,7 @@ struct verbs_srq {
 	uint32_t depth;          /* as asked: posting beyond it is -ENOMEM */
 	uint32_t nposted;        /* receives posted and not yet completed */
 	struct verbs_evch *evch; /* gets SRQ_LIMIT: its first conn's (verbs_lock) */
-	struct verbs_srq *next;  /* cq->srqs */
+	struct be__list cq_link; /* cq->srqs */
 };
 
 enum verbs_conn_state {
@@ -182,15 +183,15 @@ struct verbs_conn {
 	int hold;                /* acceptor before the RTU: post_send holds WRs */
 	struct verbs_held *held, **held_tail; /* in posting order */
 	uint32_t nheld;
-	struct verbs_conn *hold_next, *hold_prev; /* send_cq->holding, while nheld */
-	struct verbs_conn *ch_next, *ch_prev; /* evch->conns */
+	struct be__list hold_link; /* send_cq->holding, while nheld */
+	struct be__list ch_link; /* evch->conns */
 };
 
 struct verbs_listener {
 	uint32_t magic;          /* VERBS_OBJ_LISTENER */
 	struct be_xlistener base;
 	struct rdma_cm_id *id;
-	struct verbs_listener *next, *prev; /* evch->listeners */
+	struct be__list link;    /* evch->listeners */
 };
 
 #define to_vdev(d) container_of(d, struct verbs_dev, base)
