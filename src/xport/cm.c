@@ -226,6 +226,7 @@ int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 	ch->base.dev = d;
 	be__list_init(&ch->conns);
 	be__list_init(&ch->listeners);
+	be__xevq_init(&ch->evq);
 	ch->ch = rdma_create_event_channel();
 	if (!ch->ch) {
 		ret = errno ? -errno : -ENOMEM;
@@ -265,7 +266,6 @@ void be__verbs_evch_destroy(struct be_xevch *c)
 {
 	struct verbs_evch *ch = to_vevch(c);
 	struct verbs_dev *dev = to_vdev(c->dev);
-	struct verbs_qev *q;
 
 	/* Children first (a caller bug, but no crash): conns become husks
 	 * that conn_destroy() only frees. */
@@ -286,10 +286,7 @@ void be__verbs_evch_destroy(struct be_xevch *c)
 	}
 	pthread_mutex_lock(&be__verbs_lock);
 	be__list_del_init(&ch->dev_link);
-	while ((q = ch->qhead)) {
-		ch->qhead = q->next;
-		free(q);
-	}
+	be__evq_clear(&ch->evq);
 	pthread_mutex_unlock(&be__verbs_lock);
 	rdma_destroy_event_channel(ch->ch);
 	be__wake_close(&ch->wake);
@@ -301,21 +298,15 @@ int be__verbs_evch_fd(struct be_xevch *c)
 	return to_vevch(c)->wake.epfd;
 }
 
-static struct verbs_qev *cm_queue_pop(struct verbs_evch *ch)
+/* The oldest event of @ch's own queue into @ev: 1, or 0 if none. */
+static int cm_queue_pop(struct verbs_evch *ch, struct be_xevent *ev)
 {
-	struct verbs_qev *q;
+	int ret;
 
 	pthread_mutex_lock(&be__verbs_lock);
-	q = ch->qhead;
-	if (q) {
-		ch->qhead = q->next;
-		if (!ch->qhead) {
-			ch->qtail = NULL;
-			be__wake_drain(ch->wake.efd);
-		}
-	}
+	ret = be__xevq_pop(&ch->evq, ch->wake.efd, ev);
 	pthread_mutex_unlock(&be__verbs_lock);
-	return q;
+	return ret;
 }
 
 /* A conn's connect attempt or connection ended: report it once. */
@@ -570,36 +561,31 @@ int be__verbs_evch_get(struct be_xevch *c, struct be_xevent *ev)
 {
 	struct verbs_evch *ch = to_vevch(c);
 	struct rdma_cm_event *e;
-	struct verbs_qev *q;
+	struct be_xevent q;
+	bool queued;
 	int ret;
 
 	if (!ev)
 		return -EINVAL;
 	for (;;) {
-		q = cm_queue_pop(ch);
-		if (q) {
-			ret = 1;
-			if (q->ev.type == VERBS_QEV_QP_FATAL) {
+		if (cm_queue_pop(ch, &q)) {
+			if (q.type == VERBS_QEV_QP_FATAL) {
 				char why[64];
 
 				snprintf(why, sizeof(why), "fatal QP event (%s)",
-					 strerror(-q->ev.status));
+					 strerror(-q.status));
 				/* Queues the DISCONNECTED unless already reported. */
-				be__verbs_conn_failed(to_vconn(q->ev.conn), q->ev.status, why);
-				ret = 0;
-			} else {
-				*ev = q->ev;
+				be__verbs_conn_failed(to_vconn(q.conn), q.status, why);
+				continue;
 			}
-			free(q);
-			if (ret)
-				return 1;
-			continue;
+			*ev = q;
+			return 1;
 		}
 		be__verbs_async_pump(to_vdev(c->dev));
 		pthread_mutex_lock(&be__verbs_lock);
-		q = ch->qhead;
+		queued = !be__evq_empty(&ch->evq);
 		pthread_mutex_unlock(&be__verbs_lock);
-		if (q)
+		if (queued)
 			continue;
 		if (rdma_get_cm_event(ch->ch, &e)) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)

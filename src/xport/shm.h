@@ -81,17 +81,12 @@ struct shm_ph {
 	int kind;
 };
 
-struct shm_evq {
-	struct shm_evq *next;
-	struct be_xevent ev;
-};
-
 struct shm_evch {
 	struct be_xevch base;
-	struct be__wake wake;     /* evch_fd; efd readable while q is not empty,
+	struct be__wake wake;     /* evch_fd; efd readable while evq is not empty,
 				   * tfd: connect deadlines */
 	struct shm_ph efd_ph, tfd_ph;
-	struct shm_evq *q_head, *q_tail;
+	struct be__evq evq;       /* queued events (be__xevq_*(), xport.h) */
 	struct be__list conns;    /* every conn of this evch (ev_link), newest first */
 	struct be__list listeners; /* closed by evch_destroy */
 	uint64_t timer_at;        /* armed deadline, 0 = none */
@@ -343,6 +338,7 @@ int be__shm_conn_peer_addr(struct be_xconn *conn, char *buf, size_t len);
  * post_send on an unknown rkey. */
 void be__shm_conn_read_sock(struct shm_conn *c);
 void be__shm_conn_error(struct shm_conn *c, enum be_xwc_status first, int ev_status);
+/* Queue @ev on @ch (its eventfd becomes readable). */
 void be__shm_evch_queue(struct shm_evch *ch, const struct be_xevent *ev);
 
 /* shm_data.c */

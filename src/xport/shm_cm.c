@@ -61,20 +61,7 @@ static uint32_t cm_auto_name_seq;
 
 void be__shm_evch_queue(struct shm_evch *ch, const struct be_xevent *ev)
 {
-	struct shm_evq *q = malloc(sizeof(*q));
-
-	if (!q) {
-		be_log_err("shm: out of memory queueing event %d", ev->type);
-		return;
-	}
-	q->ev = *ev;
-	q->next = NULL;
-	if (ch->q_tail)
-		ch->q_tail->next = q;
-	else
-		ch->q_head = q;
-	ch->q_tail = q;
-	be__wake_kick(ch->wake.efd);
+	be__xevq_push(&ch->evq, ch->wake.efd, ev);
 }
 
 static void cm_queue(struct shm_conn *c, enum be_xev_type type, int status,
@@ -96,22 +83,6 @@ static void cm_queue(struct shm_conn *c, enum be_xev_type type, int status,
 		be__shm_evch_queue(to_sevch(c->base.evch), &ev);
 }
 
-static void cm_purge_events(struct shm_evch *ch, struct shm_conn *c, struct shm_listener *l)
-{
-	struct shm_evq **pp = &ch->q_head, *q;
-
-	ch->q_tail = NULL;
-	while ((q = *pp)) {
-		if ((c && q->ev.conn == &c->base) || (l && q->ev.listener == &l->base)) {
-			*pp = q->next;
-			free(q);
-			continue;
-		}
-		ch->q_tail = q;
-		pp = &q->next;
-	}
-}
-
 /* ---- evch ----------------------------------------------------------- */
 
 int be__shm_evch_create(struct be_xdev *dev, struct be_xevch **out)
@@ -127,6 +98,7 @@ int be__shm_evch_create(struct be_xdev *dev, struct be_xevch **out)
 	ch->base.dev = dev;
 	be__list_init(&ch->conns);
 	be__list_init(&ch->listeners);
+	be__xevq_init(&ch->evq);
 	ch->efd_ph.kind = SHM_PH_EVFD;
 	ch->tfd_ph.kind = SHM_PH_TIMER;
 	ret = be__wake_init(&ch->wake, BE__WAKE_TIMER, &ch->efd_ph, &ch->tfd_ph);
@@ -142,7 +114,6 @@ void be__shm_evch_destroy(struct be_xevch *xch)
 {
 	struct shm_evch *ch;
 	struct be__list *e, *next;
-	struct shm_evq *q;
 
 	if (!xch)
 		return;
@@ -163,10 +134,7 @@ void be__shm_evch_destroy(struct be_xevch *xch)
 		c->base.evch = NULL;
 		be__list_del_init(&c->ev_link);
 	}
-	while ((q = ch->q_head)) {
-		ch->q_head = q->next;
-		free(q);
-	}
+	be__evq_clear(&ch->evq);
 	be__wake_close(&ch->wake);
 	free(ch);
 }
@@ -287,7 +255,7 @@ void be__shm_conn_destroy(struct be_xconn *xc)
 	}
 	if (ch) {
 		be__list_del_init(&c->ev_link);
-		cm_purge_events(ch, c, NULL);
+		be__xevq_purge(&ch->evq, ch->wake.efd, &c->base, NULL, NULL);
 		if (c->state == SHM_CS_CONNECTING)
 			cm_timer_arm(ch);
 	}
@@ -738,18 +706,12 @@ void be__shm_listener_close(struct be_xlistener *xl)
 		c->listener = NULL;
 		if (c->state == SHM_CS_WAIT_REQ) {
 			be__shm_conn_destroy(&c->base);
-		} else if (c->state == SHM_CS_REQ_RCVD) {
-			struct shm_evq *q;
-			bool pending = false;
-
-			for (q = ch->q_head; q; q = q->next)
-				if (q->ev.conn == &c->base && q->ev.type == BE_XEV_CONNECT_REQUEST)
-					pending = true;
-			if (pending)
-				be__shm_reject(&c->base, NULL, 0);
+		} else if (c->state == SHM_CS_REQ_RCVD &&
+			   be__xevq_has(&ch->evq, &c->base, BE_XEV_CONNECT_REQUEST)) {
+			be__shm_reject(&c->base, NULL, 0);
 		}
 	}
-	cm_purge_events(ch, NULL, l);
+	be__xevq_purge(&ch->evq, ch->wake.efd, NULL, &l->base, NULL);
 	free(l);
 }
 
@@ -801,18 +763,8 @@ int be__shm_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 		struct shm_ph *ph;
 		int n;
 
-		if (ch->q_head) {
-			struct shm_evq *q = ch->q_head;
-
-			ch->q_head = q->next;
-			if (!ch->q_head) {
-				ch->q_tail = NULL;
-				be__wake_drain(ch->wake.efd);
-			}
-			*ev = q->ev;
-			free(q);
+		if (be__xevq_pop(&ch->evq, ch->wake.efd, ev))
 			return 1;
-		}
 		n = epoll_wait(ch->wake.epfd, &e, 1, 0);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -824,7 +776,7 @@ int be__shm_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 		ph = e.data.ptr;
 		switch (ph->kind) {
 		case SHM_PH_EVFD:
-			if (!ch->q_head) {
+			if (be__evq_empty(&ch->evq)) {
 				int ret = be__wake_drain(ch->wake.efd);
 
 				if (ret)

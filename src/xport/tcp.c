@@ -128,53 +128,8 @@ static int tcp_dev_query(struct be_xdev *xdev, struct be_xdev_attr *out)
 
 void be__tcp_evch_push(struct tcp_evch *ch, const struct be_xevent *ev)
 {
-	struct tcp_evnode *n;
-
-	if (!ch)
-		return;
-	n = malloc(sizeof(*n));
-	if (!n) {
-		be_log_err("tcp: out of memory queueing event %d; dropped", ev->type);
-		return;
-	}
-	n->next = NULL;
-	n->ev = *ev;
-	if (ch->ev_tail)
-		ch->ev_tail->next = n;
-	else
-		ch->ev_head = n;
-	ch->ev_tail = n;
-	if (ch->ev_head == n)
-		be__wake_kick(ch->wake.efd);
-}
-
-/* Remove queued events that name @c (conn) or @l (listener). */
-static void evch_purge(struct tcp_evch *ch, const struct be_xconn *c, const struct be_xlistener *l)
-{
-	struct tcp_evnode **pp = &ch->ev_head, *n;
-
-	ch->ev_tail = NULL;
-	while ((n = *pp)) {
-		if ((c && n->ev.conn == c) || (l && n->ev.listener == l)) {
-			*pp = n->next;
-			free(n);
-			continue;
-		}
-		ch->ev_tail = n;
-		pp = &n->next;
-	}
-	if (!ch->ev_head)
-		be__wake_drain(ch->wake.efd);
-}
-
-static int evch_has_event_for(struct tcp_evch *ch, const struct be_xconn *c)
-{
-	struct tcp_evnode *n;
-
-	for (n = ch->ev_head; n; n = n->next)
-		if (n->ev.conn == c)
-			return 1;
-	return 0;
+	if (ch)
+		be__xevq_push(&ch->evq, ch->wake.efd, ev);
 }
 
 static int tcp_evch_create(struct be_xdev *xdev, struct be_xevch **out)
@@ -190,6 +145,7 @@ static int tcp_evch_create(struct be_xdev *xdev, struct be_xevch **out)
 	ch->x.dev = xdev;
 	be__list_init(&ch->conns);
 	be__list_init(&ch->listeners);
+	be__xevq_init(&ch->evq);
 	ret = be__wake_init(&ch->wake, BE__WAKE_TIMER, &tcp_efd_tag, &tcp_tfd_tag);
 	if (ret) {
 		free(ch);
@@ -220,7 +176,7 @@ static void tcp_evch_destroy(struct be_xevch *xch)
 
 		/* Conns never handed to the user go with the evch. */
 		if (c->state == TCP_C_WAIT_HELLO ||
-		    (c->state == TCP_C_REQUEST && evch_has_event_for(ch, &c->x))) {
+		    (c->state == TCP_C_REQUEST && be__xevq_has(&ch->evq, &c->x, 0))) {
 			conn_free(c);
 			continue;
 		}
@@ -233,12 +189,7 @@ static void tcp_evch_destroy(struct be_xevch *xch)
 		c->ch = NULL;
 		c->x.evch = NULL;
 	}
-	while (ch->ev_head) {
-		struct tcp_evnode *n = ch->ev_head;
-
-		ch->ev_head = n->next;
-		free(n);
-	}
+	be__evq_clear(&ch->evq);
 	be__wake_close(&ch->wake);
 	free(ch);
 }
@@ -744,7 +695,7 @@ static void conn_free(struct tcp_conn *c)
 	if (c->srq)
 		be__list_del_init(&c->srq_link);
 	if (c->ch) {
-		evch_purge(c->ch, &c->x, NULL);
+		be__xevq_purge(&c->ch->evq, c->ch->wake.efd, &c->x, NULL, NULL);
 		be__list_del_init(&c->ev_link);
 	}
 	be__tcp_conn_free_sq(c);
@@ -1007,7 +958,6 @@ static void evch_check_deadlines(struct tcp_evch *ch)
 static int tcp_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 {
 	struct epoll_event evs[32];
-	struct tcp_evnode *node;
 	struct tcp_evch *ch;
 	int n, i;
 
@@ -1031,17 +981,7 @@ static int tcp_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 	}
 	if (ch->nhandshake)
 		evch_check_deadlines(ch);
-	node = ch->ev_head;
-	if (!node)
-		return 0;
-	ch->ev_head = node->next;
-	if (!ch->ev_head) {
-		ch->ev_tail = NULL;
-		be__wake_drain(ch->wake.efd);
-	}
-	*ev = node->ev;
-	free(node);
-	return 1;
+	return be__xevq_pop(&ch->evq, ch->wake.efd, ev);
 }
 
 /* ---- listeners --------------------------------------------------------- */
@@ -1128,12 +1068,12 @@ static void listener_free(struct tcp_listener *l)
 		if (c->listener != l)
 			continue;
 		if (c->state == TCP_C_WAIT_HELLO ||
-		    (c->state == TCP_C_REQUEST && evch_has_event_for(ch, &c->x)))
+		    (c->state == TCP_C_REQUEST && be__xevq_has(&ch->evq, &c->x, 0)))
 			conn_free(c);
 		else
 			c->listener = NULL;
 	}
-	evch_purge(ch, NULL, &l->x);
+	be__xevq_purge(&ch->evq, ch->wake.efd, NULL, &l->x, NULL);
 	be__list_del_init(&l->link);
 	free(l);
 }

@@ -114,16 +114,11 @@ struct tcp_dev {
 	uint32_t key_ctr;
 };
 
-struct tcp_evnode {
-	struct tcp_evnode *next;
-	struct be_xevent ev;
-};
-
 struct tcp_evch {
 	struct be_xevch x;
 	struct be__wake wake;     /* evch_fd; efd readable while events are
 				   * queued, tfd: next handshake deadline */
-	struct tcp_evnode *ev_head, *ev_tail;
+	struct be__evq evq;       /* queued events (be__xevq_*(), xport.h) */
 	struct be__list conns;    /* every conn on this evch */
 	struct be__list listeners;
 	uint32_t nhandshake;      /* conns with a deadline */

@@ -404,20 +404,7 @@ static void verbs_dev_reg_hook(struct be_xdev *d, struct be_alloc_reg_hook *out)
 
 void be__verbs_evch_push_locked(struct verbs_evch *ch, const struct be_xevent *ev)
 {
-	struct verbs_qev *q = malloc(sizeof(*q));
-
-	if (!q) {
-		be_log_err("verbs: out of memory: event %d lost", (int)ev->type);
-		return;
-	}
-	q->ev = *ev;
-	q->next = NULL;
-	if (ch->qtail)
-		ch->qtail->next = q;
-	else
-		ch->qhead = q;
-	ch->qtail = q;
-	be__wake_kick(ch->wake.efd);
+	be__xevq_push(&ch->evq, ch->wake.efd, ev);
 }
 
 /*
@@ -550,18 +537,7 @@ void be__verbs_async_pump(struct verbs_dev *dev)
 void be__verbs_purge_locked(struct verbs_evch *ch, const struct be_xconn *conn,
 			       const struct be_xsrq *srq)
 {
-	struct verbs_qev **pp = &ch->qhead, *q;
-
-	ch->qtail = NULL;
-	while ((q = *pp)) {
-		if ((conn && q->ev.conn == conn) || (srq && q->ev.srq == srq)) {
-			*pp = q->next;
-			free(q);
-			continue;
-		}
-		ch->qtail = q;
-		pp = &q->next;
-	}
+	be__xevq_purge(&ch->evq, ch->wake.efd, conn, NULL, srq);
 }
 
 static int verbs_purge_srq(struct verbs_evch *ch, const void *srq)

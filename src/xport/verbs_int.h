@@ -77,12 +77,6 @@ struct verbs_dev {
 	struct be__list evchs;   /* this device's event channels (verbs_lock) */
 };
 
-/* An event queued by the transport itself (async events, QP errors). */
-struct verbs_qev {
-	struct verbs_qev *next;
-	struct be_xevent ev;
-};
-
 struct verbs_evch {
 	struct be_xevch base;
 	struct rdma_event_channel *ch;
@@ -90,7 +84,8 @@ struct verbs_evch {
 				  * efd readable while the queue is non-empty,
 				  * tfd: the earliest connect deadline */
 	uint64_t next_deadline;  /* armed in tfd (be__now_ns() clock), 0 = none */
-	struct verbs_qev *qhead, *qtail; /* verbs_lock */
+	struct be__evq evq;      /* events made here: async events, QP errors,
+				  * those pumped early (be__xevq_*(); verbs_lock) */
 	struct be__list dev_link; /* dev->evchs (verbs_lock) */
 	struct be__list conns;   /* conns on this channel (owner thread) */
 	struct be__list listeners;
