@@ -1,5 +1,5 @@
 /*
- * shm_ring.h - the shared-memory layout of one shm connection.
+ * ring.h - the shared-memory layout of one shm connection.
  *
  * Model. A connection is one memfd ("the segment"), created by the
  * connecting side and mapped MAP_SHARED by both processes. It holds two
@@ -19,7 +19,7 @@
  *
  * The producer writes a record's later lines before its first, and the
  * consumer reads the line after the tag's together with it, so a two-line
- * record comes over in one transfer (shm_data.c, sq_fill_record()).
+ * record comes over in one transfer (data.c, sq_fill_record()).
  *
  * A stale word can never look like a valid tag at the consumer's position
  * because the consumer zeroes the first word of every line it consumed
@@ -30,7 +30,7 @@
  * line); the producer reads it to reuse space and, since records are
  * consumed in order, as the acknowledgement of every SEND and WRITE_IMM up
  * to that position. It publishes after its next post on the conn, at its
- * next poll or before sleeping, not as it consumes (shm_data.c,
+ * next poll or before sleeping, not as it consumes (data.c,
  * rx_publish()), so the stores do not hold back the answer it posts. A consumer-side failure (no receive posted, receive too
  * small) is reported in ctl.err_pos/err_status and the consumer stops.
  *
@@ -103,7 +103,7 @@ struct shm_ring_ctl {
 	uint32_t pad0;
 	uint64_t err_pos;
 	/* Region announcements the consumer side's owner has queued for its
-	 * socket (see shm_dev.c). The producer handles its socket before a
+	 * socket (see dev.c). The producer handles its socket before a
 	 * WRITE while it has handled fewer, so it never uses a region the
 	 * owner deregistered before anything the producer reacts to. */
 	_Alignas(64) uint32_t regs_queued;

@@ -1,5 +1,6 @@
 /*
- * shm_data.c - the shm data path: cq, srq, post_send, cq_poll.
+ * data.c - the shm data path: post_send, cq_poll and cq_arm on the rings
+ * (the cq and srq objects are in cq.c).
  *
  * Model. Nothing here makes a syscall unless a peer is asleep (writing its
  * eventfd) or a WR hits a slow path (unknown rkey: drain the socket).
@@ -27,7 +28,7 @@
  * too small (LOC_LEN_ERR) or outside its region (LOC_PROT_ERR) stop the
  * ring and report the sender's status in the ring's ctl.
  *
- * Wakeups: see shm_ring.h. cq_fd is an epoll holding the cq's eventfd and,
+ * Wakeups: see ring.h. cq_fd is an epoll holding the cq's eventfd and,
  * for hang-up only, the sockets of its conns.
  */
 #define _GNU_SOURCE
@@ -38,7 +39,7 @@
 
 #include "util/common.h"
 #include "util/log.h"
-#include "xport/shm.h"
+#include "xport/shm/shm.h"
 
 /* A WR being executed, from the caller's WR or from its deferred copy. */
 struct shm_op {
@@ -51,240 +52,6 @@ struct shm_op {
 	uint32_t imm;
 	uint64_t total;
 };
-
-/* ---- cq ------------------------------------------------------------- */
-
-int be__shm_cq_create(struct be_xdev *dev, uint32_t depth, struct be_xcq **out)
-{
-	struct shm_cq *cq;
-	int ret;
-
-	if (!dev || !out || !depth)
-		return -EINVAL;
-	cq = calloc(1, sizeof(*cq));
-	if (!cq)
-		return -ENOMEM;
-	cq->base.dev = dev;
-	be__list_init(&cq->send_conns);
-	be__list_init(&cq->recv_conns);
-	cq->efd_ph.kind = SHM_PH_EVFD;
-	ret = be__wake_init(&cq->wake, 0, &cq->efd_ph, NULL);
-	if (ret) {
-		free(cq);
-		return ret;
-	}
-	*out = &cq->base;
-	return 0;
-}
-
-void be__shm_cq_destroy(struct be_xcq *xcq)
-{
-	struct shm_cq *cq;
-
-	if (!xcq)
-		return;
-	cq = to_scq(xcq);
-	if (!be__list_empty(&cq->send_conns) || !be__list_empty(&cq->recv_conns))
-		be_log_warn("shm: cq destroyed with conns attached");
-	/* A caller bug, survived: the conns lose both their cqs. */
-	while (!be__list_empty(&cq->send_conns) || !be__list_empty(&cq->recv_conns)) {
-		struct shm_conn *c = !be__list_empty(&cq->send_conns) ?
-			be__list_entry(cq->send_conns.next, struct shm_conn, s_link) :
-			be__list_entry(cq->recv_conns.next, struct shm_conn, r_link);
-
-		be__shm_conn_detach_cqs(c);
-		c->scq = c->rcq = NULL;
-		c->srq = NULL;
-	}
-	be__wake_close(&cq->wake);
-	free(cq->lq);
-	free(cq);
-}
-
-int be__shm_cq_fd(struct be_xcq *cq)
-{
-	return cq ? to_scq(cq)->wake.epfd : -EINVAL;
-}
-
-void be__shm_cq_kick(struct shm_cq *cq)
-{
-	if (cq->armed) {
-		cq->armed = false;
-		be__wake_kick(cq->wake.efd);
-	}
-}
-
-static int cq_lq_push(struct shm_cq *cq, const struct be_xwc *wc)
-{
-	if (cq->lq_tail - cq->lq_head == cq->lq_cap) {
-		uint32_t ncap = cq->lq_cap ? cq->lq_cap * 2 : 64, i;
-		struct be_xwc *n = malloc(sizeof(*n) * ncap);
-
-		if (!n)
-			return -ENOMEM;
-		for (i = 0; i < cq->lq_tail - cq->lq_head; i++)
-			n[i] = cq->lq[(cq->lq_head + i) & (cq->lq_cap - 1)];
-		free(cq->lq);
-		cq->lq = n;
-		cq->lq_tail -= cq->lq_head;
-		cq->lq_head = 0;
-		cq->lq_cap = ncap;
-	}
-	cq->lq[cq->lq_tail++ & (cq->lq_cap - 1)] = *wc;
-	return 0;
-}
-
-int be__shm_conn_attach_cqs(struct shm_conn *c)
-{
-	int ret;
-
-	if (be__list_linked(&c->s_link))
-		return 0;
-	ret = be__wake_watch(&c->scq->wake, c->fd, EPOLLRDHUP, &c->ph);
-	if (ret)
-		return ret;
-	if (c->rcq != c->scq) {
-		ret = be__wake_watch(&c->rcq->wake, c->fd, EPOLLRDHUP, &c->ph);
-		if (ret) {
-			epoll_ctl(c->scq->wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
-			return ret;
-		}
-	}
-	c->cq_watched = true;
-	be__list_add_head(&c->scq->send_conns, &c->s_link);
-	be__list_add_head(&c->rcq->recv_conns, &c->r_link);
-	return 0;
-}
-
-void be__shm_conn_unwatch(struct shm_conn *c)
-{
-	if (!c->cq_watched)
-		return;
-	c->cq_watched = false;
-	epoll_ctl(c->scq->wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	if (c->rcq != c->scq)
-		epoll_ctl(c->rcq->wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
-}
-
-void be__shm_conn_detach_cqs(struct shm_conn *c)
-{
-	if (c->srq && c->srq->last == c)
-		c->srq->last = NULL;
-	if (!be__list_linked(&c->s_link))
-		return;
-	be__shm_conn_unwatch(c);
-	be__list_del_init(&c->s_link);
-	be__list_del_init(&c->r_link);
-}
-
-/* ---- srq ------------------------------------------------------------ */
-
-int be__shm_srq_create(struct be_xcq *xcq, uint32_t depth, struct be_xsrq **out)
-{
-	struct shm_srq *s;
-	uint32_t cap = 1;
-
-	if (!xcq || !out || !depth || depth > SHM_MAX_SRQ_WR)
-		return -EINVAL;
-	while (cap < depth)
-		cap <<= 1;
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	s->wr = calloc(cap, sizeof(*s->wr));
-	if (!s->wr) {
-		free(s);
-		return -ENOMEM;
-	}
-	s->cap = cap;
-	s->depth = depth;
-	s->base.dev = xcq->dev;
-	s->base.cq = xcq;
-	*out = &s->base;
-	return 0;
-}
-
-void be__shm_srq_destroy(struct be_xsrq *xsrq)
-{
-	struct shm_srq *s;
-	struct shm_cq *cq;
-	struct be__list *e;
-
-	if (!xsrq)
-		return;
-	s = to_ssrq(xsrq);
-	cq = to_scq(xsrq->cq);
-	be__list_for_each(e, &cq->recv_conns) {
-		struct shm_conn *c = be__list_entry(e, struct shm_conn, r_link);
-
-		if (c->srq == s)
-			c->srq = NULL;
-	}
-	for (; s->head != s->tail; s->head++) {
-		struct be_xwc wc;
-
-		memset(&wc, 0, sizeof(wc));
-		wc.wr_id = s->wr[s->head & (s->cap - 1)].wr_id;
-		wc.status = BE_XWC_WR_FLUSH_ERR;
-		wc.opcode = BE_XWC_RECV;
-		if (cq_lq_push(cq, &wc))
-			be_log_err("shm: out of memory flushing a receive");
-	}
-	be__shm_cq_kick(cq);
-	free(s->wr);
-	free(s);
-}
-
-int be__shm_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr, struct be_xrecv_wr **bad)
-{
-	struct shm_srq *s;
-
-	if (!xsrq) {
-		if (bad)
-			*bad = wr;
-		return -EINVAL;
-	}
-	s = to_ssrq(xsrq);
-	for (; wr; wr = wr->next) {
-		if (s->tail - s->head >= s->depth) {
-			if (bad)
-				*bad = wr;
-			return -ENOMEM;
-		}
-		if (wr->sge.length &&
-		    be__shm_local_check(to_sdev(xsrq->dev), wr->sge.lkey, wr->sge.addr,
-					wr->sge.length)) {
-			if (bad)
-				*bad = wr;
-			return -EINVAL;
-		}
-		s->wr[s->tail & (s->cap - 1)] = *wr;
-		s->wr[s->tail & (s->cap - 1)].next = NULL;
-		s->tail++;
-	}
-	/* Refresh the receive hint of the conn served last (a ping-pong's
-	 * only conn): its sender then keeps the WRITE_IMM fast path. */
-	if (s->last && !s->last->rq_pub) {
-		/* Only when it said "none left": the line is the consumer's
-		 * head line, which its sender reads, so writes cost. */
-		s->last->rq_pub = s->tail - s->head;
-		shm_store_rlx(&s->last->rx_ctl->rq_avail, s->last->rq_pub);
-	}
-	return 0;
-}
-
-int be__shm_srq_arm_limit(struct be_xsrq *xsrq, uint32_t limit)
-{
-	struct shm_srq *s;
-
-	if (!xsrq)
-		return -EINVAL;
-	s = to_ssrq(xsrq);
-	if (limit > s->depth)
-		return -EINVAL;
-	s->limit = limit;
-	return 0;
-}
 
 /* ---- send queue ------------------------------------------------------ */
 
@@ -447,7 +214,7 @@ static void sq_fill_record(struct shm_rec *rec, const void *lead, uint32_t nlead
 
 /*
  * sq_imm_may_rnr() - could a WRITE_IMM posted now find no receive? From
- * the receive hint (shm_ring.h) as read last, read again only when that
+ * the receive hint (ring.h) as read last, read again only when that
  * copy shows no receive to spare. The copy errs on the safe side: since
  * it was published the consumer took at most the records sent after it,
  * and it only gains receives by reposting. Reading the consumer's head
@@ -508,7 +275,7 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 	if (op->opcode == BE_XWR_SEND)
 		rop = SHM_REC_SEND;
 	else if (op->total <= SHM_IMM_INLINE && sq_imm_may_rnr(c))
-		rop = SHM_REC_WRITE_IMM_INL; /* RNR possible: see shm_ring.h */
+		rop = SHM_REC_WRITE_IMM_INL; /* RNR possible: see ring.h */
 	else
 		rop = SHM_REC_WRITE_IMM;
 	len = shm_rec_len(rop, (uint32_t)op->total);
@@ -532,7 +299,7 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 		/* A large WRITE_IMM (the end of a bulk transfer): its data is
 		 * in place, complete now without waiting for the receiver's
 		 * CPU, as an RDMA NIC acks it, so a stream is not paced by the
-		 * receiver's polls. A refusal (RNR: a bug, see shm_ring.h)
+		 * receiver's polls. A refusal (RNR: a bug, see ring.h)
 		 * still fails the conn afterwards. Small ones wait for the
 		 * acknowledgement: the producer keeps reading the consumer's
 		 * head line while it polls, which keeps the line it needs at
@@ -1112,11 +879,4 @@ int be__shm_cq_arm(struct be_xcq *xcq)
 	if (pending)
 		be__shm_cq_kick(cq);
 	return 0;
-}
-
-int be__shm_cq_ack(struct be_xcq *xcq)
-{
-	if (!xcq)
-		return -EINVAL;
-	return be__wake_drain(to_scq(xcq)->wake.efd);
 }

@@ -1,10 +1,10 @@
 /*
- * shm_cm.c - shm connection management: names, handshake, regions, death.
+ * cm.c - shm connection management: names, handshake, regions, death.
  *
  * Model. A listener is an abstract-namespace Unix SEQPACKET socket
  * "\0be-shm-<name>": nothing exists in the filesystem, so a process killed
  * with -9 leaves nothing behind. Every connection is one such socket plus
- * the shared segment (shm_ring.h). The handshake:
+ * the shared segment (ring.h). The handshake:
  *
  *   connector                               acceptor
  *   REQ(ring size, priv) + fds{segment memfd,
@@ -20,7 +20,7 @@
  * has read it.
  *
  * After that the socket carries only region pushes (REG_ADD/REG_DEL, see
- * shm_dev.c) and BYE. A BYE, a hang-up (the peer died: the kernel closes
+ * dev.c) and BYE. A BYE, a hang-up (the peer died: the kernel closes
  * its end) or a protocol violation puts the conn in error: outstanding WRs
  * flush, a BYE and shutdown(SHUT_WR) tell the peer, and DISCONNECTED is
  * queued once. The socket is watched by the evch's epoll (all messages)
@@ -28,11 +28,12 @@
  * its cq fd wakes when its peer dies); cq_poll also checks those epolls
  * every SHM_HUP_CHECK_POLLS polls.
  *
- * Events queue on the evch (a list; its eventfd is readable while the list
- * is not empty). Connect deadlines use one timerfd per evch.
+ * Events queue on the evch (xport.h's be__xevq_*(): its eventfd is
+ * readable while events are queued). Connect deadlines use one timerfd
+ * per evch.
  *
  * Threads: all of this runs on the evch's owner thread, except the region
- * pushes (any thread, under dev->lock, see shm_dev.c).
+ * pushes (any thread, under dev->lock, see dev.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -50,7 +51,7 @@
 
 #include "util/common.h"
 #include "util/log.h"
-#include "xport/shm.h"
+#include "xport/shm/shm.h"
 
 #define SHM_SOCK_PREFIX "be-shm-"
 #define SHM_EVCH_SPIN 64   /* epoll events handled per evch_get call at most */

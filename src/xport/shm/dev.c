@@ -1,5 +1,5 @@
 /*
- * shm_dev.c - the shm device: registered regions and their announcement.
+ * dev.c - the shm device: registered regions and their announcement.
  *
  * Model. A device owns a table of SHM_MAX_REGIONS region slots. bemalloc
  * registers each block (a memfd range) through the reg hook, from any
@@ -33,7 +33,7 @@
 
 #include "util/common.h"
 #include "util/log.h"
-#include "xport/shm.h"
+#include "xport/shm/shm.h"
 
 
 int be__shm_dev_open(const char *name, struct be_xdev **out)

@@ -1,12 +1,13 @@
 /*
  * shm.c - the shm transport's ops table ("shm"): processes on one host.
  *
- * The implementation is split by concern: shm_dev.c (device, registered
- * regions), shm_cm.c (connections, events, peer death), shm_data.c (cq,
- * srq, the data path) and shm_ring.h (the shared-memory layout). See shm.h
- * for the model and docs/TRANSPORTS.md for the user's view.
+ * The implementation is split by role, as in every transport's folder:
+ * dev.c (device, registered regions), cm.c (connections, events, peer
+ * death), cq.c (cq and srq objects), data.c (the data path) and ring.h
+ * (the shared-memory layout). See shm.h for the model and
+ * docs/TRANSPORTS.md for the user's view.
  */
-#include "xport/shm.h"
+#include "xport/shm/shm.h"
 
 const struct be_xport_ops be__xport_shm_ops = {
 	.name = "shm",

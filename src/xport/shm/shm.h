@@ -4,15 +4,16 @@
  * Model. The shm transport gives RC-QP semantics between processes of one
  * host without a kernel round trip on the data path:
  *
- *   shm_dev.c   the device: a table of registered regions (memfd-backed
+ *   dev.c       the device: a table of registered regions (memfd-backed
  *               bemalloc blocks) and the list of live connections, to
  *               which every new (de)registration is pushed at once.
- *   shm_cm.c    connection management over abstract Unix SEQPACKET
+ *   cm.c        connection management over abstract Unix SEQPACKET
  *               sockets: listen/connect/accept/reject/disconnect, the
  *               event channel, region fds passed with SCM_RIGHTS, peer
  *               death (socket hang-up).
- *   shm_data.c  the data path: cq, srq, post_send and cq_poll on the
- *               shared rings of shm_ring.h; WRITEs are one memcpy into the
+ *   cq.c        the cq and srq objects.
+ *   data.c      the data path: post_send, cq_poll and cq_arm on the
+ *               shared rings of ring.h; WRITEs are one memcpy into the
  *               peer's region, mapped in this process.
  *
  * Keys: lkey == rkey == (generation << 16 | slot) in the owning device's
@@ -24,8 +25,8 @@
  * (see xport.h). The only cross-thread data is the region table (seqlock-
  * style reads without the lock) and conn->push_failed.
  */
-#ifndef BE_XPORT_SHM_H
-#define BE_XPORT_SHM_H
+#ifndef BE_XPORT_SHM_SHM_H
+#define BE_XPORT_SHM_SHM_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -33,7 +34,7 @@
 
 #include "util/list.h"
 #include "xport/xport.h"
-#include "xport/shm_ring.h"
+#include "xport/shm/ring.h"
 #include "xport/wake.h"
 
 #define SHM_MAX_REGIONS 16384u      /* slot bits below */
@@ -304,7 +305,7 @@ static inline struct shm_listener *to_slistener(struct be_xlistener *l)
 	return (struct shm_listener *)(void *)((char *)l - offsetof(struct shm_listener, base));
 }
 
-/* shm_dev.c */
+/* dev.c */
 int be__shm_dev_open(const char *name, struct be_xdev **out);
 void be__shm_dev_close(struct be_xdev *dev);
 int be__shm_dev_query(struct be_xdev *dev, struct be_xdev_attr *out);
@@ -317,7 +318,7 @@ int be__shm_sendmsg(int fd, const struct shm_msg *m, size_t len, const int *fds,
 		    int wait_ms);
 size_t be__shm_msg_len(uint16_t type, uint16_t count);
 
-/* shm_cm.c */
+/* cm.c */
 int be__shm_evch_create(struct be_xdev *dev, struct be_xevch **out);
 void be__shm_evch_destroy(struct be_xevch *ch);
 int be__shm_evch_fd(struct be_xevch *ch);
@@ -341,26 +342,28 @@ void be__shm_conn_error(struct shm_conn *c, enum be_xwc_status first, int ev_sta
 /* Queue @ev on @ch (its eventfd becomes readable). */
 void be__shm_evch_queue(struct shm_evch *ch, const struct be_xevent *ev);
 
-/* shm_data.c */
+/* cq.c */
 int be__shm_cq_create(struct be_xdev *dev, uint32_t depth, struct be_xcq **out);
 void be__shm_cq_destroy(struct be_xcq *cq);
-int be__shm_cq_poll(struct be_xcq *cq, struct be_xwc *wc, int n);
 int be__shm_cq_fd(struct be_xcq *cq);
-int be__shm_cq_arm(struct be_xcq *cq);
 int be__shm_cq_ack(struct be_xcq *cq);
 int be__shm_srq_create(struct be_xcq *cq, uint32_t depth, struct be_xsrq **out);
 void be__shm_srq_destroy(struct be_xsrq *srq);
 int be__shm_srq_post_recv(struct be_xsrq *srq, struct be_xrecv_wr *wr, struct be_xrecv_wr **bad);
 int be__shm_srq_arm_limit(struct be_xsrq *srq, uint32_t limit);
-int be__shm_post_send(struct be_xconn *conn, struct be_xsend_wr *wr, struct be_xsend_wr **bad);
 /* Attach @c to its cqs (lists + hang-up watch) / detach. */
 int be__shm_conn_attach_cqs(struct shm_conn *c);
 void be__shm_conn_detach_cqs(struct shm_conn *c);
 void be__shm_conn_unwatch(struct shm_conn *c);
 /* Local completions became available on @cq: wake it if armed. */
 void be__shm_cq_kick(struct shm_cq *cq);
+
+/* data.c */
+int be__shm_cq_poll(struct be_xcq *cq, struct be_xwc *wc, int n);
+int be__shm_cq_arm(struct be_xcq *cq);
+int be__shm_post_send(struct be_xconn *conn, struct be_xsend_wr *wr, struct be_xsend_wr **bad);
 /* Sets up the send queue of @c for @max_send_wr. */
 int be__shm_sq_init(struct shm_conn *c, uint32_t max_send_wr);
 void be__shm_sq_free(struct shm_conn *c);
 
-#endif /* BE_XPORT_SHM_H */
+#endif /* BE_XPORT_SHM_SHM_H */
