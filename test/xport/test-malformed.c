@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "xtest.h"
-#include "xport/tcp.h"
+#include "xport/tcp/tcp.h"
 
 static int raw_connect(const char *addr)
 {

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "xtest.h"
-#include "xport/tcp.h"
+#include "xport/tcp/tcp.h"
 
 #define BIG (4u << 20)
 

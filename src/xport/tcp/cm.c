@@ -1,32 +1,8 @@
 /*
- * tcp.c - the tcp transport: kernel TCP behind the RNIC interface of
- * xport.h. The fallback path and the baseline.
- *
- * Model (objects in tcp.h; the wire format in docs/TRANSPORTS.md):
- *
- *   device      "tcp", one port, a table of registered regions.
- *   evch        progress for connection setup: accepts, non-blocking
- *               connects, the HELLO / ACCEPT / REJECT handshake carrying
- *               private data, handshake deadlines. evch_fd is an epoll fd
- *               over listeners, handshaking sockets, an eventfd that is
- *               readable while events are queued, and a timerfd.
- *   cq          progress for the data path: cq_poll reads and writes the
- *               sockets of established conns that epoll reports ready
- *               (non-blocking, with a byte budget per conn), then returns
- *               queued completions. cq_fd is that epoll fd plus an eventfd
- *               that cq_arm / locally made completions signal.
- *   srq         a ring of receives; SENDs and WRITE_IMMs of every conn
- *               attached to it take from it in arrival order.
- *   conn        one TCP connection (TCP_NODELAY, non-blocking). Hang-ups
- *               of established conns are noticed by cq_poll on their cqs
- *               (a worker polls both its cq and its evch).
- *
- * There are no threads here: nothing happens unless the owner calls
- * cq_poll or evch_get. A worker must therefore keep polling its cq while
- * it has peers, or arm it before it sleeps: that is also what sends the
- * acks it owes (deferred by one poll, see tcp_data.c), so a peer's
- * completions wait for this worker's next poll or arm. Nothing calls back
- * into the user, so objects can be destroyed at any time between calls.
+ * cm.c - connection management of the tcp transport: the event channel,
+ * conns (their lifetime and epoll membership), the HELLO / ACCEPT /
+ * REJECT handshake with its deadlines, listeners, and connect / accept /
+ * reject / disconnect.
  *
  * Lifetimes: conns and listeners belong to the user, except conns that
  * were never handed out (a handshake still in progress on a listener,
@@ -51,7 +27,7 @@
 
 #include "util/log.h"
 #include "xport/addr.h"
-#include "xport/tcp.h"
+#include "xport/tcp/tcp.h"
 
 #define TCP_HELLO_TIMEOUT_MS 10000 /* inbound socket must say HELLO by then */
 #define TCP_ACCEPT_BATCH 64
@@ -68,62 +44,6 @@ static void tcp_set_nodelay(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-/* ---- device ---------------------------------------------------------- */
-
-static int tcp_dev_open(const char *name, struct be_xdev **out)
-{
-	struct tcp_dev *d;
-	int ret;
-
-	if (!out)
-		return -EINVAL;
-	if (name && *name && strcmp(name, "tcp") != 0)
-		return -ENODEV;
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-	ret = be__tcp_reg_init(d);
-	if (ret) {
-		free(d);
-		return ret;
-	}
-	d->x.ops = &be__xport_tcp_ops;
-	d->x.alloc_dev = -1;
-	*out = &d->x;
-	return 0;
-}
-
-static void tcp_dev_close(struct be_xdev *xdev)
-{
-	struct tcp_dev *d;
-
-	if (!xdev)
-		return;
-	d = container_of(xdev, struct tcp_dev, x);
-	be__tcp_reg_fini(d);
-	free(d);
-}
-
-static int tcp_dev_query(struct be_xdev *xdev, struct be_xdev_attr *out)
-{
-	if (!xdev || !out)
-		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	snprintf(out->name, sizeof(out->name), "tcp");
-	snprintf(out->transport, sizeof(out->transport), "tcp");
-	out->num_ports = 1;
-	out->port[0].up = 1;
-	out->port[0].speed_mbps = 0; /* the route decides; unknown */
-	out->port[0].mtu = TCP_MTU;
-	out->max_inline = TCP_MAX_INLINE;
-	out->max_sge = TCP_MAX_SGE;
-	out->max_qp_wr = TCP_MAX_QP_WR;
-	out->max_srq_wr = TCP_MAX_SRQ_WR;
-	out->max_msg_size = TCP_MAX_MSG;
-	out->has_thread_domain = 0;
-	return 0;
-}
-
 /* ---- event channel --------------------------------------------------- */
 
 void be__tcp_evch_push(struct tcp_evch *ch, const struct be_xevent *ev)
@@ -132,7 +52,7 @@ void be__tcp_evch_push(struct tcp_evch *ch, const struct be_xevent *ev)
 		be__xevq_push(&ch->evq, ch->wake.efd, ev);
 }
 
-static int tcp_evch_create(struct be_xdev *xdev, struct be_xevch **out)
+int be__tcp_evch_create(struct be_xdev *xdev, struct be_xevch **out)
 {
 	struct tcp_evch *ch;
 	int ret;
@@ -158,7 +78,7 @@ static int tcp_evch_create(struct be_xdev *xdev, struct be_xevch **out)
 static void conn_free(struct tcp_conn *c);
 static void listener_free(struct tcp_listener *l);
 
-static void tcp_evch_destroy(struct be_xevch *xch)
+void be__tcp_evch_destroy(struct be_xevch *xch)
 {
 	struct tcp_evch *ch;
 
@@ -194,7 +114,7 @@ static void tcp_evch_destroy(struct be_xevch *xch)
 	free(ch);
 }
 
-static int tcp_evch_fd(struct be_xevch *xch)
+int be__tcp_evch_fd(struct be_xevch *xch)
 {
 	return xch ? container_of(xch, struct tcp_evch, x)->wake.epfd : -EINVAL;
 }
@@ -230,315 +150,6 @@ static void conn_clear_deadline(struct tcp_conn *c)
 		c->ch->nhandshake--;
 		evch_timer_update(c->ch);
 	}
-}
-
-/* ---- completion queue ------------------------------------------------ */
-
-static void cq_notify(struct tcp_cq *cq)
-{
-	if (!cq->armed)
-		return;
-	cq->armed = 0;
-	be__wake_kick(cq->wake.efd);
-}
-
-void be__tcp_cq_push(struct tcp_cq *cq, const struct be_xwc *wc)
-{
-	if (cq->count == cq->cap) {
-		uint32_t ncap = cq->cap * 2, i;
-		struct be_xwc *r = malloc((size_t)ncap * sizeof(*r));
-
-		if (!r) {
-			be_log_err("tcp: out of memory growing a cq; completion %llu lost",
-				   (unsigned long long)wc->wr_id);
-			return;
-		}
-		for (i = 0; i < cq->count; i++)
-			r[i] = cq->ring[(cq->head + i) % cq->cap];
-		free(cq->ring);
-		cq->ring = r;
-		cq->cap = ncap;
-		cq->head = 0;
-	}
-	cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
-	cq->count++;
-	cq_notify(cq);
-}
-
-void be__tcp_cq_kick(struct tcp_cq *cq, struct tcp_conn *c)
-{
-	if (be__list_linked(&c->kick_link))
-		return;
-	be__list_add_head(&cq->kick, &c->kick_link);
-	cq_notify(cq);
-}
-
-/* Drop completions of @c's send queue; receives stay, without the conn. */
-static void cq_purge(struct tcp_cq *cq, const struct be_xconn *c)
-{
-	uint32_t i, n = 0;
-
-	for (i = 0; i < cq->count; i++) {
-		struct be_xwc wc = cq->ring[(cq->head + i) % cq->cap];
-
-		if (wc.conn == c) {
-			if (wc.opcode != BE_XWC_RECV && wc.opcode != BE_XWC_RECV_IMM)
-				continue;
-			wc.conn = NULL;
-		}
-		cq->ring[(cq->head + n) % cq->cap] = wc;
-		n++;
-	}
-	cq->count = n;
-}
-
-static int tcp_cq_create(struct be_xdev *xdev, uint32_t depth, struct be_xcq **out)
-{
-	struct tcp_cq *cq;
-	int ret;
-
-	if (!xdev || !out)
-		return -EINVAL;
-	cq = calloc(1, sizeof(*cq));
-	if (!cq)
-		return -ENOMEM;
-	cq->x.dev = xdev;
-	be__list_init(&cq->conns);
-	be__list_init(&cq->kick);
-	be__list_init(&cq->ackq);
-	cq->cap = BE_MAX(depth, 64u);
-	cq->ring = malloc((size_t)cq->cap * sizeof(*cq->ring));
-	if (!cq->ring) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
-	/* The eventfd's tag is NULL: cq_progress() skips it. */
-	ret = be__wake_init(&cq->wake, 0, NULL, NULL);
-	if (ret)
-		goto err_ring;
-	*out = &cq->x;
-	return 0;
-
-err_ring:
-	free(cq->ring);
-err_free:
-	free(cq);
-	return ret;
-}
-
-static void tcp_cq_destroy(struct be_xcq *xcq)
-{
-	struct tcp_cq *cq;
-
-	if (!xcq)
-		return;
-	cq = container_of(xcq, struct tcp_cq, x);
-	while (!be__list_empty(&cq->conns)) {
-		struct be__list *p = cq->conns.next;
-		struct tcp_conn *c;
-
-		be__list_del_init(p);
-		/* A conn is on this list by scq_link, or by rcq_link when
-		 * its rcq differs from its scq. */
-		c = container_of(p, struct tcp_conn, scq_link);
-		if (c->scq != cq)
-			c = container_of(p, struct tcp_conn, rcq_link);
-		be_log_err("tcp: cq destroyed with conn %s attached; detaching it", c->peer);
-		be__tcp_conn_close_fd(c);
-		if (c->state == TCP_C_ESTABLISHED)
-			c->state = TCP_C_ERROR;
-		be__list_del_init(&c->scq_link);
-		be__list_del_init(&c->rcq_link);
-		be__list_del_init(&c->kick_link);
-		be__list_del_init(&c->ack_link);
-		c->scq = c->rcq = NULL;
-	}
-	be__wake_close(&cq->wake);
-	free(cq->ring);
-	free(cq);
-}
-
-static void cq_progress(struct tcp_cq *cq)
-{
-	struct epoll_event evs[64];
-	int n, i;
-
-	be__tcp_cq_flush_acks(cq);
-	while (!be__list_empty(&cq->kick)) {
-		struct tcp_conn *c = be__list_entry(cq->kick.next, struct tcp_conn, kick_link);
-
-		be__list_del_init(&c->kick_link);
-		be__tcp_conn_progress(c);
-	}
-	n = epoll_wait(cq->wake.epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
-	for (i = 0; i < n; i++) {
-		if (!evs[i].data.ptr)
-			continue;
-		be__tcp_conn_progress(evs[i].data.ptr);
-	}
-}
-
-static int tcp_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
-{
-	struct tcp_cq *cq;
-	int i;
-
-	if (!xcq || n < 0 || (n && !wc))
-		return -EINVAL;
-	cq = container_of(xcq, struct tcp_cq, x);
-	if (cq->count < (uint32_t)n)
-		cq_progress(cq);
-	for (i = 0; i < n && cq->count; i++) {
-		wc[i] = cq->ring[cq->head];
-		cq->head = (cq->head + 1) % cq->cap;
-		cq->count--;
-	}
-	/* A caller that gets nothing may go to sleep (without cq_arm if it
-	 * is still armed): owe no peer an ack then. One that gets work
-	 * polls again soon and may answer first, carrying the ack. */
-	if (!i && n)
-		be__tcp_cq_flush_acks(cq);
-	return i;
-}
-
-static int tcp_cq_fd(struct be_xcq *xcq)
-{
-	return xcq ? container_of(xcq, struct tcp_cq, x)->wake.epfd : -EINVAL;
-}
-
-static int tcp_cq_arm(struct be_xcq *xcq)
-{
-	struct tcp_cq *cq;
-
-	if (!xcq)
-		return -EINVAL;
-	cq = container_of(xcq, struct tcp_cq, x);
-	/* About to sleep: owe no peer an ack, or its sender may stall. */
-	be__tcp_cq_flush_acks(cq);
-	cq->armed = 1;
-	/* Work already waiting must wake the sleeper, not be lost. */
-	if (cq->count || !be__list_empty(&cq->kick))
-		cq_notify(cq);
-	return 0;
-}
-
-static int tcp_cq_ack(struct be_xcq *xcq)
-{
-	if (!xcq)
-		return -EINVAL;
-	return be__wake_drain(container_of(xcq, struct tcp_cq, x)->wake.efd);
-}
-
-/* ---- shared receive queue -------------------------------------------- */
-
-static int tcp_srq_create(struct be_xcq *xcq, uint32_t depth, struct be_xsrq **out)
-{
-	struct tcp_srq *srq;
-
-	if (!xcq || !out || depth == 0 || depth > TCP_MAX_SRQ_WR)
-		return -EINVAL;
-	srq = calloc(1, sizeof(*srq));
-	if (!srq)
-		return -ENOMEM;
-	srq->ring = calloc(depth, sizeof(*srq->ring));
-	if (!srq->ring) {
-		free(srq);
-		return -ENOMEM;
-	}
-	srq->cap = depth;
-	srq->cq = container_of(xcq, struct tcp_cq, x);
-	srq->x.dev = xcq->dev;
-	srq->x.cq = xcq;
-	be__list_init(&srq->conns);
-	*out = &srq->x;
-	return 0;
-}
-
-static void tcp_srq_destroy(struct be_xsrq *xsrq)
-{
-	struct tcp_srq *srq;
-	struct be_xwc wc;
-
-	if (!xsrq)
-		return;
-	srq = container_of(xsrq, struct tcp_srq, x);
-	while (!be__list_empty(&srq->conns)) {
-		struct tcp_conn *c = container_of(srq->conns.next, struct tcp_conn, srq_link);
-
-		be_log_err("tcp: srq destroyed with conn %s attached; detaching it", c->peer);
-		be__list_del_init(&c->srq_link);
-		c->srq = NULL;
-	}
-	/* Flush posted receives so their buffers go back to the owner. */
-	memset(&wc, 0, sizeof(wc));
-	wc.status = BE_XWC_WR_FLUSH_ERR;
-	wc.opcode = BE_XWC_RECV;
-	while (srq->count) {
-		wc.wr_id = srq->ring[srq->head].wr_id;
-		srq->head = (srq->head + 1) % srq->cap;
-		srq->count--;
-		be__tcp_cq_push(srq->cq, &wc);
-	}
-	free(srq->ring);
-	free(srq);
-}
-
-/*
- * tcp_srq_post_recv() - post receives on @xsrq.
- *
- * Ownership: borrows @wr (copied); lends each receive buffer until its
- * completion (RECV, RECV_IMM or a flush) was polled: a SEND from any conn
- * on this srq is read straight into it. Buffers of WRs from *bad on were
- * not posted. Returns 0, -EINVAL (bad lkey or range) or -ENOMEM (full).
- */
-static int tcp_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr,
-			     struct be_xrecv_wr **bad)
-{
-	struct tcp_srq *srq;
-	struct tcp_dev *d;
-
-	if (bad)
-		*bad = NULL;
-	if (!xsrq) {
-		if (bad)
-			*bad = wr;
-		return -EINVAL;
-	}
-	srq = container_of(xsrq, struct tcp_srq, x);
-	d = container_of(xsrq->dev, struct tcp_dev, x);
-	for (; wr; wr = wr->next) {
-		struct tcp_rwr *r;
-
-		if (wr->sge.length && !be__tcp_reg_check(d, wr->sge.lkey, wr->sge.addr, wr->sge.length)) {
-			if (bad)
-				*bad = wr;
-			return -EINVAL;
-		}
-		if (srq->count == srq->cap) {
-			if (bad)
-				*bad = wr;
-			return -ENOMEM;
-		}
-		r = &srq->ring[(srq->head + srq->count) % srq->cap];
-		r->wr_id = wr->wr_id;
-		r->addr = wr->sge.addr;
-		r->len = wr->sge.length;
-		srq->count++;
-	}
-	return 0;
-}
-
-static int tcp_srq_arm_limit(struct be_xsrq *xsrq, uint32_t limit)
-{
-	struct tcp_srq *srq;
-
-	if (!xsrq)
-		return -EINVAL;
-	srq = container_of(xsrq, struct tcp_srq, x);
-	if (limit > srq->cap)
-		return -EINVAL;
-	srq->limit = limit;
-	return 0;
 }
 
 /* ---- conns: lifetime and epoll membership ----------------------------- */
@@ -684,12 +295,12 @@ static void conn_free(struct tcp_conn *c)
 	be__list_del_init(&c->kick_link);
 	be__list_del_init(&c->ack_link);
 	if (c->scq) {
-		cq_purge(c->scq, &c->x);
+		be__tcp_cq_purge(c->scq, &c->x);
 		be__list_del_init(&c->scq_link);
 	}
 	if (c->rcq) {
 		if (c->rcq != c->scq)
-			cq_purge(c->rcq, &c->x);
+			be__tcp_cq_purge(c->rcq, &c->x);
 		be__list_del_init(&c->rcq_link);
 	}
 	if (c->srq)
@@ -703,7 +314,7 @@ static void conn_free(struct tcp_conn *c)
 	free(c);
 }
 
-static void tcp_conn_destroy(struct be_xconn *xc)
+void be__tcp_conn_destroy(struct be_xconn *xc)
 {
 	if (xc)
 		conn_free(container_of(xc, struct tcp_conn, x));
@@ -955,7 +566,7 @@ static void evch_check_deadlines(struct tcp_evch *ch)
 	}
 }
 
-static int tcp_evch_get(struct be_xevch *xch, struct be_xevent *ev)
+int be__tcp_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 {
 	struct epoll_event evs[32];
 	struct tcp_evch *ch;
@@ -986,8 +597,8 @@ static int tcp_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 
 /* ---- listeners --------------------------------------------------------- */
 
-static int tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
-		      struct be_xlistener **out)
+int be__tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
+		   struct be_xlistener **out)
 {
 	struct sockaddr_storage ss;
 	struct tcp_listener *l;
@@ -1040,7 +651,7 @@ err_free:
 	return ret;
 }
 
-static int tcp_listener_addr(struct be_xlistener *xl, char *buf, size_t len)
+int be__tcp_listener_addr(struct be_xlistener *xl, char *buf, size_t len)
 {
 	struct tcp_listener *l;
 
@@ -1078,7 +689,7 @@ static void listener_free(struct tcp_listener *l)
 	free(l);
 }
 
-static void tcp_listener_close(struct be_xlistener *xl)
+void be__tcp_listener_close(struct be_xlistener *xl)
 {
 	if (xl)
 		listener_free(container_of(xl, struct tcp_listener, x));
@@ -1086,8 +697,8 @@ static void tcp_listener_close(struct be_xlistener *xl)
 
 /* ---- connect / accept / reject / disconnect ---------------------------- */
 
-static int tcp_connect(struct be_xevch *xch, const char *addr, const struct be_xconn_attr *attr,
-		       const void *priv, size_t priv_len, struct be_xconn **out)
+int be__tcp_connect(struct be_xevch *xch, const char *addr, const struct be_xconn_attr *attr,
+		    const void *priv, size_t priv_len, struct be_xconn **out)
 {
 	struct sockaddr_storage ss;
 	struct tcp_evch *ch;
@@ -1141,8 +752,8 @@ err_free:
 	return ret;
 }
 
-static int tcp_accept(struct be_xconn *xc, const struct be_xconn_attr *attr, const void *priv,
-		      size_t priv_len)
+int be__tcp_accept(struct be_xconn *xc, const struct be_xconn_attr *attr, const void *priv,
+		   size_t priv_len)
 {
 	struct tcp_conn *c;
 	struct be_xevent ev;
@@ -1176,7 +787,7 @@ static int tcp_accept(struct be_xconn *xc, const struct be_xconn_attr *attr, con
 	return 0;
 }
 
-static int tcp_reject(struct be_xconn *xc, const void *priv, size_t priv_len)
+int be__tcp_reject(struct be_xconn *xc, const void *priv, size_t priv_len)
 {
 	struct tcp_conn *c;
 	int ret;
@@ -1193,7 +804,7 @@ static int tcp_reject(struct be_xconn *xc, const void *priv, size_t priv_len)
 	return 0;
 }
 
-static int tcp_disconnect(struct be_xconn *xc)
+int be__tcp_disconnect(struct be_xconn *xc)
 {
 	struct tcp_conn *c;
 
@@ -1211,7 +822,7 @@ static int tcp_disconnect(struct be_xconn *xc)
 	return 0;
 }
 
-static int tcp_conn_peer_addr(struct be_xconn *xc, char *buf, size_t len)
+int be__tcp_conn_peer_addr(struct be_xconn *xc, char *buf, size_t len)
 {
 	struct tcp_conn *c;
 
@@ -1223,36 +834,3 @@ static int tcp_conn_peer_addr(struct be_xconn *xc, char *buf, size_t len)
 	strcpy(buf, c->peer);
 	return 0;
 }
-
-const struct be_xport_ops be__xport_tcp_ops = {
-	.name = "tcp",
-	.dev_open = tcp_dev_open,
-	.dev_close = tcp_dev_close,
-	.dev_query = tcp_dev_query,
-	.dev_reg_hook = be__tcp_dev_reg_hook,
-	.evch_create = tcp_evch_create,
-	.evch_destroy = tcp_evch_destroy,
-	.evch_fd = tcp_evch_fd,
-	.evch_get = tcp_evch_get,
-	.cq_create = tcp_cq_create,
-	.cq_destroy = tcp_cq_destroy,
-	.cq_poll = tcp_cq_poll,
-	.cq_fd = tcp_cq_fd,
-	.cq_arm = tcp_cq_arm,
-	.cq_ack = tcp_cq_ack,
-	.srq_create = tcp_srq_create,
-	.srq_destroy = tcp_srq_destroy,
-	.srq_post_recv = tcp_srq_post_recv,
-	.srq_arm_limit = tcp_srq_arm_limit,
-	.listen = tcp_listen,
-	.listener_addr = tcp_listener_addr,
-	.listener_close = tcp_listener_close,
-	.connect = tcp_connect,
-	.accept = tcp_accept,
-	.reject = tcp_reject,
-	.disconnect = tcp_disconnect,
-	.conn_destroy = tcp_conn_destroy,
-	.post_send = be__tcp_post_send,
-	.conn_peer_addr = tcp_conn_peer_addr,
-	.addr_canon = be__inet_canon,
-};

@@ -1,8 +1,10 @@
 /*
- * tcp_reg.c - memory registration of the tcp transport.
+ * dev.c - the tcp device and its memory registration.
  *
- * Model. A registration is an entry (addr, len, key) in the device's hash
- * table, chained by key. The key is both lkey and rkey. Keys are random
+ * Model. The device is "tcp": one port, no link speed (the route
+ * decides), the limits of tcp.h, and a table of registered regions. A
+ * registration is an entry (addr, len, key) in the device's hash table,
+ * chained by key. The key is both lkey and rkey. Keys are random
  * looking 32-bit ids, never pointers: a multiplicative permutation of a
  * counter xored with a per-device random seed, so a peer cannot guess
  * another region's key from its own and keys do not repeat until 2^32
@@ -19,7 +21,65 @@
 #include <unistd.h>
 
 #include "util/log.h"
-#include "xport/tcp.h"
+#include "xport/tcp/tcp.h"
+
+/* ---- device ---------------------------------------------------------- */
+
+int be__tcp_dev_open(const char *name, struct be_xdev **out)
+{
+	struct tcp_dev *d;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	if (name && *name && strcmp(name, "tcp") != 0)
+		return -ENODEV;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	ret = be__tcp_reg_init(d);
+	if (ret) {
+		free(d);
+		return ret;
+	}
+	d->x.ops = &be__xport_tcp_ops;
+	d->x.alloc_dev = -1;
+	*out = &d->x;
+	return 0;
+}
+
+void be__tcp_dev_close(struct be_xdev *xdev)
+{
+	struct tcp_dev *d;
+
+	if (!xdev)
+		return;
+	d = container_of(xdev, struct tcp_dev, x);
+	be__tcp_reg_fini(d);
+	free(d);
+}
+
+int be__tcp_dev_query(struct be_xdev *xdev, struct be_xdev_attr *out)
+{
+	if (!xdev || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	snprintf(out->name, sizeof(out->name), "tcp");
+	snprintf(out->transport, sizeof(out->transport), "tcp");
+	out->num_ports = 1;
+	out->port[0].up = 1;
+	out->port[0].speed_mbps = 0; /* the route decides; unknown */
+	out->port[0].mtu = TCP_MTU;
+	out->max_inline = TCP_MAX_INLINE;
+	out->max_sge = TCP_MAX_SGE;
+	out->max_qp_wr = TCP_MAX_QP_WR;
+	out->max_srq_wr = TCP_MAX_SRQ_WR;
+	out->max_msg_size = TCP_MAX_MSG;
+	out->has_thread_domain = 0;
+	return 0;
+}
+
+/* ---- registration ---------------------------------------------------- */
 
 static uint32_t reg_hash(uint32_t key, uint32_t nbuckets)
 {

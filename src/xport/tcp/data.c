@@ -1,5 +1,5 @@
 /*
- * tcp_data.c - the data path of the tcp transport: posting WRs, writing
+ * data.c - the data path of the tcp transport: posting WRs, writing
  * frames, reading and placing frames, acks and errors.
  *
  * Model. A conn's send queue is a ring of WR slots. A slot is posted,
@@ -59,7 +59,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
-#include "xport/tcp.h"
+#include "xport/tcp/tcp.h"
 
 #define TX_IOV_MAX 128
 

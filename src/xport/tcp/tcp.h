@@ -1,7 +1,9 @@
 /*
- * tcp.h - internals of the tcp transport, shared by tcp.c (objects,
- * connection setup), tcp_data.c (the data path) and tcp_reg.c (memory
- * registration). Nothing outside src/xport/tcp*.c includes this.
+ * tcp.h - internals of the tcp transport, shared by the files of
+ * src/xport/tcp/: tcp.c (ops table), dev.c (device, memory registration),
+ * cm.c (event channel, conns, handshake, listeners), cq.c (cq, srq) and
+ * data.c (the data path). Nothing outside that folder includes this but
+ * the tests of the wire format.
  *
  * Model. The tcp transport gives the guarantees of an RC QP over one
  * kernel TCP connection per conn (see xport.h and docs/TRANSPORTS.md):
@@ -23,8 +25,8 @@
  * There are no threads: all progress happens inside cq_poll (data path)
  * and evch_get (connection setup), on the worker that owns them.
  */
-#ifndef BE_XPORT_TCP_H
-#define BE_XPORT_TCP_H
+#ifndef BE_XPORT_TCP_TCP_H
+#define BE_XPORT_TCP_TCP_H
 
 #include <pthread.h>
 #include <stdint.h>
@@ -233,24 +235,64 @@ struct tcp_conn {
 	char peer[BE_XPORT_ADDR_MAX];
 };
 
-/* tcp_reg.c */
+/* dev.c */
+int be__tcp_dev_open(const char *name, struct be_xdev **out);
+void be__tcp_dev_close(struct be_xdev *xdev);
+int be__tcp_dev_query(struct be_xdev *xdev, struct be_xdev_attr *out);
+void be__tcp_dev_reg_hook(struct be_xdev *xdev, struct be_alloc_reg_hook *out);
 int be__tcp_reg_init(struct tcp_dev *d);
 void be__tcp_reg_fini(struct tcp_dev *d);
-void be__tcp_dev_reg_hook(struct be_xdev *xdev, struct be_alloc_reg_hook *out);
 /* 1 if [addr, addr+len) lies inside the region registered under @key. */
 int be__tcp_reg_check(struct tcp_dev *d, uint32_t key, uint64_t addr, uint64_t len);
 
-/* tcp.c: queues shared with the data path. */
-void be__tcp_cq_push(struct tcp_cq *cq, const struct be_xwc *wc);
-void be__tcp_cq_kick(struct tcp_cq *cq, struct tcp_conn *c);
+/* cm.c */
+int be__tcp_evch_create(struct be_xdev *xdev, struct be_xevch **out);
+void be__tcp_evch_destroy(struct be_xevch *xch);
+int be__tcp_evch_fd(struct be_xevch *xch);
+int be__tcp_evch_get(struct be_xevch *xch, struct be_xevent *ev);
+int be__tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
+		   struct be_xlistener **out);
+int be__tcp_listener_addr(struct be_xlistener *xl, char *buf, size_t len);
+void be__tcp_listener_close(struct be_xlistener *xl);
+int be__tcp_connect(struct be_xevch *xch, const char *addr, const struct be_xconn_attr *attr,
+		    const void *priv, size_t priv_len, struct be_xconn **out);
+int be__tcp_accept(struct be_xconn *xc, const struct be_xconn_attr *attr, const void *priv,
+		   size_t priv_len);
+int be__tcp_reject(struct be_xconn *xc, const void *priv, size_t priv_len);
+int be__tcp_disconnect(struct be_xconn *xc);
+void be__tcp_conn_destroy(struct be_xconn *xc);
+int be__tcp_conn_peer_addr(struct be_xconn *xc, char *buf, size_t len);
+/* Queue @ev on @ch (NULL: the evch is gone; dropped). */
 void be__tcp_evch_push(struct tcp_evch *ch, const struct be_xevent *ev);
+/* Make @c's membership of its cqs' epoll sets match its state. */
 void be__tcp_conn_epoll_update(struct tcp_conn *c);
+/* Close the socket and leave every epoll set. */
+void be__tcp_conn_close_fd(struct tcp_conn *c);
 
-/* tcp_data.c */
+/* cq.c */
+int be__tcp_cq_create(struct be_xdev *xdev, uint32_t depth, struct be_xcq **out);
+void be__tcp_cq_destroy(struct be_xcq *xcq);
+int be__tcp_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n);
+int be__tcp_cq_fd(struct be_xcq *xcq);
+int be__tcp_cq_arm(struct be_xcq *xcq);
+int be__tcp_cq_ack(struct be_xcq *xcq);
+int be__tcp_srq_create(struct be_xcq *xcq, uint32_t depth, struct be_xsrq **out);
+void be__tcp_srq_destroy(struct be_xsrq *xsrq);
+int be__tcp_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr,
+			  struct be_xrecv_wr **bad);
+int be__tcp_srq_arm_limit(struct be_xsrq *xsrq, uint32_t limit);
+/* Queue a completion on @cq (wakes it if armed). */
+void be__tcp_cq_push(struct tcp_cq *cq, const struct be_xwc *wc);
+/* @c has work its socket will not signal: progress it at the next poll. */
+void be__tcp_cq_kick(struct tcp_cq *cq, struct tcp_conn *c);
+/* Drop completions of @c's send queue; receives stay, without the conn. */
+void be__tcp_cq_purge(struct tcp_cq *cq, const struct be_xconn *c);
+
+/* data.c */
 int be__tcp_conn_alloc_sq(struct tcp_conn *c, uint32_t depth, uint32_t max_inline);
 void be__tcp_conn_free_sq(struct tcp_conn *c);
 void be__tcp_conn_progress(struct tcp_conn *c);
-/* Send the ACK frames deferred on @cq (see tcp_data.c, "Acks"). */
+/* Send the ACK frames deferred on @cq (see data.c, "Acks"). */
 void be__tcp_cq_flush_acks(struct tcp_cq *cq);
 int be__tcp_conn_tx_pending(const struct tcp_conn *c);
 /* Put @c in error: outstanding WRs complete (@first for the oldest, then
@@ -262,7 +304,5 @@ int be__tcp_post_send(struct be_xconn *xc, struct be_xsend_wr *wr, struct be_xse
 /* Write a bodiless control frame (NAK, BYE) now if at a frame boundary;
  * best effort, for a conn about to fail. */
 void be__tcp_conn_send_ctl_now(struct tcp_conn *c, uint8_t type, uint8_t status);
-/* Close the socket and leave every epoll set. */
-void be__tcp_conn_close_fd(struct tcp_conn *c);
 
-#endif /* BE_XPORT_TCP_H */
+#endif /* BE_XPORT_TCP_TCP_H */

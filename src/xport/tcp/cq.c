@@ -1,0 +1,330 @@
+/*
+ * cq.c - the tcp cq and srq.
+ *
+ * Model. A cq is an epoll set (its cq_fd) over the sockets of its
+ * established conns and an eventfd; a growable ring of completions; the
+ * conns with work their fd does not signal (kick) and those that owe
+ * their peer an ACK frame (ackq). cq_poll is where the data path runs:
+ * when the ring holds fewer completions than asked, it sends the owed
+ * ACKs, progresses the kicked conns and the conns epoll reports ready
+ * (data.c), then returns what the ring holds. An srq is a ring of posted
+ * receives, taken from in arrival order by every conn attached to it.
+ *
+ * Threads: the owner of the cq (see xport.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "util/log.h"
+#include "xport/tcp/tcp.h"
+
+/* ---- completion queue ------------------------------------------------ */
+
+static void cq_notify(struct tcp_cq *cq)
+{
+	if (!cq->armed)
+		return;
+	cq->armed = 0;
+	be__wake_kick(cq->wake.efd);
+}
+
+void be__tcp_cq_push(struct tcp_cq *cq, const struct be_xwc *wc)
+{
+	if (cq->count == cq->cap) {
+		uint32_t ncap = cq->cap * 2, i;
+		struct be_xwc *r = malloc((size_t)ncap * sizeof(*r));
+
+		if (!r) {
+			be_log_err("tcp: out of memory growing a cq; completion %llu lost",
+				   (unsigned long long)wc->wr_id);
+			return;
+		}
+		for (i = 0; i < cq->count; i++)
+			r[i] = cq->ring[(cq->head + i) % cq->cap];
+		free(cq->ring);
+		cq->ring = r;
+		cq->cap = ncap;
+		cq->head = 0;
+	}
+	cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
+	cq->count++;
+	cq_notify(cq);
+}
+
+void be__tcp_cq_kick(struct tcp_cq *cq, struct tcp_conn *c)
+{
+	if (be__list_linked(&c->kick_link))
+		return;
+	be__list_add_head(&cq->kick, &c->kick_link);
+	cq_notify(cq);
+}
+
+/* Drop completions of @c's send queue; receives stay, without the conn. */
+void be__tcp_cq_purge(struct tcp_cq *cq, const struct be_xconn *c)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < cq->count; i++) {
+		struct be_xwc wc = cq->ring[(cq->head + i) % cq->cap];
+
+		if (wc.conn == c) {
+			if (wc.opcode != BE_XWC_RECV && wc.opcode != BE_XWC_RECV_IMM)
+				continue;
+			wc.conn = NULL;
+		}
+		cq->ring[(cq->head + n) % cq->cap] = wc;
+		n++;
+	}
+	cq->count = n;
+}
+
+int be__tcp_cq_create(struct be_xdev *xdev, uint32_t depth, struct be_xcq **out)
+{
+	struct tcp_cq *cq;
+	int ret;
+
+	if (!xdev || !out)
+		return -EINVAL;
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -ENOMEM;
+	cq->x.dev = xdev;
+	be__list_init(&cq->conns);
+	be__list_init(&cq->kick);
+	be__list_init(&cq->ackq);
+	cq->cap = BE_MAX(depth, 64u);
+	cq->ring = malloc((size_t)cq->cap * sizeof(*cq->ring));
+	if (!cq->ring) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	/* The eventfd's tag is NULL: cq_progress() skips it. */
+	ret = be__wake_init(&cq->wake, 0, NULL, NULL);
+	if (ret)
+		goto err_ring;
+	*out = &cq->x;
+	return 0;
+
+err_ring:
+	free(cq->ring);
+err_free:
+	free(cq);
+	return ret;
+}
+
+void be__tcp_cq_destroy(struct be_xcq *xcq)
+{
+	struct tcp_cq *cq;
+
+	if (!xcq)
+		return;
+	cq = container_of(xcq, struct tcp_cq, x);
+	while (!be__list_empty(&cq->conns)) {
+		struct be__list *p = cq->conns.next;
+		struct tcp_conn *c;
+
+		be__list_del_init(p);
+		/* A conn is on this list by scq_link, or by rcq_link when
+		 * its rcq differs from its scq. */
+		c = container_of(p, struct tcp_conn, scq_link);
+		if (c->scq != cq)
+			c = container_of(p, struct tcp_conn, rcq_link);
+		be_log_err("tcp: cq destroyed with conn %s attached; detaching it", c->peer);
+		be__tcp_conn_close_fd(c);
+		if (c->state == TCP_C_ESTABLISHED)
+			c->state = TCP_C_ERROR;
+		be__list_del_init(&c->scq_link);
+		be__list_del_init(&c->rcq_link);
+		be__list_del_init(&c->kick_link);
+		be__list_del_init(&c->ack_link);
+		c->scq = c->rcq = NULL;
+	}
+	be__wake_close(&cq->wake);
+	free(cq->ring);
+	free(cq);
+}
+
+static void cq_progress(struct tcp_cq *cq)
+{
+	struct epoll_event evs[64];
+	int n, i;
+
+	be__tcp_cq_flush_acks(cq);
+	while (!be__list_empty(&cq->kick)) {
+		struct tcp_conn *c = be__list_entry(cq->kick.next, struct tcp_conn, kick_link);
+
+		be__list_del_init(&c->kick_link);
+		be__tcp_conn_progress(c);
+	}
+	n = epoll_wait(cq->wake.epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
+	for (i = 0; i < n; i++) {
+		if (!evs[i].data.ptr)
+			continue;
+		be__tcp_conn_progress(evs[i].data.ptr);
+	}
+}
+
+int be__tcp_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
+{
+	struct tcp_cq *cq;
+	int i;
+
+	if (!xcq || n < 0 || (n && !wc))
+		return -EINVAL;
+	cq = container_of(xcq, struct tcp_cq, x);
+	if (cq->count < (uint32_t)n)
+		cq_progress(cq);
+	for (i = 0; i < n && cq->count; i++) {
+		wc[i] = cq->ring[cq->head];
+		cq->head = (cq->head + 1) % cq->cap;
+		cq->count--;
+	}
+	/* A caller that gets nothing may go to sleep (without cq_arm if it
+	 * is still armed): owe no peer an ack then. One that gets work
+	 * polls again soon and may answer first, carrying the ack. */
+	if (!i && n)
+		be__tcp_cq_flush_acks(cq);
+	return i;
+}
+
+int be__tcp_cq_fd(struct be_xcq *xcq)
+{
+	return xcq ? container_of(xcq, struct tcp_cq, x)->wake.epfd : -EINVAL;
+}
+
+int be__tcp_cq_arm(struct be_xcq *xcq)
+{
+	struct tcp_cq *cq;
+
+	if (!xcq)
+		return -EINVAL;
+	cq = container_of(xcq, struct tcp_cq, x);
+	/* About to sleep: owe no peer an ack, or its sender may stall. */
+	be__tcp_cq_flush_acks(cq);
+	cq->armed = 1;
+	/* Work already waiting must wake the sleeper, not be lost. */
+	if (cq->count || !be__list_empty(&cq->kick))
+		cq_notify(cq);
+	return 0;
+}
+
+int be__tcp_cq_ack(struct be_xcq *xcq)
+{
+	if (!xcq)
+		return -EINVAL;
+	return be__wake_drain(container_of(xcq, struct tcp_cq, x)->wake.efd);
+}
+
+/* ---- shared receive queue -------------------------------------------- */
+
+int be__tcp_srq_create(struct be_xcq *xcq, uint32_t depth, struct be_xsrq **out)
+{
+	struct tcp_srq *srq;
+
+	if (!xcq || !out || depth == 0 || depth > TCP_MAX_SRQ_WR)
+		return -EINVAL;
+	srq = calloc(1, sizeof(*srq));
+	if (!srq)
+		return -ENOMEM;
+	srq->ring = calloc(depth, sizeof(*srq->ring));
+	if (!srq->ring) {
+		free(srq);
+		return -ENOMEM;
+	}
+	srq->cap = depth;
+	srq->cq = container_of(xcq, struct tcp_cq, x);
+	srq->x.dev = xcq->dev;
+	srq->x.cq = xcq;
+	be__list_init(&srq->conns);
+	*out = &srq->x;
+	return 0;
+}
+
+void be__tcp_srq_destroy(struct be_xsrq *xsrq)
+{
+	struct tcp_srq *srq;
+	struct be_xwc wc;
+
+	if (!xsrq)
+		return;
+	srq = container_of(xsrq, struct tcp_srq, x);
+	while (!be__list_empty(&srq->conns)) {
+		struct tcp_conn *c = container_of(srq->conns.next, struct tcp_conn, srq_link);
+
+		be_log_err("tcp: srq destroyed with conn %s attached; detaching it", c->peer);
+		be__list_del_init(&c->srq_link);
+		c->srq = NULL;
+	}
+	/* Flush posted receives so their buffers go back to the owner. */
+	memset(&wc, 0, sizeof(wc));
+	wc.status = BE_XWC_WR_FLUSH_ERR;
+	wc.opcode = BE_XWC_RECV;
+	while (srq->count) {
+		wc.wr_id = srq->ring[srq->head].wr_id;
+		srq->head = (srq->head + 1) % srq->cap;
+		srq->count--;
+		be__tcp_cq_push(srq->cq, &wc);
+	}
+	free(srq->ring);
+	free(srq);
+}
+
+/*
+ * be__tcp_srq_post_recv() - post receives on @xsrq.
+ *
+ * Ownership: borrows @wr (copied); lends each receive buffer until its
+ * completion (RECV, RECV_IMM or a flush) was polled: a SEND from any conn
+ * on this srq is read straight into it. Buffers of WRs from *bad on were
+ * not posted. Returns 0, -EINVAL (bad lkey or range) or -ENOMEM (full).
+ */
+int be__tcp_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr,
+			  struct be_xrecv_wr **bad)
+{
+	struct tcp_srq *srq;
+	struct tcp_dev *d;
+
+	if (bad)
+		*bad = NULL;
+	if (!xsrq) {
+		if (bad)
+			*bad = wr;
+		return -EINVAL;
+	}
+	srq = container_of(xsrq, struct tcp_srq, x);
+	d = container_of(xsrq->dev, struct tcp_dev, x);
+	for (; wr; wr = wr->next) {
+		struct tcp_rwr *r;
+
+		if (wr->sge.length && !be__tcp_reg_check(d, wr->sge.lkey, wr->sge.addr, wr->sge.length)) {
+			if (bad)
+				*bad = wr;
+			return -EINVAL;
+		}
+		if (srq->count == srq->cap) {
+			if (bad)
+				*bad = wr;
+			return -ENOMEM;
+		}
+		r = &srq->ring[(srq->head + srq->count) % srq->cap];
+		r->wr_id = wr->wr_id;
+		r->addr = wr->sge.addr;
+		r->len = wr->sge.length;
+		srq->count++;
+	}
+	return 0;
+}
+
+int be__tcp_srq_arm_limit(struct be_xsrq *xsrq, uint32_t limit)
+{
+	struct tcp_srq *srq;
+
+	if (!xsrq)
+		return -EINVAL;
+	srq = container_of(xsrq, struct tcp_srq, x);
+	if (limit > srq->cap)
+		return -EINVAL;
+	srq->limit = limit;
+	return 0;
+}
