@@ -1,10 +1,10 @@
 /*
  * addr.c - "host:port" addresses of the IP transports (see addr.h).
  *
- * tcp.c and cm.c both parse with be__inet_resolve(), and the core keys
- * Engine reuse on be__inet_canon() of the same text, so the key is the
- * address the transport connects to, whatever the spelling ("localhost",
- * "127.1", "[0:0::1]", port "05000").
+ * tcp/cm.c and verbs/cm.c both parse with be__inet_resolve(), and the
+ * core keys Engine reuse on be__inet_canon() of the same text, so the key
+ * is the address the transport connects to, whatever the spelling
+ * ("localhost", "127.1", "[0:0::1]", port "05000").
  */
 #include <arpa/inet.h>
 #include <errno.h>

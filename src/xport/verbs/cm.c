@@ -3,7 +3,7 @@
  *
  * Objects. A verbs_evch wraps one rdma_event_channel; its fd (an epoll
  * set) also watches the device's async fd and an eventfd that is readable
- * while the transport has events of its own queued (verbs_int.h). A
+ * while the transport has events of its own queued (verbs.h). A
  * listener is a listening rdma_cm_id; a conn is one rdma_cm_id plus its RC
  * QP. Connection requests arrive on the listener's channel and the new
  * conns stay on it.
@@ -11,7 +11,7 @@
  * Active side. connect() resolves the address (rdma_resolve_addr() from
  * the IP: rdma_cm picks the device, the port and the RoCE v2 GID for us),
  * evch_get() continues on ADDR_RESOLVED with rdma_resolve_route() and on
- * ROUTE_RESOLVED creates the QP (on our own context, verbs.c) and sends
+ * ROUTE_RESOLVED creates the QP (on our own context, data.c) and sends
  * the request; on the REP it moves the QP to RTR/RTS and sends the RTU
  * (rdma_establish()). The user sees only ESTABLISHED, REJECTED or
  * UNREACHABLE.
@@ -46,7 +46,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +55,7 @@
 
 #include "util/log.h"
 #include "xport/addr.h"
-#include "xport/verbs_int.h"
+#include "xport/verbs/verbs.h"
 
 #define CM_DEFAULT_TIMEOUT_MS 10000
 #define CM_RETRY_COUNT 7
@@ -137,7 +136,7 @@ static const char *cm_dev_name(const struct ibv_context *ctx)
 }
 
 /*
- * The QP is ours, not rdma_cm's (verbs.c), so its transitions are done
+ * The QP is ours, not rdma_cm's (data.c), so its transitions are done
  * here as librdmacm would: attributes from rdma_init_qp_attr() (port,
  * GID index, path, PSNs, timeouts, retry counts from the handshake).
  */
@@ -210,7 +209,49 @@ void be__verbs_conn_detach(struct verbs_conn *vc)
 	}
 }
 
+void be__verbs_conn_failed(struct verbs_conn *vc, int status, const char *why)
+{
+	struct be_xevent ev;
+	char peer[BE_XPORT_ADDR_MAX];
+
+	if (vc->reported_down)
+		return;
+	vc->reported_down = 1;
+	vc->state = VC_DOWN;
+	if (be__verbs_conn_peer_addr(&vc->base, peer, sizeof(peer)) < 0)
+		snprintf(peer, sizeof(peer), "?");
+	be_log_err("verbs: connection to %s (QP %u) failed: %s", peer, vc->qp_num, why);
+	/* The QP goes to error (the rest flushes) and the peer is told. */
+	be__verbs_conn_teardown(vc);
+	memset(&ev, 0, sizeof(ev));
+	ev.type = BE_XEV_DISCONNECTED;
+	ev.status = status;
+	ev.conn = &vc->base;
+	be__verbs_conn_push(vc, &ev);
+}
+
+void be__verbs_conn_push(struct verbs_conn *vc, const struct be_xevent *ev)
+{
+	if (!vc->base.evch)
+		return;
+	pthread_mutex_lock(&be__verbs_lock);
+	be__verbs_evch_push_locked(to_vevch(vc->base.evch), ev);
+	pthread_mutex_unlock(&be__verbs_lock);
+}
+
 /* ------------------------------------------------------ event channels */
+
+void be__verbs_evch_push_locked(struct verbs_evch *ch, const struct be_xevent *ev)
+{
+	be__xevq_push(&ch->evq, ch->wake.efd, ev);
+}
+
+/* Drop queued events that name @conn or @srq from @ch. Holds verbs_lock. */
+void be__verbs_purge_locked(struct verbs_evch *ch, const struct be_xconn *conn,
+			       const struct be_xsrq *srq)
+{
+	be__xevq_purge(&ch->evq, ch->wake.efd, conn, NULL, srq);
+}
 
 int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 {
@@ -234,10 +275,9 @@ int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 			   strerror(-ret));
 		goto err_free;
 	}
-	if (fcntl(ch->ch->fd, F_SETFL, fcntl(ch->ch->fd, F_GETFL) | O_NONBLOCK) < 0) {
-		ret = -errno;
+	ret = be__verbs_set_nonblock(ch->ch->fd);
+	if (ret)
 		goto err_ch;
-	}
 	/* The set is only handed out, never read here: no tags. */
 	ret = be__wake_init(&ch->wake, BE__WAKE_TIMER, NULL, NULL);
 	if (ret)
@@ -789,7 +829,7 @@ int be__verbs_accept(struct be_xconn *conn, const struct be_xconn_attr *attr,
 	 * once its QP is ready. ESTABLISHED is still reported to the user at
 	 * once (a single thread serving both ends would otherwise wait for
 	 * itself), and the sends posted until the RTU are held by the conn
-	 * (verbs.c) and posted when it arrives, or flushed if the conn fails
+	 * (data.c) and posted when it arrives, or flushed if the conn fails
 	 * first. The RTU is read by evch_get(), and by cq_poll() and
 	 * post_send() while sends are held.
 	 */

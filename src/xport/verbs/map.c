@@ -1,5 +1,5 @@
 /*
- * verbs_map.c - a small u64 -> u64 hash table for the verbs transport.
+ * map.c - a small u64 -> u64 hash table for the verbs transport.
  *
  * Two uses, both owned by one worker thread: a CQ's qp_num -> conn table
  * (a completion names its QP only by number) and an SRQ's wr_id -> count
@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "xport/verbs_int.h"
+#include "xport/verbs/verbs.h"
 
 static size_t map_hash(uint64_t key, size_t cap)
 {

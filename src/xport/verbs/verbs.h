@@ -1,5 +1,5 @@
 /*
- * verbs_int.h - objects of the verbs transport (internal to verbs*.c, cm.c).
+ * verbs.h - objects of the verbs transport (internal to src/xport/verbs/).
  *
  * Model. A verbs_dev is one opened RDMA device: its own ibv_context, PD
  * and async event fd. rdma_cm ids bound to it (same device GUID) carry the
@@ -17,8 +17,8 @@
  * by whichever thread calls evch_get first and copied into the queue of
  * every evch of that device.
  */
-#ifndef BE_XPORT_VERBS_INT_H
-#define BE_XPORT_VERBS_INT_H
+#ifndef BE_XPORT_VERBS_VERBS_H
+#define BE_XPORT_VERBS_VERBS_H
 
 #include <pthread.h>
 #include <stdint.h>
@@ -32,11 +32,19 @@
 #include "xport/wake.h"
 #include "xport/xport.h"
 
+/* A be_xsge is passed to verbs as an ibv_sge without copying. */
+_Static_assert(sizeof(struct be_xsge) == sizeof(struct ibv_sge), "sge size");
+_Static_assert(offsetof(struct be_xsge, addr) == offsetof(struct ibv_sge, addr), "sge addr");
+_Static_assert(offsetof(struct be_xsge, length) == offsetof(struct ibv_sge, length), "sge len");
+_Static_assert(offsetof(struct be_xsge, lkey) == offsetof(struct ibv_sge, lkey), "sge lkey");
+
+#define VERBS_POST_BATCH 16  /* WRs converted per ibv_post_*() call */
+
 /* A queued event that is not for the user: a fatal QP error read from the
  * async fd by some thread, turned into DISCONNECTED by the conn's owner. */
 #define VERBS_QEV_QP_FATAL ((enum be_xev_type)100)
 
-/* u64 -> u64 open-addressing hash (verbs_map.c); owner thread only. */
+/* u64 -> u64 open-addressing hash (map.c); owner thread only. */
 struct verbs_map {
 	uint64_t *keys;
 	uint64_t *vals;
@@ -198,25 +206,20 @@ struct verbs_listener {
 
 extern pthread_mutex_t be__verbs_lock;
 
-/* verbs.c */
-int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr);
-void be__verbs_qp_destroy(struct verbs_conn *vc);
-/* Queue @ev on @vc's evch (if it still has one). Takes verbs_lock. */
-void be__verbs_conn_push(struct verbs_conn *vc, const struct be_xevent *ev);
-/* Queue a made-up event on @ch and wake its fd. Caller holds verbs_lock. */
-void be__verbs_evch_push_locked(struct verbs_evch *ch, const struct be_xevent *ev);
-/* Drop queued events naming @conn or @srq from @ch. Caller holds verbs_lock. */
-void be__verbs_purge_locked(struct verbs_evch *ch, const struct be_xconn *conn,
-			    const struct be_xsrq *srq);
+/* dev.c */
+int be__verbs_dev_open(const char *name, struct be_xdev **out);
+void be__verbs_dev_close(struct be_xdev *d);
+int be__verbs_dev_query(struct be_xdev *d, struct be_xdev_attr *out);
+void be__verbs_dev_reg_hook(struct be_xdev *d, struct be_alloc_reg_hook *out);
+/* Make @fd non-blocking. 0 or -errno. */
+int be__verbs_set_nonblock(int fd);
+/* Does @sge lie inside a region registered on @dev with its lkey? */
+int be__verbs_lkey_ok(struct verbs_dev *dev, const struct be_xsge *sge);
 /* Read the device's async events, fan them out. Takes verbs_lock. */
 void be__verbs_async_pump(struct verbs_dev *dev);
-/* A conn failed (error completion or fatal QP event): report it once. */
-void be__verbs_conn_failed(struct verbs_conn *vc, int status, const char *why);
-/* Post the WRs @vc held (vc->hold) to its QP, in order, and stop holding:
- * in RTS they go out, in error they flush. The copies are freed; the
- * buffers of non-inline WRs stay lent until their completions, as for any
- * posted WR. Owner thread. */
-void be__verbs_release_held(struct verbs_conn *vc);
+/* Drop the queued events naming @srq from every evch of @dev. Takes
+ * verbs_lock. */
+void be__verbs_dev_purge_srq(struct verbs_dev *dev, const struct be_xsrq *srq);
 
 /* cm.c */
 /* Move @vc's QP to @state with rdma_cm's attributes. 0 or -errno. */
@@ -226,6 +229,15 @@ void be__verbs_conn_teardown(struct verbs_conn *vc);
 /* A caller destroyed @vc's evch (or cq) first: free its QP and cm_id now,
  * leave a husk for conn_destroy(). */
 void be__verbs_conn_detach(struct verbs_conn *vc);
+/* A conn failed (error completion or fatal QP event): report it once. */
+void be__verbs_conn_failed(struct verbs_conn *vc, int status, const char *why);
+/* Queue @ev on @vc's evch (if it still has one). Takes verbs_lock. */
+void be__verbs_conn_push(struct verbs_conn *vc, const struct be_xevent *ev);
+/* Queue a made-up event on @ch and wake its fd. Caller holds verbs_lock. */
+void be__verbs_evch_push_locked(struct verbs_evch *ch, const struct be_xevent *ev);
+/* Drop queued events naming @conn or @srq from @ch. Caller holds verbs_lock. */
+void be__verbs_purge_locked(struct verbs_evch *ch, const struct be_xconn *conn,
+			    const struct be_xsrq *srq);
 int be__verbs_evch_create(struct be_xdev *dev, struct be_xevch **out);
 void be__verbs_evch_destroy(struct be_xevch *ch);
 int be__verbs_evch_fd(struct be_xevch *ch);
@@ -246,4 +258,31 @@ int be__verbs_disconnect(struct be_xconn *conn);
 void be__verbs_conn_destroy(struct be_xconn *conn);
 int be__verbs_conn_peer_addr(struct be_xconn *conn, char *buf, size_t len);
 
-#endif /* BE_XPORT_VERBS_INT_H */
+/* cq.c */
+int be__verbs_cq_create(struct be_xdev *d, uint32_t depth, struct be_xcq **out);
+void be__verbs_cq_destroy(struct be_xcq *c);
+int be__verbs_cq_poll(struct be_xcq *c, struct be_xwc *wc, int n);
+int be__verbs_cq_fd(struct be_xcq *c);
+int be__verbs_cq_arm(struct be_xcq *c);
+int be__verbs_cq_ack(struct be_xcq *c);
+int be__verbs_srq_create(struct be_xcq *c, uint32_t depth, struct be_xsrq **out);
+void be__verbs_srq_destroy(struct be_xsrq *s);
+int be__verbs_srq_post_recv(struct be_xsrq *s, struct be_xrecv_wr *wr, struct be_xrecv_wr **bad);
+int be__verbs_srq_arm_limit(struct be_xsrq *s, uint32_t limit);
+/* Queue a completion made here (not by the CQ) on @cq: cq_poll returns it
+ * before what the CQ holds. */
+void be__verbs_bl_push(struct verbs_cq *cq, const struct be_xwc *wc);
+/* @vc's QP was destroyed: take its completions off @cq and forget it. */
+void be__verbs_cq_drop_qp(struct verbs_cq *cq, const struct verbs_conn *vc);
+
+/* data.c */
+int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr);
+void be__verbs_qp_destroy(struct verbs_conn *vc);
+/* Post the WRs @vc held (vc->hold) to its QP, in order, and stop holding:
+ * in RTS they go out, in error they flush. The copies are freed; the
+ * buffers of non-inline WRs stay lent until their completions, as for any
+ * posted WR. Owner thread. */
+void be__verbs_release_held(struct verbs_conn *vc);
+int be__verbs_post_send(struct be_xconn *c, struct be_xsend_wr *wr, struct be_xsend_wr **bad);
+
+#endif /* BE_XPORT_VERBS_VERBS_H */

@@ -1,0 +1,382 @@
+/*
+ * data.c - the verbs data path: QPs, posting send WRs, and the sends an
+ * acceptor holds until the RTU.
+ *
+ * QPs are ours, made with ibv_create_qp() on the worker's protection
+ * domain (its thread domain's, when there is one: cq.c) and moved through
+ * their states with rdma_cm's attributes (cm.c). Each conn keeps a ring of
+ * its posted send WRs (wr_id, opcode, signaled), from which cq.c names the
+ * sender-side opcode of a completion, which verbs does not report.
+ *
+ * Held sends. Between accept() and the RTU the connector's QP may not be
+ * ready yet, so an acceptor's conn keeps copies of what is posted and
+ * posts them at the RTU (cm.c, be__verbs_accept()); meanwhile cq_poll()
+ * and post_send() also read the evch, where the RTU arrives.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "xport/verbs/verbs.h"
+
+static void verbs_held_free(struct verbs_conn *vc);
+
+/* --------------------------------------------------------------- QPs */
+
+int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr)
+{
+	struct verbs_dev *dev = to_vdev(vc->base.dev);
+	struct verbs_cq *scq, *rcq;
+	struct verbs_srq *srq;
+	struct ibv_qp_init_attr ia;
+	uint32_t depth, slots;
+	int ret;
+
+	if (!attr || !attr->send_cq)
+		return -EINVAL;
+	scq = to_vcq(attr->send_cq);
+	rcq = attr->recv_cq ? to_vcq(attr->recv_cq) : scq;
+	srq = attr->srq ? to_vsrq(attr->srq) : NULL;
+	if (srq && srq->base.cq != &rcq->base)
+		return -EINVAL;
+	if (scq->base.dev != vc->base.dev || rcq->base.dev != vc->base.dev)
+		return -EINVAL;
+	depth = attr->max_send_wr ? attr->max_send_wr : 128;
+	depth = BE_MIN(depth, (uint32_t)dev->attr.max_qp_wr);
+
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_context = vc;
+	ia.send_cq = scq->cq;
+	ia.recv_cq = rcq->cq;
+	ia.srq = srq ? srq->srq : NULL;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = depth;
+	ia.cap.max_recv_wr = srq ? 0 : 1;
+	ia.cap.max_send_sge = dev->max_sge;
+	ia.cap.max_recv_sge = 1;
+	ia.cap.max_inline_data = BE_MIN(attr->max_inline, dev->max_inline);
+	/* The worker's thread domain, if it has one (its SRQ's, which is the
+	 * recv CQ's, so QP and SRQ share a domain). */
+	vc->qp = ibv_create_qp(rcq->qp_pd, &ia);
+	if (!vc->qp) {
+		ret = errno ? -errno : -ENOMEM;
+		be_log_err("verbs: ibv_create_qp on %s (depth %u, inline %u): %s", dev->name,
+			   depth, ia.cap.max_inline_data, strerror(-ret));
+		return ret;
+	}
+	ret = be__verbs_qp_to(vc, IBV_QPS_INIT);
+	if (ret) {
+		be_log_err("verbs: QP to INIT on %s: %s", dev->name, strerror(-ret));
+		goto err_qp;
+	}
+	vc->qp_num = vc->qp->qp_num;
+	vc->max_inline = ia.cap.max_inline_data;
+	vc->max_sge = BE_MIN(ia.cap.max_send_sge, dev->max_sge);
+	vc->max_send_wr = ia.cap.max_send_wr;
+	vc->held = NULL;
+	vc->held_tail = &vc->held;
+	be__list_init(&vc->hold_link);
+	for (slots = 1; slots < ia.cap.max_send_wr; slots <<= 1)
+		;
+	vc->sq = calloc(slots, sizeof(*vc->sq));
+	if (!vc->sq) {
+		ret = -ENOMEM;
+		goto err_qp;
+	}
+	vc->sq_mask = slots - 1;
+	vc->sq_head = vc->sq_tail = 0;
+	ret = be__verbs_map_put(&scq->qps, vc->qp_num, (uintptr_t)vc);
+	if (ret)
+		goto err_sq;
+	if (rcq != scq) {
+		ret = be__verbs_map_put(&rcq->qps, vc->qp_num, (uintptr_t)vc);
+		if (ret)
+			goto err_map;
+	}
+	vc->send_cq = scq;
+	vc->recv_cq = rcq;
+	vc->srq = srq;
+	if (srq && !srq->evch && vc->base.evch) {
+		pthread_mutex_lock(&be__verbs_lock);
+		srq->evch = to_vevch(vc->base.evch);
+		pthread_mutex_unlock(&be__verbs_lock);
+	}
+	return 0;
+
+err_map:
+	be__verbs_map_del(&scq->qps, vc->qp_num);
+err_sq:
+	free(vc->sq);
+	vc->sq = NULL;
+err_qp:
+	ibv_destroy_qp(vc->qp);
+	vc->qp = NULL;
+	return ret;
+}
+
+void be__verbs_qp_destroy(struct verbs_conn *vc)
+{
+	struct verbs_cq *cq[2] = { vc->send_cq, vc->recv_cq };
+	int i, n = vc->recv_cq == vc->send_cq ? 1 : 2;
+
+	if (!vc->qp)
+		return;
+	verbs_held_free(vc);
+	if (ibv_destroy_qp(vc->qp))
+		be_log_err("verbs: ibv_destroy_qp(%u): %s", vc->qp_num, strerror(errno));
+	vc->qp = NULL;
+	/* The QP is gone: whatever it completed is on the CQs now. */
+	for (i = 0; i < n; i++)
+		be__verbs_cq_drop_qp(cq[i], vc);
+	free(vc->sq);
+	vc->sq = NULL;
+	vc->send_cq = vc->recv_cq = NULL;
+	vc->srq = NULL;
+}
+
+/* ------------------------------------------------------- data path */
+
+static void verbs_sq_push(struct verbs_conn *vc, const struct be_xsend_wr *w)
+{
+	struct verbs_swr *s = &vc->sq[vc->sq_tail++ & vc->sq_mask];
+
+	s->wr_id = w->wr_id;
+	s->opcode = (uint8_t)(w->opcode == BE_XWR_SEND    ? BE_XWC_SEND :
+			      w->opcode == BE_XWR_WRITE ? BE_XWC_WRITE :
+							  BE_XWC_WRITE_IMM);
+	s->signaled = !!(w->flags & BE_XWR_F_SIGNALED);
+}
+
+/* The checks ibv_post_send() would not make for us (or would make only
+ * after posting the WRs before): 0 or -EINVAL. */
+static int verbs_wr_check(const struct verbs_conn *vc, const struct be_xsend_wr *w)
+{
+	if (w->num_sge < 0 || (uint32_t)w->num_sge > vc->max_sge || (w->num_sge && !w->sg_list))
+		return -EINVAL;
+	if (w->opcode != BE_XWR_SEND && w->opcode != BE_XWR_WRITE && w->opcode != BE_XWR_WRITE_IMM)
+		return -EINVAL;
+	if (w->flags & BE_XWR_F_INLINE) {
+		uint64_t len = 0;
+		int k;
+
+		for (k = 0; k < w->num_sge; k++)
+			len += w->sg_list[k].length;
+		if (len > vc->max_inline)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* Post the chain @wr to @vc's QP, whatever its state (in error it
+ * flushes). *bad: the first WR not posted. */
+static int verbs_post_now(struct verbs_conn *vc, struct be_xsend_wr *wr, struct be_xsend_wr **bad)
+{
+	struct ibv_send_wr iw[VERBS_POST_BATCH], *ibad;
+	struct be_xsend_wr *w = wr, *batch[VERBS_POST_BATCH];
+	int n, i, ret, err, posted;
+	uint32_t free_slots;
+
+	while (w) {
+		err = 0;
+		free_slots = vc->sq_mask + 1 - (vc->sq_tail - vc->sq_head);
+		for (n = 0; w && n < VERBS_POST_BATCH; n++, w = w->next) {
+			struct ibv_send_wr *x = &iw[n];
+
+			if ((uint32_t)n >= free_slots) {
+				err = -ENOMEM; /* send queue full, as ibv_post_send says */
+				break;
+			}
+			err = verbs_wr_check(vc, w);
+			if (err)
+				break;
+			memset(x, 0, sizeof(*x));
+			x->wr_id = w->wr_id;
+			x->sg_list = (struct ibv_sge *)(uintptr_t)w->sg_list;
+			x->num_sge = w->num_sge;
+			x->next = &iw[n + 1];
+			if (w->flags & BE_XWR_F_SIGNALED)
+				x->send_flags |= IBV_SEND_SIGNALED;
+			if (w->flags & BE_XWR_F_INLINE)
+				x->send_flags |= IBV_SEND_INLINE;
+			switch (w->opcode) {
+			case BE_XWR_SEND:
+				x->opcode = IBV_WR_SEND;
+				break;
+			case BE_XWR_WRITE:
+				x->opcode = IBV_WR_RDMA_WRITE;
+				break;
+			case BE_XWR_WRITE_IMM:
+				x->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+				x->imm_data = htonl(w->imm);
+				break;
+			}
+			if (w->opcode != BE_XWR_SEND) {
+				x->wr.rdma.remote_addr = w->remote_addr;
+				x->wr.rdma.rkey = w->rkey;
+			}
+			batch[n] = w;
+		}
+		if (n) {
+			iw[n - 1].next = NULL;
+			ret = ibv_post_send(vc->qp, iw, &ibad);
+			posted = ret ? (int)(ibad - iw) : n;
+			for (i = 0; i < posted; i++)
+				verbs_sq_push(vc, batch[i]);
+			if (ret) {
+				if (bad)
+					*bad = batch[posted];
+				return -ret;
+			}
+		}
+		if (err) {
+			if (bad)
+				*bad = w;
+			return err;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Keep copies of the chain @wr on @vc until be__verbs_release_held(): the
+ * acceptor before the RTU (cm.c). Checked as verbs_post_now() would, and
+ * at most max_send_wr held (-ENOMEM), so that all of them fit the empty
+ * send queue at release. Ownership: copies the WR and its scatter list,
+ * and the data of an INLINE WR (its buffer is free on return, as verbs
+ * promises); the buffers of the others stay lent until their completion.
+ */
+static int verbs_hold(struct verbs_conn *vc, struct be_xsend_wr *wr, struct be_xsend_wr **bad)
+{
+	struct be_xsend_wr *w;
+	int err = 0;
+
+	for (w = wr; w; w = w->next) {
+		struct verbs_held *h;
+		size_t extra = (size_t)(w->num_sge > 0 ? w->num_sge : 0) * sizeof(struct be_xsge);
+		uint64_t len = 0;
+		int k;
+
+		err = verbs_wr_check(vc, w);
+		if (err)
+			break;
+		if (vc->nheld >= vc->max_send_wr) {
+			err = -ENOMEM;
+			break;
+		}
+		if (w->flags & BE_XWR_F_INLINE) {
+			for (k = 0; k < w->num_sge; k++)
+				len += w->sg_list[k].length;
+			extra = sizeof(struct be_xsge) + (size_t)len; /* <= max_inline */
+		}
+		h = malloc(sizeof(*h) + extra);
+		if (!h) {
+			err = -ENOMEM;
+			break;
+		}
+		h->next = NULL;
+		h->wr = *w;
+		h->wr.next = NULL;
+		h->wr.sg_list = h->sge;
+		if (w->flags & BE_XWR_F_INLINE) {
+			uint8_t *p = (uint8_t *)(h->sge + 1);
+
+			for (k = 0; k < w->num_sge; k++) {
+				memcpy(p, (const void *)(uintptr_t)w->sg_list[k].addr,
+				       w->sg_list[k].length);
+				p += w->sg_list[k].length;
+			}
+			h->sge[0].addr = (uintptr_t)(h->sge + 1);
+			h->sge[0].length = (uint32_t)len;
+			h->sge[0].lkey = w->num_sge ? w->sg_list[0].lkey : 0;
+			h->wr.num_sge = len ? 1 : 0;
+		} else if (w->num_sge > 0) {
+			memcpy(h->sge, w->sg_list, (size_t)w->num_sge * sizeof(*h->sge));
+		}
+		*vc->held_tail = h;
+		vc->held_tail = &h->next;
+		if (!vc->nheld++)
+			be__list_add_head(&vc->send_cq->holding, &vc->hold_link);
+	}
+	if (err && bad)
+		*bad = w;
+	return err;
+}
+
+/* Forget @vc's held WRs without completing them (its QP is being
+ * destroyed: no completion names it again). */
+static void verbs_held_free(struct verbs_conn *vc)
+{
+	struct verbs_held *h;
+
+	while ((h = vc->held)) {
+		vc->held = h->next;
+		free(h);
+	}
+	vc->held_tail = &vc->held;
+	if (vc->nheld) {
+		be__list_del_init(&vc->hold_link);
+		vc->nheld = 0;
+	}
+	vc->hold = 0;
+}
+
+void be__verbs_release_held(struct verbs_conn *vc)
+{
+	struct be_xsend_wr *first = NULL, **tail = &first, *bad = NULL, *w;
+	struct verbs_held *h;
+	int ret;
+
+	if (!vc->hold)
+		return;
+	vc->hold = 0;
+	if (!vc->nheld || !vc->qp) {
+		verbs_held_free(vc);
+		return;
+	}
+	for (h = vc->held; h; h = h->next) {
+		*tail = &h->wr;
+		tail = &h->wr.next;
+	}
+	ret = verbs_post_now(vc, first, &bad);
+	if (ret) {
+		/* Cannot happen (checked, and the queue was empty); if it
+		 * does, the WRs not posted still complete, as flushed. */
+		be__verbs_conn_failed(vc, ret, "posting the sends held until the RTU");
+		for (w = bad; w; w = w->next) {
+			struct be_xwc wc;
+
+			memset(&wc, 0, sizeof(wc));
+			wc.wr_id = w->wr_id;
+			wc.status = BE_XWC_WR_FLUSH_ERR;
+			wc.opcode = w->opcode == BE_XWR_SEND    ? BE_XWC_SEND :
+				    w->opcode == BE_XWR_WRITE ? BE_XWC_WRITE :
+								BE_XWC_WRITE_IMM;
+			wc.conn = &vc->base;
+			be__verbs_bl_push(vc->send_cq, &wc);
+		}
+	}
+	verbs_held_free(vc);
+}
+
+int be__verbs_post_send(struct be_xconn *c, struct be_xsend_wr *wr, struct be_xsend_wr **bad)
+{
+	struct verbs_conn *vc = to_vconn(c);
+
+	/* A conn in error still takes WRs: the QP (in the error state)
+	 * flushes them in order, as the contract asks. */
+	if (!vc->qp || !vc->was_established) {
+		if (bad)
+			*bad = wr;
+		return -ENOTCONN;
+	}
+	if (BE_UNLIKELY(vc->hold)) {
+		/* The acceptor before the RTU. It may be in already. */
+		if (vc->base.evch)
+			be__verbs_evch_pump(to_vevch(vc->base.evch));
+		if (vc->hold)
+			return verbs_hold(vc, wr, bad);
+	}
+	return verbs_post_now(vc, wr, bad);
+}
