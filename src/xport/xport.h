@@ -285,6 +285,60 @@ struct be_xport_ops {
 	int (*addr_canon)(const char *addr, char *buf, size_t len);
 };
 
+/*
+ * How a transport fills the table. Transport <t> lives in src/xport/<t>/
+ * and names every op after its member: be__<t>_<op>() (be__tcp_cq_poll()).
+ * Its header declares them all with BE__XPORT_DECLARE(<t>), and its <t>.c
+ * defines the table as { BE__XPORT_OPS(<t>), <optional members> }. The
+ * files are the same in every folder: dev.c defines dev_*, cm.c evch_*,
+ * listen*, connect, accept, reject, disconnect, conn_*, cq.c cq_* and
+ * srq_*, data.c post_send (and, on shm, where polling is the data path,
+ * cq_poll and cq_arm). BE__XPORT_OP_LIST(X, t) is the list of the
+ * mandatory ops, in the order of the struct: X(t, return type, op,
+ * (parameters)) for each; the compiler checks it against the struct.
+ */
+#define BE__XPORT_OP_LIST(X, t)                                                          \
+	X(t, int, dev_open, (const char *name, struct be_xdev **out))                    \
+	X(t, void, dev_close, (struct be_xdev *dev))                                     \
+	X(t, int, dev_query, (struct be_xdev *dev, struct be_xdev_attr *out))            \
+	X(t, void, dev_reg_hook, (struct be_xdev *dev, struct be_alloc_reg_hook *out))   \
+	X(t, int, evch_create, (struct be_xdev *dev, struct be_xevch **out))             \
+	X(t, void, evch_destroy, (struct be_xevch *ch))                                  \
+	X(t, int, evch_fd, (struct be_xevch *ch))                                        \
+	X(t, int, evch_get, (struct be_xevch *ch, struct be_xevent *ev))                 \
+	X(t, int, cq_create, (struct be_xdev *dev, uint32_t depth, struct be_xcq **out)) \
+	X(t, void, cq_destroy, (struct be_xcq *cq))                                      \
+	X(t, int, cq_poll, (struct be_xcq *cq, struct be_xwc *wc, int n))                \
+	X(t, int, cq_fd, (struct be_xcq *cq))                                            \
+	X(t, int, cq_arm, (struct be_xcq *cq))                                           \
+	X(t, int, cq_ack, (struct be_xcq *cq))                                           \
+	X(t, int, srq_create, (struct be_xcq *cq, uint32_t depth, struct be_xsrq **out)) \
+	X(t, void, srq_destroy, (struct be_xsrq *srq))                                   \
+	X(t, int, srq_post_recv,                                                         \
+	  (struct be_xsrq *srq, struct be_xrecv_wr *wr, struct be_xrecv_wr **bad))       \
+	X(t, int, srq_arm_limit, (struct be_xsrq *srq, uint32_t limit))                  \
+	X(t, int, listen,                                                                \
+	  (struct be_xevch *ch, const char *addr, int backlog, struct be_xlistener **out)) \
+	X(t, int, listener_addr, (struct be_xlistener *l, char *buf, size_t len))        \
+	X(t, void, listener_close, (struct be_xlistener *l))                             \
+	X(t, int, connect,                                                               \
+	  (struct be_xevch *ch, const char *addr, const struct be_xconn_attr *attr,      \
+	   const void *priv, size_t priv_len, struct be_xconn **out))                    \
+	X(t, int, accept,                                                                \
+	  (struct be_xconn *conn, const struct be_xconn_attr *attr, const void *priv,    \
+	   size_t priv_len))                                                             \
+	X(t, int, reject, (struct be_xconn *conn, const void *priv, size_t priv_len))    \
+	X(t, int, disconnect, (struct be_xconn *conn))                                   \
+	X(t, void, conn_destroy, (struct be_xconn *conn))                                \
+	X(t, int, post_send,                                                             \
+	  (struct be_xconn *conn, struct be_xsend_wr *wr, struct be_xsend_wr **bad))     \
+	X(t, int, conn_peer_addr, (struct be_xconn *conn, char *buf, size_t len))
+
+#define BE__XPORT_DECLARE_OP(t, type, op, params) type be__##t##_##op params;
+#define BE__XPORT_DECLARE(t) BE__XPORT_OP_LIST(BE__XPORT_DECLARE_OP, t)
+#define BE__XPORT_INIT_OP(t, type, op, params) .op = be__##t##_##op,
+#define BE__XPORT_OPS(t) BE__XPORT_OP_LIST(BE__XPORT_INIT_OP, t) .name = #t
+
 /* The transports built into this library, by name ("verbs", "shm", "tcp"). */
 const struct be_xport_ops *be__xport_find(const char *name);
 

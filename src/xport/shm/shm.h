@@ -305,11 +305,10 @@ static inline struct shm_listener *to_slistener(struct be_xlistener *l)
 	return (struct shm_listener *)(void *)((char *)l - offsetof(struct shm_listener, base));
 }
 
+/* The ops of the table (xport.h), defined in the files named there. */
+BE__XPORT_DECLARE(shm)
+
 /* dev.c */
-int be__shm_dev_open(const char *name, struct be_xdev **out);
-void be__shm_dev_close(struct be_xdev *dev);
-int be__shm_dev_query(struct be_xdev *dev, struct be_xdev_attr *out);
-void be__shm_dev_reg_hook(struct be_xdev *dev, struct be_alloc_reg_hook *out);
 int be__shm_local_check(struct shm_dev *dev, uint32_t lkey, uint64_t addr, uint64_t len);
 int be__shm_push_attach(struct shm_conn *c);
 void be__shm_push_detach(struct shm_conn *c);
@@ -319,21 +318,6 @@ int be__shm_sendmsg(int fd, const struct shm_msg *m, size_t len, const int *fds,
 size_t be__shm_msg_len(uint16_t type, uint16_t count);
 
 /* cm.c */
-int be__shm_evch_create(struct be_xdev *dev, struct be_xevch **out);
-void be__shm_evch_destroy(struct be_xevch *ch);
-int be__shm_evch_fd(struct be_xevch *ch);
-int be__shm_evch_get(struct be_xevch *ch, struct be_xevent *ev);
-int be__shm_listen(struct be_xevch *ch, const char *addr, int backlog, struct be_xlistener **out);
-int be__shm_listener_addr(struct be_xlistener *l, char *buf, size_t len);
-void be__shm_listener_close(struct be_xlistener *l);
-int be__shm_connect(struct be_xevch *ch, const char *addr, const struct be_xconn_attr *attr,
-		    const void *priv, size_t priv_len, struct be_xconn **out);
-int be__shm_accept(struct be_xconn *conn, const struct be_xconn_attr *attr, const void *priv,
-		   size_t priv_len);
-int be__shm_reject(struct be_xconn *conn, const void *priv, size_t priv_len);
-int be__shm_disconnect(struct be_xconn *conn);
-void be__shm_conn_destroy(struct be_xconn *conn);
-int be__shm_conn_peer_addr(struct be_xconn *conn, char *buf, size_t len);
 /* Reads and handles every pending socket message of @c (region pushes,
  * BYE, hang-up). Used by evch_get, by cq_poll's hang-up check and by
  * post_send on an unknown rkey. */
@@ -343,14 +327,6 @@ void be__shm_conn_error(struct shm_conn *c, enum be_xwc_status first, int ev_sta
 void be__shm_evch_queue(struct shm_evch *ch, const struct be_xevent *ev);
 
 /* cq.c */
-int be__shm_cq_create(struct be_xdev *dev, uint32_t depth, struct be_xcq **out);
-void be__shm_cq_destroy(struct be_xcq *cq);
-int be__shm_cq_fd(struct be_xcq *cq);
-int be__shm_cq_ack(struct be_xcq *cq);
-int be__shm_srq_create(struct be_xcq *cq, uint32_t depth, struct be_xsrq **out);
-void be__shm_srq_destroy(struct be_xsrq *srq);
-int be__shm_srq_post_recv(struct be_xsrq *srq, struct be_xrecv_wr *wr, struct be_xrecv_wr **bad);
-int be__shm_srq_arm_limit(struct be_xsrq *srq, uint32_t limit);
 /* Attach @c to its cqs (lists + hang-up watch) / detach. */
 int be__shm_conn_attach_cqs(struct shm_conn *c);
 void be__shm_conn_detach_cqs(struct shm_conn *c);
@@ -359,9 +335,6 @@ void be__shm_conn_unwatch(struct shm_conn *c);
 void be__shm_cq_kick(struct shm_cq *cq);
 
 /* data.c */
-int be__shm_cq_poll(struct be_xcq *cq, struct be_xwc *wc, int n);
-int be__shm_cq_arm(struct be_xcq *cq);
-int be__shm_post_send(struct be_xconn *conn, struct be_xsend_wr *wr, struct be_xsend_wr **bad);
 /* Sets up the send queue of @c for @max_send_wr. */
 int be__shm_sq_init(struct shm_conn *c, uint32_t max_send_wr);
 void be__shm_sq_free(struct shm_conn *c);

@@ -235,33 +235,16 @@ struct tcp_conn {
 	char peer[BE_XPORT_ADDR_MAX];
 };
 
+/* The ops of the table (xport.h), defined in the files named there. */
+BE__XPORT_DECLARE(tcp)
+
 /* dev.c */
-int be__tcp_dev_open(const char *name, struct be_xdev **out);
-void be__tcp_dev_close(struct be_xdev *xdev);
-int be__tcp_dev_query(struct be_xdev *xdev, struct be_xdev_attr *out);
-void be__tcp_dev_reg_hook(struct be_xdev *xdev, struct be_alloc_reg_hook *out);
 int be__tcp_reg_init(struct tcp_dev *d);
 void be__tcp_reg_fini(struct tcp_dev *d);
 /* 1 if [addr, addr+len) lies inside the region registered under @key. */
 int be__tcp_reg_check(struct tcp_dev *d, uint32_t key, uint64_t addr, uint64_t len);
 
 /* cm.c */
-int be__tcp_evch_create(struct be_xdev *xdev, struct be_xevch **out);
-void be__tcp_evch_destroy(struct be_xevch *xch);
-int be__tcp_evch_fd(struct be_xevch *xch);
-int be__tcp_evch_get(struct be_xevch *xch, struct be_xevent *ev);
-int be__tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
-		   struct be_xlistener **out);
-int be__tcp_listener_addr(struct be_xlistener *xl, char *buf, size_t len);
-void be__tcp_listener_close(struct be_xlistener *xl);
-int be__tcp_connect(struct be_xevch *xch, const char *addr, const struct be_xconn_attr *attr,
-		    const void *priv, size_t priv_len, struct be_xconn **out);
-int be__tcp_accept(struct be_xconn *xc, const struct be_xconn_attr *attr, const void *priv,
-		   size_t priv_len);
-int be__tcp_reject(struct be_xconn *xc, const void *priv, size_t priv_len);
-int be__tcp_disconnect(struct be_xconn *xc);
-void be__tcp_conn_destroy(struct be_xconn *xc);
-int be__tcp_conn_peer_addr(struct be_xconn *xc, char *buf, size_t len);
 /* Queue @ev on @ch (NULL: the evch is gone; dropped). */
 void be__tcp_evch_push(struct tcp_evch *ch, const struct be_xevent *ev);
 /* Make @c's membership of its cqs' epoll sets match its state. */
@@ -270,17 +253,6 @@ void be__tcp_conn_epoll_update(struct tcp_conn *c);
 void be__tcp_conn_close_fd(struct tcp_conn *c);
 
 /* cq.c */
-int be__tcp_cq_create(struct be_xdev *xdev, uint32_t depth, struct be_xcq **out);
-void be__tcp_cq_destroy(struct be_xcq *xcq);
-int be__tcp_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n);
-int be__tcp_cq_fd(struct be_xcq *xcq);
-int be__tcp_cq_arm(struct be_xcq *xcq);
-int be__tcp_cq_ack(struct be_xcq *xcq);
-int be__tcp_srq_create(struct be_xcq *xcq, uint32_t depth, struct be_xsrq **out);
-void be__tcp_srq_destroy(struct be_xsrq *xsrq);
-int be__tcp_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr,
-			  struct be_xrecv_wr **bad);
-int be__tcp_srq_arm_limit(struct be_xsrq *xsrq, uint32_t limit);
 /* Queue a completion on @cq (wakes it if armed). */
 void be__tcp_cq_push(struct tcp_cq *cq, const struct be_xwc *wc);
 /* @c has work its socket will not signal: progress it at the next poll. */
@@ -300,7 +272,6 @@ int be__tcp_conn_tx_pending(const struct tcp_conn *c);
  * socket open for reading (shut down for writing) until the peer closes. */
 void be__tcp_conn_fail(struct tcp_conn *c, enum be_xwc_status first, int ev_status,
 		       int graceful);
-int be__tcp_post_send(struct be_xconn *xc, struct be_xsend_wr *wr, struct be_xsend_wr **bad);
 /* Write a bodiless control frame (NAK, BYE) now if at a frame boundary;
  * best effort, for a conn about to fail. */
 void be__tcp_conn_send_ctl_now(struct tcp_conn *c, uint8_t type, uint8_t status);

@@ -206,11 +206,10 @@ struct verbs_listener {
 
 extern pthread_mutex_t be__verbs_lock;
 
+/* The ops of the table (xport.h), defined in the files named there. */
+BE__XPORT_DECLARE(verbs)
+
 /* dev.c */
-int be__verbs_dev_open(const char *name, struct be_xdev **out);
-void be__verbs_dev_close(struct be_xdev *d);
-int be__verbs_dev_query(struct be_xdev *d, struct be_xdev_attr *out);
-void be__verbs_dev_reg_hook(struct be_xdev *d, struct be_alloc_reg_hook *out);
 /* Make @fd non-blocking. 0 or -errno. */
 int be__verbs_set_nonblock(int fd);
 /* Does @sge lie inside a region registered on @dev with its lkey? */
@@ -238,37 +237,11 @@ void be__verbs_evch_push_locked(struct verbs_evch *ch, const struct be_xevent *e
 /* Drop queued events naming @conn or @srq from @ch. Caller holds verbs_lock. */
 void be__verbs_purge_locked(struct verbs_evch *ch, const struct be_xconn *conn,
 			    const struct be_xsrq *srq);
-int be__verbs_evch_create(struct be_xdev *dev, struct be_xevch **out);
-void be__verbs_evch_destroy(struct be_xevch *ch);
-int be__verbs_evch_fd(struct be_xevch *ch);
-int be__verbs_evch_get(struct be_xevch *ch, struct be_xevent *ev);
 /* Handle every rdma_cm event waiting on @ch without blocking; the events
  * for the user are queued on @ch. Owner thread (of @ch and its cqs). */
 void be__verbs_evch_pump(struct verbs_evch *ch);
-int be__verbs_listen(struct be_xevch *ch, const char *addr, int backlog,
-		     struct be_xlistener **out);
-int be__verbs_listener_addr(struct be_xlistener *l, char *buf, size_t len);
-void be__verbs_listener_close(struct be_xlistener *l);
-int be__verbs_connect(struct be_xevch *ch, const char *addr, const struct be_xconn_attr *attr,
-		      const void *priv, size_t priv_len, struct be_xconn **out);
-int be__verbs_accept(struct be_xconn *conn, const struct be_xconn_attr *attr,
-		     const void *priv, size_t priv_len);
-int be__verbs_reject(struct be_xconn *conn, const void *priv, size_t priv_len);
-int be__verbs_disconnect(struct be_xconn *conn);
-void be__verbs_conn_destroy(struct be_xconn *conn);
-int be__verbs_conn_peer_addr(struct be_xconn *conn, char *buf, size_t len);
 
 /* cq.c */
-int be__verbs_cq_create(struct be_xdev *d, uint32_t depth, struct be_xcq **out);
-void be__verbs_cq_destroy(struct be_xcq *c);
-int be__verbs_cq_poll(struct be_xcq *c, struct be_xwc *wc, int n);
-int be__verbs_cq_fd(struct be_xcq *c);
-int be__verbs_cq_arm(struct be_xcq *c);
-int be__verbs_cq_ack(struct be_xcq *c);
-int be__verbs_srq_create(struct be_xcq *c, uint32_t depth, struct be_xsrq **out);
-void be__verbs_srq_destroy(struct be_xsrq *s);
-int be__verbs_srq_post_recv(struct be_xsrq *s, struct be_xrecv_wr *wr, struct be_xrecv_wr **bad);
-int be__verbs_srq_arm_limit(struct be_xsrq *s, uint32_t limit);
 /* Queue a completion made here (not by the CQ) on @cq: cq_poll returns it
  * before what the CQ holds. */
 void be__verbs_bl_push(struct verbs_cq *cq, const struct be_xwc *wc);
@@ -283,6 +256,5 @@ void be__verbs_qp_destroy(struct verbs_conn *vc);
  * buffers of non-inline WRs stay lent until their completions, as for any
  * posted WR. Owner thread. */
 void be__verbs_release_held(struct verbs_conn *vc);
-int be__verbs_post_send(struct be_xconn *c, struct be_xsend_wr *wr, struct be_xsend_wr **bad);
 
 #endif /* BE_XPORT_VERBS_VERBS_H */
