@@ -1,8 +1,10 @@
 /*
  * xport.c - what the transports share: the table of built-in transports,
- * names for messages, and the event queue of an evch.
+ * names for messages, address text, and the event queue of an evch.
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "util/log.h"
@@ -55,6 +57,19 @@ const char *be__xev_type_str(enum be_xev_type t)
 	case BE_XEV_PORT_CHANGE: return "PORT_CHANGE";
 	}
 	return "?";
+}
+
+int be__xaddr_printf(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	return (size_t)n >= len ? -ENOSPC : 0;
 }
 
 void be__xevq_init(struct be__evq *q)

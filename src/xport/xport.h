@@ -349,6 +349,14 @@ const char *be__xwc_status_str(enum be_xwc_status st);
 const char *be__xev_type_str(enum be_xev_type t);
 
 /*
+ * be__xaddr_printf() - an address as text into @buf (@len bytes), the way
+ * listener_addr and conn_peer_addr hand it out. Returns 0, or -ENOSPC when
+ * it does not fit (@buf then holds what fits).
+ */
+int be__xaddr_printf(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
  * The event queue of an evch, the same in every transport: a util/evq.h
  * queue of struct be_xevent (be__xevq_init()) and the evch's eventfd
  * @efd (its wake.efd, wake.h), which is readable while the queue is not

@@ -677,12 +677,9 @@ err_free:
 
 int be__shm_listener_addr(struct be_xlistener *xl, char *buf, size_t len)
 {
-	int n;
-
 	if (!xl || !buf || !len)
 		return -EINVAL;
-	n = snprintf(buf, len, "%s", to_slistener(xl)->name);
-	return (size_t)n >= len ? -ENOSPC : 0;
+	return be__xaddr_printf(buf, len, "%s", to_slistener(xl)->name);
 }
 
 void be__shm_listener_close(struct be_xlistener *xl)
@@ -1011,10 +1008,7 @@ int be__shm_disconnect(struct be_xconn *xc)
 
 int be__shm_conn_peer_addr(struct be_xconn *xc, char *buf, size_t len)
 {
-	int n;
-
 	if (!xc || !buf || !len)
 		return -EINVAL;
-	n = snprintf(buf, len, "shm:%s", to_sconn(xc)->peer_name);
-	return (size_t)n >= len ? -ENOSPC : 0;
+	return be__xaddr_printf(buf, len, "shm:%s", to_sconn(xc)->peer_name);
 }

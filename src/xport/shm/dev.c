@@ -353,6 +353,23 @@ void be__shm_push_detach(struct shm_conn *c)
 	pthread_mutex_unlock(&d->lock);
 }
 
+/* Announce the (de)registration of @key to every conn on the push list.
+ * Caller holds dev->lock. */
+static void dev_push_all_locked(struct shm_dev *d, uint32_t key, bool del)
+{
+	struct be__list *e;
+
+	be__list_for_each(e, &d->push) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, push_link);
+		int ret = dev_pq_add(c, key, del);
+
+		if (ret)
+			dev_push_fail(c, ret);
+		else
+			dev_pq_flush_locked(d, c);
+	}
+}
+
 /*
  * dev_reg() - the reg hook: register [addr, addr+len) mapped from @fd at
  * @fd_offset. Borrows @fd until dereg. Runs under bemalloc's pool lock.
@@ -362,7 +379,6 @@ static int dev_reg(void *dev, void *addr, size_t len, int fd, uint64_t fd_offset
 {
 	struct shm_dev *d = dev;
 	struct shm_region *r = NULL;
-	struct be__list *e;
 	uint32_t i;
 
 	if (!d || !addr || !len || !out || fd < 0 || (uint64_t)(uintptr_t)addr + len < len) {
@@ -396,15 +412,7 @@ static int dev_reg(void *dev, void *addr, size_t len, int fd, uint64_t fd_offset
 	__atomic_store_n(&r->key, r->gen << SHM_KEY_SLOT_BITS | i, __ATOMIC_RELEASE);
 	if (i >= d->nregions_hi)
 		d->nregions_hi = i + 1;
-	be__list_for_each(e, &d->push) {
-		struct shm_conn *c = be__list_entry(e, struct shm_conn, push_link);
-		int ret = dev_pq_add(c, r->key, false);
-
-		if (ret)
-			dev_push_fail(c, ret);
-		else
-			dev_pq_flush_locked(d, c);
-	}
+	dev_push_all_locked(d, r->key, false);
 	out->lkey = r->key;
 	out->rkey = r->key;
 	out->handle = r;
@@ -416,7 +424,6 @@ static void dev_dereg(void *dev, struct be_alloc_mr *mr)
 {
 	struct shm_dev *d = dev;
 	struct shm_region *r;
-	struct be__list *e;
 	uint32_t slot;
 
 	if (!d || !mr)
@@ -432,15 +439,7 @@ static void dev_dereg(void *dev, struct be_alloc_mr *mr)
 		return;
 	}
 	__atomic_store_n(&r->key, 0, __ATOMIC_RELEASE);
-	be__list_for_each(e, &d->push) {
-		struct shm_conn *c = be__list_entry(e, struct shm_conn, push_link);
-		int ret = dev_pq_add(c, mr->lkey, true);
-
-		if (ret)
-			dev_push_fail(c, ret);
-		else
-			dev_pq_flush_locked(d, c);
-	}
+	dev_push_all_locked(d, mr->lkey, true);
 	r->fd = -1;
 	pthread_mutex_unlock(&d->lock);
 }

@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/common.h"
 #include "util/list.h"
 #include "xport/xport.h"
 #include "xport/shm/ring.h"
@@ -280,30 +281,12 @@ struct shm_msg {
 	} u;
 };
 
-static inline struct shm_dev *to_sdev(struct be_xdev *d)
-{
-	return (struct shm_dev *)(void *)((char *)d - offsetof(struct shm_dev, base));
-}
-static inline struct shm_evch *to_sevch(struct be_xevch *c)
-{
-	return (struct shm_evch *)(void *)((char *)c - offsetof(struct shm_evch, base));
-}
-static inline struct shm_cq *to_scq(struct be_xcq *c)
-{
-	return (struct shm_cq *)(void *)((char *)c - offsetof(struct shm_cq, base));
-}
-static inline struct shm_srq *to_ssrq(struct be_xsrq *s)
-{
-	return (struct shm_srq *)(void *)((char *)s - offsetof(struct shm_srq, base));
-}
-static inline struct shm_conn *to_sconn(struct be_xconn *c)
-{
-	return (struct shm_conn *)(void *)((char *)c - offsetof(struct shm_conn, base));
-}
-static inline struct shm_listener *to_slistener(struct be_xlistener *l)
-{
-	return (struct shm_listener *)(void *)((char *)l - offsetof(struct shm_listener, base));
-}
+#define to_sdev(d) container_of(d, struct shm_dev, base)
+#define to_sevch(c) container_of(c, struct shm_evch, base)
+#define to_scq(c) container_of(c, struct shm_cq, base)
+#define to_ssrq(s) container_of(s, struct shm_srq, base)
+#define to_sconn(c) container_of(c, struct shm_conn, base)
+#define to_slistener(l) container_of(l, struct shm_listener, base)
 
 /* The ops of the table (xport.h), defined in the files named there. */
 BE__XPORT_DECLARE(shm)

@@ -187,6 +187,19 @@ static int cq_epoll_ctl(struct tcp_cq *cq, int op, struct tcp_conn *c, uint32_t 
 	return epoll_ctl(cq->wake.epfd, op, c->fd, &e);
 }
 
+/* Make @c's entry in @cq's epoll set (*@in: whether it has one) ask for
+ * @want, or leave the set when @want is 0. */
+static void cq_epoll_set(struct tcp_cq *cq, struct tcp_conn *c, int *in, uint32_t want)
+{
+	if (!want && *in) {
+		cq_epoll_ctl(cq, EPOLL_CTL_DEL, c, 0);
+		*in = 0;
+	} else if (want) {
+		if (cq_epoll_ctl(cq, *in ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c, want) == 0)
+			*in = 1;
+	}
+}
+
 void be__tcp_conn_epoll_update(struct tcp_conn *c)
 {
 	uint32_t want = 0;
@@ -197,24 +210,10 @@ void be__tcp_conn_epoll_update(struct tcp_conn *c)
 		want = EPOLLIN | (be__tcp_conn_tx_pending(c) ? EPOLLOUT : 0);
 	if (want == c->ep_events)
 		return;
-	if (c->scq) {
-		if (!want && c->ep_scq) {
-			cq_epoll_ctl(c->scq, EPOLL_CTL_DEL, c, 0);
-			c->ep_scq = 0;
-		} else if (want) {
-			if (cq_epoll_ctl(c->scq, c->ep_scq ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c, want) == 0)
-				c->ep_scq = 1;
-		}
-	}
-	if (c->rcq && c->rcq != c->scq) {
-		if (!want && c->ep_rcq) {
-			cq_epoll_ctl(c->rcq, EPOLL_CTL_DEL, c, 0);
-			c->ep_rcq = 0;
-		} else if (want) {
-			if (cq_epoll_ctl(c->rcq, c->ep_rcq ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c, want) == 0)
-				c->ep_rcq = 1;
-		}
-	}
+	if (c->scq)
+		cq_epoll_set(c->scq, c, &c->ep_scq, want);
+	if (c->rcq && c->rcq != c->scq)
+		cq_epoll_set(c->rcq, c, &c->ep_rcq, want);
 	c->ep_events = want;
 }
 
@@ -653,15 +652,9 @@ err_free:
 
 int be__tcp_listener_addr(struct be_xlistener *xl, char *buf, size_t len)
 {
-	struct tcp_listener *l;
-
 	if (!xl || !buf || !len)
 		return -EINVAL;
-	l = container_of(xl, struct tcp_listener, x);
-	if (strlen(l->addr) >= len)
-		return -ENOSPC;
-	strcpy(buf, l->addr);
-	return 0;
+	return be__xaddr_printf(buf, len, "%s", container_of(xl, struct tcp_listener, x)->addr);
 }
 
 static void listener_free(struct tcp_listener *l)
@@ -824,13 +817,7 @@ int be__tcp_disconnect(struct be_xconn *xc)
 
 int be__tcp_conn_peer_addr(struct be_xconn *xc, char *buf, size_t len)
 {
-	struct tcp_conn *c;
-
 	if (!xc || !buf || !len)
 		return -EINVAL;
-	c = container_of(xc, struct tcp_conn, x);
-	if (strlen(c->peer) >= len)
-		return -ENOSPC;
-	strcpy(buf, c->peer);
-	return 0;
+	return be__xaddr_printf(buf, len, "%s", container_of(xc, struct tcp_conn, x)->peer);
 }
