@@ -88,8 +88,11 @@ struct be_sock;
  * the BE_* environment variable of each field when it is set (sizes accept
  * K/M/G suffixes; times are plain integers). A malformed variable is
  * ignored with a warning in the log. be_ctx_create() rejects impossible
- * values with -EINVAL and clamps the others as stated; be_ctx_config()
- * returns what is in effect.
+ * values with -EINVAL and clamps the others as stated, each clamp once
+ * as a warning in the log ("config: eager_max 8192 clamped to 8176
+ * (...)"); be_ctx_config() returns what is in effect. The limits of a
+ * transport's device (sq_depth, cq_depth, srq_max_depth) apply when a
+ * worker first uses it, and are logged then.
  */
 /* The default send window, in fragments (see be_config.send_window). */
 #define BE_WINDOW_FRAGS 16
@@ -97,11 +100,12 @@ struct be_sock;
 struct be_config {
 	/* Largest message sent eagerly (copied into a SEND); larger ones are
 	 * written with RDMA WRITE into a buffer the receiver allocates.
-	 * Clamped to recv_buf_size - 16. BE_EAGER_MAX, default 4096. */
+	 * Clamped to recv_buf_size - 16 (logged). BE_EAGER_MAX, default 8192:
+	 * a 4 KiB parameter-server request with its headers goes eagerly. */
 	uint32_t eager_max;
 	/* Bytes of each buffer on a worker's shared receive queue: the
 	 * largest SEND a peer may send. 256 B .. 16 MiB, rounded up to a
-	 * multiple of 8. BE_RECV_BUF_SIZE, default 8192. */
+	 * multiple of 8. BE_RECV_BUF_SIZE, default 10240. */
 	uint32_t recv_buf_size;
 	/* Receive buffers a worker posts per transport at start (raised to
 	 * credits), and the most its shared receive queue grows to (raised to

@@ -34,6 +34,9 @@ struct be__cdev {
 	struct be_xdev *dev;             /* NULL until opened */
 	int alloc_dev;                   /* bemalloc device index */
 	struct be_xdev_attr attr;
+	uint32_t sq_depth;               /* cfg's, within the device's limits */
+	uint32_t cq_depth;
+	uint32_t srq_max_depth;
 	uint32_t frag_size;              /* default fragment size on this device */
 	uint64_t send_window;            /* default send window of its Engines */
 	uint32_t frag_bulk;              /* fragment size with no small messages about */

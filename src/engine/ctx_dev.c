@@ -12,6 +12,7 @@
  * once handed out, so the data path never takes it.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,36 @@ static uint64_t ctx_window_default(const struct be_xdev_attr *a, uint32_t frag_s
 	if (!strcmp(a->transport, "shm"))
 		w = BE_MAX(w, (uint64_t)frag_size * ctx_bulk_mult(a) * 4);
 	return w;
+}
+
+/*
+ * The queue depths this device's workers and Engines use: the
+ * configuration's, within the device's limits (tcp and shm allow 4096 WRs
+ * per send queue, verbs what the NIC reports). Each clamp is logged once,
+ * here, when the context opens the device.
+ */
+static void ctx_dev_limits(const struct be_ctx *ctx, struct be__cdev *cd)
+{
+	const struct be_config *cfg = &ctx->cfg;
+	const struct be_xdev_attr *a = &cd->attr;
+	char why[96];
+
+	snprintf(why, sizeof(why), "the %s device's limit", cd->name);
+	cd->sq_depth = cfg->sq_depth;
+	if (a->max_qp_wr && cd->sq_depth > a->max_qp_wr) {
+		be__log_clamped("sq_depth", cd->sq_depth, a->max_qp_wr, why);
+		cd->sq_depth = a->max_qp_wr;
+	}
+	cd->cq_depth = cfg->cq_depth;
+	if (a->max_cqe && cd->cq_depth > a->max_cqe) {
+		be__log_clamped("cq_depth", cd->cq_depth, a->max_cqe, why);
+		cd->cq_depth = a->max_cqe;
+	}
+	cd->srq_max_depth = cfg->srq_max_depth;
+	if (a->max_srq_wr && cd->srq_max_depth > a->max_srq_wr) {
+		be__log_clamped("srq_max_depth", cd->srq_max_depth, a->max_srq_wr, why);
+		cd->srq_max_depth = a->max_srq_wr;
+	}
 }
 
 /* Mixed window: what a stream may keep in flight while other Sockets of
@@ -134,11 +165,16 @@ int be__ctx_dev(struct be_ctx *ctx, const char *name, struct be__cdev **out)
 	cd->alloc_dev = rc;
 	cd->dev->alloc_dev = rc;
 	rc = 0;
+	ctx_dev_limits(ctx, cd);
 	cd->frag_size = ctx->cfg.frag_size ? ctx->cfg.frag_size : ctx_frag_default(&cd->attr);
 	if (ctx->cfg.send_window && cd->frag_size > ctx->cfg.send_window)
 		cd->frag_size = (uint32_t)ctx->cfg.send_window;
-	if (cd->attr.max_msg_size && cd->frag_size > cd->attr.max_msg_size)
+	if (cd->attr.max_msg_size && cd->frag_size > cd->attr.max_msg_size) {
+		if (ctx->cfg.frag_size)
+			be__log_clamped("frag_size", cd->frag_size, cd->attr.max_msg_size,
+					"the device's largest message");
 		cd->frag_size = (uint32_t)cd->attr.max_msg_size;
+	}
 	cd->send_window = ctx->cfg.send_window ? ctx->cfg.send_window :
 						 ctx_window_default(&cd->attr, cd->frag_size);
 	/* Bulk fragments, within a quarter of the window and the device's WR

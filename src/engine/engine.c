@@ -67,7 +67,7 @@ static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, c
 
 	if (!e)
 		return NULL;
-	if (be__window_init(&e->win, cfg->sq_depth, wd->cd->send_window)) {
+	if (be__window_init(&e->win, wd->cd->sq_depth, wd->cd->send_window)) {
 		free(e);
 		return NULL;
 	}
@@ -133,7 +133,7 @@ static struct be_xconn_attr engine_conn_attr(struct be__engine *e)
 		.send_cq = e->wd->cq,
 		.recv_cq = e->wd->cq,
 		.srq = e->wd->srq,
-		.max_send_wr = cfg->sq_depth,
+		.max_send_wr = e->wd->cd->sq_depth,
 		.max_inline = 256,
 		.timeout_ms = (int)BE_MIN(cfg->connect_timeout_ms, (uint32_t)INT32_MAX),
 		.user = e,

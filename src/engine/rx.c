@@ -16,8 +16,8 @@
  * buffers of the exact size, and the SRQ buffer is reposted at the end
  * of the progress call (be__worker_repost_later()), not kept. We
  * chose the copy over handing the SRQ buffer itself to the application:
- * a copy of at most eager_max (4 KiB) bytes costs well under a
- * microsecond, whereas lending SRQ buffers would pin 8 KiB per small
+ * a copy of at most eager_max (8 KiB) bytes costs about a
+ * microsecond, whereas lending SRQ buffers would pin 10 KiB per small
  * message for as long as the application keeps it, drain the SRQ under a
  * slow consumer, and make batched frames (several messages per buffer)
  * impossible to hand out separately.

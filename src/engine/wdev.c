@@ -138,22 +138,14 @@ static int wdev_grow(struct be__wdev *wd, uint32_t n)
 
 static uint32_t wdev_srq_cap(const struct be__wdev *wd)
 {
-	uint32_t cap = wd->w->ctx->cfg.srq_max_depth;
-
-	if (wd->cd->attr.max_srq_wr && cap > wd->cd->attr.max_srq_wr)
-		cap = wd->cd->attr.max_srq_wr;
-	return cap;
+	return wd->cd->srq_max_depth;
 }
 
 /* The depth of the CQ we create: the configured one, within the device's
  * limit (a verbs cq_create clamps it; our accounting must use the same). */
 static uint32_t wdev_cq_depth(const struct be__wdev *wd)
 {
-	uint32_t depth = wd->w->ctx->cfg.cq_depth;
-
-	if (wd->cd->attr.max_cqe && depth > wd->cd->attr.max_cqe)
-		depth = wd->cd->attr.max_cqe;
-	return depth;
+	return wd->cd->cq_depth;
 }
 
 /* Reserve @credits receives, and @sq more CQ entries (a new Engine's
@@ -182,7 +174,7 @@ static int wdev_reserve(struct be__wdev *wd, uint32_t credits, uint32_t sq)
 
 int be__wdev_reserve(struct be__wdev *wd, uint32_t credits)
 {
-	return wdev_reserve(wd, credits, wd->w->ctx->cfg.sq_depth);
+	return wdev_reserve(wd, credits, wd->cd->sq_depth);
 }
 
 int be__wdev_reserve_recv(struct be__wdev *wd, uint32_t n)
@@ -198,7 +190,7 @@ void be__wdev_unreserve_recv(struct be__wdev *wd, uint32_t n)
 void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits)
 {
 	be__wdev_unreserve_recv(wd, credits);
-	wd->cq_reserved -= wd->w->ctx->cfg.sq_depth;
+	wd->cq_reserved -= wd->cd->sq_depth;
 }
 
 /* Destroy @wd's queues and free every receive buffer it owns (the SRQ

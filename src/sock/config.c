@@ -2,11 +2,14 @@
  * config.c - defaults of struct be_config, their BE_* environment
  * overrides, and the checks a context applies before using one.
  *
- * Why these defaults: 4 KiB eager covers parameter-server keys and small
- * embeddings in one copy; 8 KiB receive buffers let a SEND batch a full
- * eager message plus headers or several small ones; a grant of 8 credits
- * x 8 KiB is 64 KiB of receive memory per quiet Engine, 64 credits (512
- * KiB) per busy one, and 512 initial receives serve 64 quiet peers before
+ * Why these defaults: 8 KiB eager covers a parameter-server request of
+ * 512 keys (4 KiB) with its RPC and pull headers in one copy, where a 4
+ * KiB limit sent every such request down the large-message path; 10 KiB
+ * receive buffers (a bemalloc size class) hold a full eager message with
+ * its frame header and 2 KiB of small frames batched with it; a grant of
+ * 8 credits x 10 KiB is 80 KiB of receive memory per quiet Engine, 64
+ * credits (640 KiB) per busy one, and 512 initial receives serve 64 quiet
+ * peers before
  * the SRQ grows; a 1 MiB window is about 80 us at 100 Gb/s,
  * enough to keep a link busy while bounding incast bursts; 50 us of
  * spinning catches a ping-pong's answer without burning a core when idle.
@@ -48,8 +51,8 @@ void be_config_init(struct be_config *cfg)
 	uint32_t sched = 1;
 
 	*cfg = (struct be_config){
-		.eager_max = 4096,
-		.recv_buf_size = 8192,
+		.eager_max = 8192,
+		.recv_buf_size = 10240,
 		.srq_depth = 512,
 		.srq_max_depth = 8192,
 		.credits = 64,
@@ -97,20 +100,34 @@ void be_config_init(struct be_config *cfg)
 	config_env32("BE_CLOSE_TIMEOUT_MS", &cfg->close_timeout_ms);
 }
 
+static void config_clamp32(const char *name, uint32_t *v, uint32_t now, const char *why)
+{
+	be__log_clamped(name, *v, now, why);
+	*v = now;
+}
+
 /*
  * be__config_check() - reject impossible settings, clamp the rest so the
  * core's invariants hold (a DATA frame fits a receive buffer, a fragment
- * fits the window). Returns 0 or -EINVAL.
+ * fits the window), logging each clamp once. A 0 that the field's
+ * comment gives a meaning (credits_init, connect_timeout_ms, max_reqs,
+ * max_grant_bytes) is that meaning, not a clamp. Returns 0 or -EINVAL.
  */
 int be__config_check(struct be_config *cfg)
 {
 	if (cfg->recv_buf_size < BE_PROTO_MIN_RECV_BUF || cfg->recv_buf_size > BE_PROTO_MAX_RECV_BUF)
 		return -EINVAL;
-	cfg->recv_buf_size = BE_ALIGN_UP(cfg->recv_buf_size, BE_FRAME_ALIGN);
+	if (cfg->recv_buf_size % BE_FRAME_ALIGN)
+		config_clamp32("recv_buf_size", &cfg->recv_buf_size,
+			       BE_ALIGN_UP(cfg->recv_buf_size, BE_FRAME_ALIGN),
+			       "rounded up to a multiple of 8");
 	if (cfg->credits < BE_PROTO_MIN_CREDITS || cfg->credits > BE_PROTO_MAX_CREDITS)
 		return -EINVAL;
-	if (!cfg->credits_init || cfg->credits_init > cfg->credits)
+	if (!cfg->credits_init)
 		cfg->credits_init = cfg->credits;
+	else if (cfg->credits_init > cfg->credits)
+		config_clamp32("credits_init", &cfg->credits_init, cfg->credits,
+			       "at most credits");
 	if (cfg->credits_init < BE_PROTO_MIN_CREDITS)
 		return -EINVAL;
 	if (!cfg->sq_depth || cfg->sq_depth < 8 || !cfg->cq_depth ||
@@ -118,13 +135,17 @@ int be__config_check(struct be_config *cfg)
 	    !cfg->conn_timeout_ms)
 		return -EINVAL;
 	if (cfg->eager_max > cfg->recv_buf_size - BE_FRAME_HDR)
-		cfg->eager_max = cfg->recv_buf_size - BE_FRAME_HDR;
+		config_clamp32("eager_max", &cfg->eager_max, cfg->recv_buf_size - BE_FRAME_HDR,
+			       "recv_buf_size less one 16-byte frame header");
 	if (cfg->srq_depth < cfg->credits)
-		cfg->srq_depth = cfg->credits;
+		config_clamp32("srq_depth", &cfg->srq_depth, cfg->credits, "at least credits");
 	if (cfg->srq_max_depth < cfg->srq_depth)
-		cfg->srq_max_depth = cfg->srq_depth;
+		config_clamp32("srq_max_depth", &cfg->srq_max_depth, cfg->srq_depth,
+			       "at least srq_depth");
 	if (cfg->frag_size && cfg->send_window && cfg->frag_size > cfg->send_window)
-		cfg->frag_size = (uint32_t)BE_MIN(cfg->send_window, (uint64_t)UINT32_MAX);
+		config_clamp32("frag_size", &cfg->frag_size,
+			       (uint32_t)BE_MIN(cfg->send_window, (uint64_t)UINT32_MAX),
+			       "at most send_window");
 	if (!cfg->connect_timeout_ms)
 		cfg->connect_timeout_ms = cfg->conn_timeout_ms;
 	if (!cfg->max_reqs)
@@ -132,10 +153,11 @@ int be__config_check(struct be_config *cfg)
 	if (!cfg->max_grant_bytes)
 		cfg->max_grant_bytes = UINT64_MAX;
 	if (!cfg->nomem_backoff_us)
-		cfg->nomem_backoff_us = 1;
+		config_clamp32("nomem_backoff_us", &cfg->nomem_backoff_us, 1, "at least 1");
 	if (cfg->nomem_backoff_max_us < cfg->nomem_backoff_us)
-		cfg->nomem_backoff_max_us = cfg->nomem_backoff_us;
+		config_clamp32("nomem_backoff_max_us", &cfg->nomem_backoff_max_us,
+			       cfg->nomem_backoff_us, "at least nomem_backoff_us");
 	if (cfg->max_sockets > (1u << 24))
-		cfg->max_sockets = 1u << 24;
+		config_clamp32("max_sockets", &cfg->max_sockets, 1u << 24, "at most 2^24");
 	return 0;
 }

@@ -47,3 +47,9 @@ void be__log(enum be_log_level lvl, const char *fmt, ...)
 	else
 		fprintf(stderr, "be[%d]: %s\n", (int)lvl, msg);
 }
+
+void be__log_clamped(const char *name, unsigned long long asked, unsigned long long now,
+		     const char *why)
+{
+	be_log_warn("config: %s %llu clamped to %llu (%s)", name, asked, now, why);
+}

@@ -18,4 +18,14 @@ void be__log(enum be_log_level lvl, const char *fmt, ...)
 #define be_log_info(...) be__log(BE_LOG_INFO, __VA_ARGS__)
 #define be_log_dbg(...) be__log(BE_LOG_DEBUG, __VA_ARGS__)
 
+/*
+ * be__log_clamped() - warn that setting @name was asked as @asked and
+ * @now is used instead, and @why. Every clamp of a be_config field goes
+ * through here, once per context (src/sock/config.c for the settings
+ * themselves, src/engine/ctx_dev.c for a device's limits), so that no
+ * setting changes silently.
+ */
+void be__log_clamped(const char *name, unsigned long long asked, unsigned long long now,
+		     const char *why);
+
 #endif /* BE_UTIL_LOG_H */

@@ -17,7 +17,7 @@
 #define NMSG 6
 #define LONE_MAX 300 /* past the inline limit (256 bytes of frame) */
 
-static const size_t sizes[NMSG] = { 5, 0, 4096, 4097, 1 << 20, 100 };
+static const size_t sizes[NMSG] = { 5, 0, 8192, 8193, 1 << 20, 100 }; /* eager_max 8192 */
 
 struct cli {
 	int got[NSOCK];
@@ -120,7 +120,7 @@ int main(int argc, char **argv)
 		}
 	st_pump(ws, 2, all_echoed, NULL);
 	{
-		static char notmine[8192];
+		static char notmine[16384]; /* above the default eager_max */
 
 		/* A large message is sent from where it is: registered
 		 * memory only. */
