@@ -150,8 +150,10 @@ struct be_config {
 	/* A connect (address resolution, handshake) must finish within this;
 	 * 0 means conn_timeout_ms. BE_CONNECT_TIMEOUT_MS, default 0. */
 	uint32_t connect_timeout_ms;
-	/* be_worker_wait() polls this long before sleeping on events.
-	 * BE_SPIN_US, default 50. */
+	/* be_worker_wait() polls at most this long before sleeping on
+	 * events: the spin halves after each one that found nothing and
+	 * doubles after one that found work (be_worker_stats_json() shows
+	 * it). BE_SPIN_US, default 50. */
 	uint32_t spin_us;
 	/* Sockets per Engine, > 0, at most 2^24. BE_MAX_SOCKETS, default
 	 * 65536. */
@@ -509,7 +511,8 @@ BE_EXPORT int be_sock_stats_json(struct be_sock *s, char *buf, size_t len);
 
 /*
  * be_worker_stats_json() - the worker's Engines (each with its counters),
- * its failed CQ arms ("cq_arm_errors", see be_worker_wait()) and its
+ * its failed CQ arms ("cq_arm_errors", see be_worker_wait()), the spin
+ * be_worker_wait() uses now ("spin_ns": adaptive, 0 .. spin_us) and its
  * receive buffers per transport ("recv": buffers posted, receives
  * reserved by the Engines' grants, bytes, failed reposts
  * "repost_errors") as one JSON object into @buf,

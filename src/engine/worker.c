@@ -14,10 +14,23 @@
  * reposts, timers, message records); it calls them from progress
  * (completions, events, scheduler passes, ticks).
  *
- * Waiting. be_worker_wait() polls for spin_us, then arms every CQ, polls
- * once more (a completion may have slipped in before arming), and sleeps
- * in epoll on the CQ fds, the event channel fds and the eventfd, bounded
- * by the next timer tick (keepalives, backoffs) while Engines exist.
+ * Waiting. be_worker_wait() polls for a while (the spin), then arms every
+ * CQ, polls once more (a completion may have slipped in before arming),
+ * and sleeps in epoll on the CQ fds, the event channel fds and the
+ * eventfd, bounded by the next timer tick (keepalives, backoffs) while
+ * Engines exist.
+ *
+ * The spin adapts between 0 and spin_us: it halves after a spin that
+ * found nothing (it was pure cost, and on a shared core it also delays
+ * the very peer we wait for) and doubles, from WORKER_SPIN_MIN_NS, after
+ * one that found work. A spin shrunk to nothing probes with
+ * WORKER_SPIN_MIN_NS every WORKER_SPIN_PROBE waits, so it grows back
+ * when answers come fast again. A ping-pong whose answers come within
+ * the spin keeps spinning; a worker whose traffic comes slower, or whose
+ * host is too busy to answer within it, stops paying for it within a few
+ * waits. (A first version also grew the spin when a sleep ended with
+ * work within spin_us; on a loaded host that kept it spinning for
+ * wakeups that a spin would not have caught: be-perf pull, PERFORMANCE.md.)
  */
 #include <assert.h>
 #include <errno.h>
@@ -39,6 +52,8 @@
 /* The longest sleep of a wait whose CQ could not be armed: completions
  * are then found by polling, so keep that prompt. */
 #define WORKER_UNARMED_SLEEP_MS 1
+#define WORKER_SPIN_MIN_NS 2000ull /* the spin a useful wait grows back from */
+#define WORKER_SPIN_PROBE 8        /* waits without spin between two probes */
 
 /* The periodic tick serves keepalive (a quarter of its interval is
  * precise enough); anything due sooner (a backoff retry, a connect
@@ -71,6 +86,7 @@ int be__worker_create(struct be_ctx *ctx, struct be_worker **out)
 	if (!w)
 		return -ENOMEM;
 	w->ctx = ctx;
+	w->spin_ns = (uint64_t)ctx->cfg.spin_us * 1000;
 	be__list_init(&w->engines);
 	be__list_init(&w->reap);
 	be__list_init(&w->kick);
@@ -621,6 +637,17 @@ static inline void worker_cpu_relax(void)
 #endif
 }
 
+/* The spin found work (@useful), or was wasted. */
+static void worker_spin_adapt(struct be_worker *w, bool useful)
+{
+	uint64_t max = (uint64_t)w->ctx->cfg.spin_us * 1000;
+
+	if (useful)
+		w->spin_ns = BE_MIN(BE_MAX(w->spin_ns * 2, WORKER_SPIN_MIN_NS), max);
+	else
+		w->spin_ns /= 2;
+}
+
 int be__worker_wait(struct be_worker *w, int timeout_ms)
 {
 	struct epoll_event evs[8];
@@ -632,15 +659,22 @@ int be__worker_wait(struct be_worker *w, int timeout_ms)
 		goto out;
 	/* Spin only when traffic is likely: not right after a sleep that
 	 * ended with nothing to do (a timer tick of an idle worker). */
-	spin_ns = w->idle_wake ? 0 : (uint64_t)w->ctx->cfg.spin_us * 1000;
+	spin_ns = w->idle_wake ? 0 : w->spin_ns;
+	/* A spin shrunk to nothing probes again now and then. */
+	if (!spin_ns && !w->idle_wake && ++w->spin_probe % WORKER_SPIN_PROBE == 0)
+		spin_ns = BE_MIN(WORKER_SPIN_MIN_NS, (uint64_t)w->ctx->cfg.spin_us * 1000);
 	if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000ull < spin_ns)
 		spin_ns = (uint64_t)timeout_ms * 1000000ull;
 	while ((now = be__now_ns()) - start < spin_ns) {
 		n = be__worker_progress(w);
-		if (n)
+		if (n) {
+			worker_spin_adapt(w, true);
 			goto out;
+		}
 		worker_cpu_relax();
 	}
+	if (spin_ns)
+		worker_spin_adapt(w, false);
 	if (timeout_ms == 0)
 		return 0;
 	for (i = 0; i < w->nopen; i++) {

@@ -115,6 +115,8 @@ struct be_worker {
 	bool timers_due;                 /* read the clock at the next progress */
 	uint64_t ev_polled_ns;           /* last timed poll of the event channels */
 	bool idle_wake;                  /* the last wait slept and found nothing */
+	uint64_t spin_ns;                /* be_worker_wait's spin now (adaptive, <= spin_us) */
+	uint32_t spin_probe;             /* waits with no spin, to probe now and then */
 	uint64_t next_tick_ns;
 	unsigned int nengines;
 };
