@@ -485,7 +485,10 @@ struct be_engine_stats {
 	uint64_t keepalives_sent, keepalives_recv;
 	uint64_t nomem_sent;          /* WriteResponses "no memory" we answered */
 	uint64_t nomem_recv;          /* ... we received */
-	uint64_t alloc_backoffs;      /* receive-side allocation retries */
+	uint64_t alloc_backoffs;      /* receive-side allocation retries (eager copies,
+				       * one-way buffers the transport waits for) */
+	uint64_t oneway_sent;         /* large messages sent one-way (tcp: no WriteRequest
+				       * round trip, docs/PROTOCOL.md section 4) */
 	uint64_t protocol_errors;
 	uint64_t sockets;             /* sockets on the engine now */
 	uint64_t sockets_opened;      /* ever */

@@ -30,6 +30,12 @@
 #include "util/common.h"
 #include "util/log.h"
 
+/* Our transport lets a receiver allocate as data arrives (oneway.c). */
+static bool engine_can_oneway(const struct be__engine *e)
+{
+	return e->wd->cd->attr.max_rx_alloc >= BE_ONEWAY_SLOTS && e->ops->conn_rx_resume;
+}
+
 static void engine_hello(struct be__engine *e, struct be__hello *h)
 {
 	const struct be_config *cfg = &e->w->ctx->cfg;
@@ -43,6 +49,7 @@ static void engine_hello(struct be__engine *e, struct be__hello *h)
 		.max_sockets = cfg->max_sockets,
 		.max_msg_size = cfg->max_msg_size,
 		.keepalive_ms = cfg->keepalive_ms,
+		.flags = engine_can_oneway(e) ? BE_HELLO_F_ONEWAY : 0,
 	};
 }
 
@@ -55,6 +62,7 @@ static void engine_set_peer(struct be__engine *e, const struct be__hello *h)
 	e->cr.grant_max = BE_MAX(cfg->credits, e->granted_to_peer);
 	e->sbuf_size = h->recv_buf_size;
 	e->eager_max = BE_MIN(cfg->eager_max, h->recv_buf_size - BE_FRAME_HDR);
+	e->oneway = (h->flags & BE_HELLO_F_ONEWAY) && engine_can_oneway(e);
 	/* Staging buffers for control frames even when bemalloc is at its
 	 * limit later: a receiver out of memory must still say so. */
 	be__sendbuf_prealloc(e, 2);
@@ -116,6 +124,7 @@ static void engine_free(struct be__engine *e)
 	free(e->theirs);
 	free(e->free_ids);
 	free(e->grants);
+	be__oneway_free(e);
 	free(e);
 }
 
@@ -134,6 +143,8 @@ static struct be_xconn_attr engine_conn_attr(struct be__engine *e)
 		.recv_cq = e->wd->cq,
 		.srq = e->wd->srq,
 		.max_send_wr = e->wd->cd->sq_depth,
+		.rx_alloc = be__oneway_rx_alloc,
+		.rx_free = be__oneway_rx_free,
 		.max_inline = 256,
 		.timeout_ms = (int)BE_MIN(cfg->connect_timeout_ms, (uint32_t)INT32_MAX),
 		.user = e,
@@ -632,6 +643,7 @@ void be__engine_tick(struct be__engine *e, uint64_t now)
 		return;
 	be__credit_elastic_tick(e);
 	be__large_backoff_tick(e, now);
+	be__oneway_tick(e, now);
 	be__engine_rx_retry(e, now);
 	engine_idle_tick(e, now);
 	if (e->state != BE_ES_ESTABLISHED)

@@ -71,9 +71,20 @@ struct be__grant {
 
 struct be__rxbacklog {
 	struct be__list link;
-	uint8_t *buf;              /* an SRQ buffer, not yet reposted */
+	uint8_t *buf;              /* an SRQ buffer, not yet reposted; NULL: a one-way imm */
 	uint32_t len;
 	size_t off;                /* frames before this were handled */
+	void *ow_buf;              /* one-way imm: the message's buffer (owned) */
+	uint32_t ow_slot;          /* one-way imm: its slot */
+};
+
+/* A one-way large message the peer is writing to us (oneway.c): from its
+ * WRITE_ONEWAY frame to its WRITE_WITH_IMM. */
+struct be__owslot {
+	bool busy;
+	struct be__rxmsg *rx;      /* NULL: discard the data (socket gone) */
+	struct be_sock *sock;
+	uint64_t len;
 };
 
 struct be__engine {
@@ -135,6 +146,16 @@ struct be__engine {
 	struct be__grant *grants;
 	uint32_t ngrants, cap_grants, grant_free, grants_live;
 	uint64_t grant_bytes;      /* bytes lent to the peer's WRITEs now */
+
+	/* One-way large messages (oneway.c), when both sides' transports
+	 * let the receiver allocate (tcp). */
+	bool oneway;
+	uint64_t ow_tx_used;       /* our slots in use, a bit each */
+	uint64_t ow_tx_bytes;      /* bytes of our one-way messages in progress */
+	struct be__owslot *ow_rx;  /* the peer's slots (BE_ONEWAY_SLOTS), lazily */
+	bool ow_stalled;           /* the transport waits for memory to place one */
+	uint64_t ow_retry_at;
+	uint32_t ow_backoff_us;
 
 	/* Keepalive clock: rx_seen/tx_seen note traffic on the data path
 	 * (no clock read there); the tick turns them into last_*_ns. */
@@ -208,6 +229,19 @@ int be__large_on_imm(struct be__engine *e, uint32_t token, uint32_t byte_len);
 void be__large_release_sock(struct be__engine *e, struct be_sock *s);
 void be__large_free_grants(struct be__engine *e);
 void be__large_backoff_tick(struct be__engine *e, uint64_t now);
+
+/* oneway.c: large messages without a round trip, on transports whose
+ * receiver allocates (docs/PROTOCOL.md, section 4). */
+int be__oneway_start(struct be__engine *e, struct be__msg *m, struct be__frame *f);
+void be__oneway_sent(struct be__engine *e, struct be__msg *m);
+void be__oneway_done(struct be__engine *e, struct be__msg *m);
+int be__oneway_on_frame(struct be__engine *e, struct be_sock *s, const struct be__frame *f);
+int be__oneway_on_imm(struct be__engine *e, uint32_t slot, void *buf, uint32_t byte_len);
+void be__oneway_release_sock(struct be__engine *e, struct be_sock *s);
+void be__oneway_tick(struct be__engine *e, uint64_t now);
+void be__oneway_free(struct be__engine *e);
+int be__oneway_rx_alloc(struct be_xconn *c, uint64_t len, void **out);
+void be__oneway_rx_free(struct be_xconn *c, void *buf);
 
 /* keepalive.c */
 void be__keepalive_tick(struct be__engine *e, uint64_t now);

@@ -277,6 +277,7 @@ int be__large_on_imm(struct be__engine *e, uint32_t token, uint32_t byte_len)
 
 void be__large_release_sock(struct be__engine *e, struct be_sock *s)
 {
+	be__oneway_release_sock(e, s);
 	while (!be__list_empty(&s->rxq)) {
 		struct be__rxmsg *r = be__list_entry(be__list_first(&s->rxq), struct be__rxmsg,
 						     link);

@@ -91,7 +91,7 @@ int be__hello_decode(const uint8_t *buf, size_t len, int is_reject, struct be__h
 	}
 	if (is_reject)
 		return 0;
-	if (h->flags != 0) {
+	if (h->flags & ~BE_HELLO_F_ALL) {
 		*why = "unknown handshake flags";
 		return BE_REJECT_PARAMS;
 	}
@@ -138,6 +138,8 @@ uint32_t be__frame_body_len(uint8_t type)
 		return 8;
 	case BE_FR_WRITE_RESP:
 		return 24;
+	case BE_FR_WRITE_ONEWAY:
+		return 16;
 	default:
 		return 0;
 	}
@@ -148,7 +150,7 @@ const char *be__frame_type_str(uint8_t type)
 	static const char *const names[] = {
 		"?", "DATA", "SOCK_OPEN", "SOCK_OPEN_ACK", "SOCK_CLOSE", "WRITE_REQ",
 		"WRITE_RESP", "WRITE_NOMEM", "CREDIT", "KEEPALIVE", "CREDIT_GROW",
-		"CREDIT_REVOKE", "CREDIT_RELEASE",
+		"CREDIT_REVOKE", "CREDIT_RELEASE", "WRITE_ONEWAY",
 	};
 
 	return type <= BE_FR_MAX_TYPE ? names[type] : "?";
@@ -195,6 +197,11 @@ uint32_t be__frame_encode(uint8_t *buf, const struct be__frame *f, const void *p
 		wr64(b + 8, f->length);
 		wr32(b + 16, f->rkey);
 		wr32(b + 20, f->token);
+		break;
+	case BE_FR_WRITE_ONEWAY:
+		wr64(b, f->length);
+		wr32(b + 8, f->token);
+		wr32(b + 12, 0);
 		break;
 	default:
 		break;
@@ -271,6 +278,14 @@ int be__frame_next(const uint8_t *buf, size_t len, size_t *off, uint32_t max_dat
 		f->length = rd64(f->body + 8);
 		f->rkey = rd32(f->body + 16);
 		f->token = rd32(f->body + 20);
+		break;
+	case BE_FR_WRITE_ONEWAY:
+		f->length = rd64(f->body);
+		f->token = rd32(f->body + 8);
+		if (f->token >= BE_ONEWAY_SLOTS || rd32(f->body + 12)) {
+			*why = "WRITE_ONEWAY slot out of range or reserved field set";
+			return BE_EPROTO_PEER;
+		}
 		break;
 	default:
 		break;

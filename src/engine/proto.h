@@ -41,7 +41,7 @@ enum be__reject_reason {
 struct be__hello {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t flags;          /* 0; reserved */
+	uint16_t flags;          /* BE_HELLO_F_* */
 	uint32_t recv_buf_size;  /* our receive buffers: a peer SEND must fit */
 	uint32_t eager_max;      /* largest eager payload we send */
 	uint32_t credits;        /* receives we grant the peer at first (may change) */
@@ -50,6 +50,14 @@ struct be__hello {
 	uint32_t keepalive_ms;   /* our keepalive interval (informational) */
 	uint32_t reason;         /* reject only: enum be__reject_reason */
 };
+
+/* Hello flags: optional features the sender supports. */
+#define BE_HELLO_F_ONEWAY 0x0001u /* accepts WRITE_ONEWAY (receiver-allocated writes) */
+#define BE_HELLO_F_ALL 0x0001u
+
+/* One-way large messages in progress per Engine and direction: their
+ * slots are 0 .. BE_ONEWAY_SLOTS - 1 (docs/PROTOCOL.md, section 4). */
+#define BE_ONEWAY_SLOTS 64u
 
 void be__hello_encode(const struct be__hello *h, uint8_t *buf);
 /*
@@ -79,7 +87,8 @@ enum be__frame_type {
 	BE_FR_CREDIT_GROW = 10,    /* body: u32 n: n more receives granted to you */
 	BE_FR_CREDIT_REVOKE = 11,  /* body: u32 n: give back up to n receives */
 	BE_FR_CREDIT_RELEASE = 12, /* body: u32 k: k receives given back (answers a revoke) */
-	BE_FR_MAX_TYPE = 12,
+	BE_FR_WRITE_ONEWAY = 13,   /* body: u64 length, u32 slot, u32 0: its data follows */
+	BE_FR_MAX_TYPE = 13,
 };
 
 #define BE_FRF_OPENER 0x01u    /* sender opened the socket (selects its id space) */
@@ -98,10 +107,10 @@ struct be__frame {
 	const uint8_t *body;
 	/* decoded bodies */
 	int32_t status;   /* SOCK_OPEN_ACK, SOCK_CLOSE */
-	uint64_t length;  /* WRITE_REQ, WRITE_RESP, WRITE_NOMEM */
+	uint64_t length;  /* WRITE_REQ, WRITE_RESP, WRITE_NOMEM, WRITE_ONEWAY */
 	uint64_t addr;    /* WRITE_RESP */
 	uint32_t rkey;    /* WRITE_RESP */
-	uint32_t token;   /* WRITE_RESP */
+	uint32_t token;   /* WRITE_RESP; WRITE_ONEWAY: the slot */
 	uint32_t count;   /* CREDIT_GROW, CREDIT_REVOKE, CREDIT_RELEASE */
 };
 

@@ -239,6 +239,7 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 	case BE_FR_WRITE_REQ:
 	case BE_FR_WRITE_RESP:
 	case BE_FR_WRITE_NOMEM:
+	case BE_FR_WRITE_ONEWAY:
 		s = be__engine_sock_lookup(e, peer_opened, f->sock);
 		if (!s)
 			return rx_fail(e, f, "unknown socket");
@@ -297,6 +298,9 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 		if (s->state == BE_SS_OPEN && !s->app_closed)
 			rc = be__large_on_nomem(e, s, f);
 		break;
+	case BE_FR_WRITE_ONEWAY:
+		rc = be__oneway_on_frame(e, s, f);
+		break;
 	case BE_FR_CREDIT:
 		break;
 	case BE_FR_CREDIT_GROW:
@@ -329,7 +333,7 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 
 static void rx_backlog(struct be__engine *e, uint8_t *buf, uint32_t len, size_t off, bool head)
 {
-	struct be__rxbacklog *b = malloc(sizeof(*b));
+	struct be__rxbacklog *b = calloc(1, sizeof(*b));
 
 	if (!b) {
 		be__wdev_repost(e->wd, buf);
@@ -343,6 +347,23 @@ static void rx_backlog(struct be__engine *e, uint8_t *buf, uint32_t len, size_t 
 		be__list_add_head(&e->rxlog, &b->link);
 	else
 		be__list_add_tail(&e->rxlog, &b->link);
+}
+
+/* A one-way RECV_IMM behind the backlog waits its turn there, so that it
+ * is handled after its WRITE_ONEWAY frame (oneway.c). */
+static void rx_backlog_imm(struct be__engine *e, const struct be_xwc *wc)
+{
+	struct be__rxbacklog *b = calloc(1, sizeof(*b));
+
+	if (!b) {
+		be_free(wc->rx_buf);
+		be__engine_fail(e, -ENOMEM, "no memory to hold a receive");
+		return;
+	}
+	b->ow_buf = wc->rx_buf;
+	b->ow_slot = wc->imm;
+	b->len = wc->byte_len;
+	be__list_add_tail(&e->rxlog, &b->link);
 }
 
 /* Handle the frames of an SRQ buffer from @off. Returns false when it had
@@ -414,10 +435,12 @@ void be__engine_on_recv_wc(struct be__wdev *wd, const struct be_xwc *wc)
 	}
 	if (!e || e->state == BE_ES_FAILED || !e->peer.magic) {
 		be__wdev_repost(wd, buf);
+		be_free(wc->rx_buf); /* one-way data nobody will take */
 		return;
 	}
 	if (be__credit_consume(&e->cr)) {
 		be__wdev_repost(wd, buf);
+		be_free(wc->rx_buf);
 		be__engine_fail(e, BE_EPROTO_PEER,
 				"protocol error: peer used more receives than it was granted");
 		return;
@@ -427,7 +450,12 @@ void be__engine_on_recv_wc(struct be__wdev *wd, const struct be_xwc *wc)
 	if (wc->opcode == BE_XWC_RECV_IMM) {
 		be__worker_repost_later(e, buf, true);
 		e->st.write_imm_recv++;
-		be__large_on_imm(e, wc->imm, wc->byte_len);
+		if (!e->oneway || !wc->rx_buf)
+			be__large_on_imm(e, wc->imm, wc->byte_len);
+		else if (!be__list_empty(&e->rxlog))
+			rx_backlog_imm(e, wc); /* its WRITE_ONEWAY may be in there */
+		else
+			be__oneway_on_imm(e, wc->imm, wc->rx_buf, wc->byte_len);
 		return;
 	}
 	if (wc->byte_len > wd->w->ctx->cfg.recv_buf_size) {
@@ -453,6 +481,14 @@ void be__engine_rx_retry(struct be__engine *e, uint64_t now)
 		size_t off = b->off;
 
 		be__list_del_init(&b->link);
+		if (!buf) {
+			void *ob = b->ow_buf;
+			uint32_t slot = b->ow_slot;
+
+			free(b);
+			be__oneway_on_imm(e, slot, ob, len);
+			continue;
+		}
 		free(b);
 		if (!rx_process(e, buf, len, off))
 			break;
@@ -466,7 +502,10 @@ void be__engine_rx_free(struct be__engine *e)
 							 struct be__rxbacklog, link);
 
 		be__list_del_init(&b->link);
-		be__wdev_repost(e->wd, b->buf);
+		if (b->buf)
+			be__wdev_repost(e->wd, b->buf);
+		else
+			be_free(b->ow_buf);
 		free(b);
 	}
 }

@@ -115,7 +115,7 @@ static void sock_free_rx(struct be_sock *s, bool all)
 	be__list_for_each_safe(p, t, &s->rxq) {
 		struct be__rxmsg *r = be__list_entry(p, struct be__rxmsg, link);
 
-		if (r->granted)
+		if (r->granted || r->oneway)
 			continue;
 		be__list_del_init(p);
 		s->nrx--;

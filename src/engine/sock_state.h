@@ -62,6 +62,7 @@ struct be__msg {
 	uint32_t id;               /* per-socket message id */
 	uint8_t kind, state;
 	bool large;
+	bool oneway;               /* large, sent one-way: rkey holds its slot */
 	int status;                /* final status once cancelled or failed */
 	/* large path */
 	uint64_t raddr;
@@ -96,6 +97,7 @@ struct be__rxmsg {
 	size_t len;
 	bool done;                 /* payload complete */
 	bool granted;              /* buf lent to the peer (slot valid) */
+	bool oneway;               /* waits for its one-way data (e->ow_rx slot) */
 	uint32_t slot;
 };
 

@@ -361,8 +361,12 @@ static int tx_fragment(struct be__engine *e, struct be__msg *m)
 	wr.remote_addr = m->raddr + m->off;
 	wr.rkey = m->rkey;
 	wr.imm = m->token;
+	/* One-way: the first fragment tells the receiver how much to
+	 * allocate (xport.h, BE_XWR_F_RX_ALLOC). */
+	if (m->oneway && m->off == 0 && !last)
+		wr.imm = (uint32_t)m->len;
 	wr.wr_id = be__window_push(&e->win, last ? BE_WR_FRAG_LAST : BE_WR_FRAG, n, m, &sig);
-	wr.flags = sig ? BE_XWR_F_SIGNALED : 0;
+	wr.flags = (sig ? BE_XWR_F_SIGNALED : 0) | (m->oneway ? BE_XWR_F_RX_ALLOC : 0);
 	rc = tx_post(e, &wr);
 	if (rc)
 		return TURN_BLOCKED;
@@ -454,13 +458,22 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 	}
 	if (!sq->fifo && sq->nfrag >= cfg->max_reqs)
 		return TURN_IDLE; /* re-activated by the next WriteResponse */
-	m->large = true;
-	if (tx_write_req(e, m) == TURN_BLOCKED)
-		return TURN_BLOCKED;
+	if (e->oneway) {
+		/* No round trip: the frame, then the fragments (oneway.c). */
+		if (be__oneway_start(e, m, &f))
+			return TURN_WAIT;
+		if (tx_emit(e, &f, NULL, false))
+			return TURN_BLOCKED;
+		be__oneway_sent(e, m);
+	} else {
+		m->large = true;
+		if (tx_write_req(e, m) == TURN_BLOCKED)
+			return TURN_BLOCKED;
+		m->state = BE_MS_REQ;
+	}
 	be__list_del_init(&m->link);
 	be__list_add_tail(&sq->fragq, &m->link);
 	sq->nfrag++;
-	m->state = BE_MS_REQ;
 	return TURN_DID;
 }
 
@@ -709,6 +722,8 @@ static void tx_retire(struct be__engine *e, const struct be__wr_rec *r, int err)
 	} else {
 		struct be__msg *m = r->ptr;
 
+		if (r->kind == BE_WR_FRAG_LAST)
+			be__oneway_done(e, m);
 		if (--m->unretired == 0 && m->state == BE_MS_POSTED)
 			be__msg_finish(e, m, m->status ? m->status : err);
 	}

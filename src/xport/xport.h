@@ -122,6 +122,7 @@ struct be_xdev_attr {
 	uint32_t max_cqe;        /* CQ depth limit (cq_create clamps); 0: none */
 	uint64_t max_msg_size;   /* largest single WR */
 	int has_thread_domain;   /* verbs: ibv_alloc_td works */
+	uint32_t max_rx_alloc;   /* BE_XWR_F_RX_ALLOC slots per conn; 0: not supported */
 };
 
 /* A scatter/gather entry: registered memory, local key. */
@@ -139,6 +140,19 @@ enum be_xwr_opcode {
 
 #define BE_XWR_F_SIGNALED 0x1u
 #define BE_XWR_F_INLINE   0x2u /* copy the data at post time; buffers free on return */
+/*
+ * BE_XWR_F_RX_ALLOC: a WRITE or WRITE_IMM into memory the receiver
+ * allocates when the data arrives (devices with max_rx_alloc > 0: tcp).
+ * rkey is a slot (< max_rx_alloc) and remote_addr an offset in the
+ * slot's buffer. The WR at offset 0 opens the slot: the receiving conn
+ * calls its rx_alloc hook for imm bytes (a WRITE) or the WR's length (a
+ * WRITE_IMM alone). A slot's WRs follow one another on the conn, each at
+ * the offset where the last ended, and its WRITE_IMM ends the buffer:
+ * that one consumes a receive and completes BE_XWC_RECV_IMM with imm,
+ * byte_len = the buffer's length and rx_buf = the buffer, which then
+ * belongs to the receiver. Anything else is refused like a bad rkey.
+ */
+#define BE_XWR_F_RX_ALLOC 0x4u
 
 struct be_xsend_wr {
 	struct be_xsend_wr *next; /* chain, like ibv_send_wr */
@@ -188,6 +202,7 @@ struct be_xwc {
 				     be NULL for an SRQ receive flushed at srq_destroy */
 	struct be_xsrq *srq;      /* receives only */
 	uint32_t vendor_err;
+	void *rx_buf;             /* RECV_IMM of an RX_ALLOC write: its buffer (taken) */
 };
 
 enum be_xev_type {
@@ -220,6 +235,18 @@ struct be_xconn_attr {
 	uint32_t max_inline;       /* wanted inline size (clamped to the device) */
 	int timeout_ms;            /* connect / address resolution timeout; 0 = default */
 	void *user;                /* copied into conn->user */
+	/*
+	 * RX_ALLOC writes arriving on the conn (optional; without them such
+	 * writes are refused). rx_alloc returns 0 with a buffer of @len
+	 * bytes in *out (lent to the transport until it completes the
+	 * RECV_IMM, or hands it to rx_free when the conn fails first),
+	 * -EAGAIN when there is no memory now (the conn then reads nothing
+	 * more until conn_rx_resume), or another -errno to refuse the write
+	 * (the conn goes to error). Called from cq_poll, on the conn's
+	 * worker; neither may call into the transport.
+	 */
+	int (*rx_alloc)(struct be_xconn *conn, uint64_t len, void **out);
+	void (*rx_free)(struct be_xconn *conn, void *buf);
 };
 
 struct be_xport_ops {
@@ -283,6 +310,11 @@ struct be_xport_ops {
 	 * a name. Returns 0 or connect's -errno for a bad address. NULL: the
 	 * text is its own canonical form (shm: names are used as given). */
 	int (*addr_canon)(const char *addr, char *buf, size_t len);
+
+	/* Optional (devices with max_rx_alloc > 0). A conn whose rx_alloc
+	 * said -EAGAIN reads again, and asks rx_alloc again, from the next
+	 * cq_poll on. Returns 0 or -errno. */
+	int (*conn_rx_resume)(struct be_xconn *conn);
 };
 
 /*

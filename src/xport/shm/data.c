@@ -578,6 +578,7 @@ static int cq_poll_tx(struct shm_conn *c, struct be_xwc *wc, int n)
 			w->conn = &c->base;
 			w->srq = NULL;
 			w->vendor_err = 0;
+			w->rx_buf = NULL;
 		}
 	}
 	return got;
@@ -725,6 +726,7 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		w->conn = &c->base;
 		w->srq = &s->base;
 		w->vendor_err = 0;
+		w->rx_buf = NULL;
 		s->head++;
 		if (op == SHM_REC_SEND) {
 			w->opcode = BE_XWC_RECV;

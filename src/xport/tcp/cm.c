@@ -207,7 +207,7 @@ void be__tcp_conn_epoll_update(struct tcp_conn *c)
 	if (c->fd < 0)
 		return;
 	if (c->state == TCP_C_ESTABLISHED || c->state == TCP_C_ERROR)
-		want = EPOLLIN | (be__tcp_conn_tx_pending(c) ? EPOLLOUT : 0);
+		want = (c->rx_stalled ? 0 : EPOLLIN) | (be__tcp_conn_tx_pending(c) ? EPOLLOUT : 0);
 	if (want == c->ep_events)
 		return;
 	if (c->scq)
@@ -273,6 +273,8 @@ static int conn_attach(struct tcp_conn *c, const struct be_xconn_attr *attr)
 		be__list_add_tail(&c->srq->conns, &c->srq_link);
 	}
 	c->x.user = attr->user;
+	c->rx_alloc = attr->rx_alloc;
+	c->rx_free = attr->rx_free;
 	c->timeout_ms = attr->timeout_ms > 0 ? attr->timeout_ms : TCP_DEFAULT_TIMEOUT_MS;
 	return 0;
 }
@@ -281,6 +283,7 @@ static void conn_free(struct tcp_conn *c)
 {
 	be__tcp_conn_close_fd(c);
 	conn_clear_deadline(c);
+	be__tcp_conn_free_aslots(c);
 	if (c->rx_has_recv && c->rcq) {
 		/* A receive taken for a frame that never finished: give it back. */
 		struct be_xwc wc;
@@ -288,7 +291,7 @@ static void conn_free(struct tcp_conn *c)
 		memset(&wc, 0, sizeof(wc));
 		wc.wr_id = c->rx_recv.wr_id;
 		wc.status = BE_XWC_WR_FLUSH_ERR;
-		wc.opcode = c->rx.type == TCP_F_WRITE_IMM ? BE_XWC_RECV_IMM : BE_XWC_RECV;
+		wc.opcode = c->rx.type == TCP_F_SEND ? BE_XWC_RECV : BE_XWC_RECV_IMM;
 		be__tcp_cq_push(c->rcq, &wc);
 	}
 	be__list_del_init(&c->kick_link);

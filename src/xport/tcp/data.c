@@ -164,13 +164,17 @@ static void conn_push_send_wc(struct tcp_conn *c, const struct tcp_wr *s,
 
 static void conn_push_recv_wc(struct tcp_conn *c, const struct tcp_rwr *r,
 			      enum be_xwc_opcode op, enum be_xwc_status st,
-			      uint32_t byte_len, uint32_t imm)
+			      uint32_t byte_len, uint32_t imm, void *rx_buf)
 {
 	struct be_xwc wc;
 
-	if (!c->rcq)
+	if (!c->rcq) {
+		if (rx_buf && c->rx_free)
+			c->rx_free(&c->x, rx_buf);
 		return;
+	}
 	memset(&wc, 0, sizeof(wc));
+	wc.rx_buf = rx_buf;
 	wc.wr_id = r->wr_id;
 	wc.status = st;
 	wc.opcode = op;
@@ -201,10 +205,12 @@ void be__tcp_conn_fail(struct tcp_conn *c, enum be_xwc_status first, int ev_stat
 	c->ctl_len = c->ctl_off = 0;
 	if (c->rx_has_recv) {
 		conn_push_recv_wc(c, &c->rx_recv,
-				  c->rx.type == TCP_F_WRITE_IMM ? BE_XWC_RECV_IMM : BE_XWC_RECV,
-				  BE_XWC_WR_FLUSH_ERR, 0, 0);
+				  c->rx.type == TCP_F_SEND ? BE_XWC_RECV : BE_XWC_RECV_IMM,
+				  BE_XWC_WR_FLUSH_ERR, 0, 0, NULL);
 		c->rx_has_recv = 0;
 	}
+	be__tcp_conn_free_aslots(c);
+	c->rx_stalled = 0;
 	c->rx_left = 0;
 	c->rpos = c->rend = 0;
 	if (graceful && c->fd >= 0) {
@@ -311,6 +317,56 @@ static int conn_take_recv(struct tcp_conn *c)
 }
 
 /*
+ * An RX_ALLOC write (xport.h, BE_XWR_F_RX_ALLOC): its slot must be free
+ * at offset 0 (then the buffer is allocated: rx_alloc) and open
+ * elsewhere, each frame starting where the last ended and the AWRITE_IMM
+ * ending the buffer. Returns 1 (payload follows), 2 (no memory: the
+ * conn stalls with the header left in rbuf) or -1 (refused, conn failed).
+ */
+static int conn_rx_begin_alloc(struct tcp_conn *c)
+{
+	struct tcp_hdr *h = &c->rx;
+	struct tcp_aslot *a;
+	int imm = h->type == TCP_F_AWRITE_IMM;
+
+	if (!c->rx_alloc || h->rkey >= TCP_MAX_RX_ALLOC)
+		return conn_reject_frame(c, TCP_NAK_ACCESS, "RX_ALLOC write to no slot");
+	if (!c->aslots) {
+		c->aslots = calloc(TCP_MAX_RX_ALLOC, sizeof(*c->aslots));
+		if (!c->aslots)
+			return conn_reject_frame(c, TCP_NAK_PROTO, "no memory for RX_ALLOC slots");
+	}
+	a = &c->aslots[h->rkey];
+	if (h->addr == 0) {
+		uint64_t total = imm ? h->len : h->imm;
+		void *buf = NULL;
+		int rc;
+
+		if (a->buf || total == 0 || total < h->len || (!imm && total == h->len))
+			return conn_reject_frame(c, TCP_NAK_ACCESS, "RX_ALLOC write opens a bad slot");
+		rc = c->rx_alloc(&c->x, total, &buf);
+		if (rc == -EAGAIN)
+			return 2;
+		if (rc || !buf)
+			return conn_reject_frame(c, TCP_NAK_LEN, "RX_ALLOC buffer refused");
+		a->buf = buf;
+		a->len = (uint32_t)total;
+		a->got = 0;
+	} else if (!a->buf || h->addr != a->got) {
+		return conn_reject_frame(c, TCP_NAK_ACCESS, "RX_ALLOC write out of order");
+	}
+	if ((uint64_t)a->got + h->len > a->len || (imm && a->got + h->len != a->len) ||
+	    (!imm && a->got + h->len == a->len))
+		return conn_reject_frame(c, TCP_NAK_ACCESS, "RX_ALLOC write outside its buffer");
+	if (imm && !conn_take_recv(c))
+		return conn_reject_frame(c, TCP_NAK_RNR, "WRITE_IMM with no receive posted");
+	c->rx_slot = a;
+	c->rx_dst = a->buf + a->got;
+	c->rx_left = h->len;
+	return 1;
+}
+
+/*
  * Validate the header in c->rx and set up the payload's destination.
  * Returns 1 for a data frame (payload follows, maybe 0 bytes), 0 for a
  * control frame (done), -1 if the conn failed.
@@ -343,6 +399,11 @@ static int conn_rx_begin(struct tcp_conn *c)
 	case TCP_F_WRITE:
 	case TCP_F_WRITE_IMM:
 		break;
+	case TCP_F_AWRITE:
+	case TCP_F_AWRITE_IMM:
+		if (h->status || h->len > TCP_MAX_MSG)
+			return conn_reject_frame(c, TCP_NAK_PROTO, "malformed data frame");
+		return conn_rx_begin_alloc(c);
 	default:
 		return conn_reject_frame(c, TCP_NAK_PROTO, "unknown frame type");
 	}
@@ -352,7 +413,8 @@ static int conn_rx_begin(struct tcp_conn *c)
 		if (!conn_take_recv(c))
 			return conn_reject_frame(c, TCP_NAK_RNR, "SEND with no receive posted");
 		if (h->len > c->rx_recv.len) {
-			conn_push_recv_wc(c, &c->rx_recv, BE_XWC_RECV, BE_XWC_LOC_LEN_ERR, h->len, 0);
+			conn_push_recv_wc(c, &c->rx_recv, BE_XWC_RECV, BE_XWC_LOC_LEN_ERR, h->len, 0,
+					  NULL);
 			c->rx_has_recv = 0;
 			return conn_reject_frame(c, TCP_NAK_LEN, "SEND larger than the receive buffer");
 		}
@@ -372,14 +434,27 @@ static int conn_rx_begin(struct tcp_conn *c)
  * completed a receive (SEND or WRITE_IMM), else 0. */
 static int conn_rx_end(struct tcp_conn *c)
 {
-	int recv = c->rx.type != TCP_F_WRITE;
+	int recv = c->rx.type != TCP_F_WRITE && c->rx.type != TCP_F_AWRITE;
 
 	c->rx_count++;
-	if (c->rx.type == TCP_F_SEND)
-		conn_push_recv_wc(c, &c->rx_recv, BE_XWC_RECV, BE_XWC_SUCCESS, c->rx.len, 0);
-	else if (c->rx.type == TCP_F_WRITE_IMM)
+	if (c->rx.type == TCP_F_SEND) {
+		conn_push_recv_wc(c, &c->rx_recv, BE_XWC_RECV, BE_XWC_SUCCESS, c->rx.len, 0, NULL);
+	} else if (c->rx.type == TCP_F_WRITE_IMM) {
 		conn_push_recv_wc(c, &c->rx_recv, BE_XWC_RECV_IMM, BE_XWC_SUCCESS, c->rx.len,
-				  c->rx.imm);
+				  c->rx.imm, NULL);
+	} else if (c->rx_slot) {
+		struct tcp_aslot *a = c->rx_slot;
+
+		a->got += c->rx.len;
+		c->rx_slot = NULL;
+		if (c->rx.type == TCP_F_AWRITE_IMM) {
+			uint8_t *buf = a->buf;
+
+			a->buf = NULL;
+			conn_push_recv_wc(c, &c->rx_recv, BE_XWC_RECV_IMM, BE_XWC_SUCCESS, a->len,
+					  c->rx.imm, buf);
+		}
+	}
 	c->rx_has_recv = 0;
 	return recv;
 }
@@ -404,6 +479,8 @@ static void conn_rx(struct tcp_conn *c)
 	int drained = 0, delivered = 0;
 	ssize_t n;
 
+	if (c->rx_stalled)
+		return; /* waits for conn_rx_resume */
 	while (c->state == TCP_C_ESTABLISHED) {
 		uint32_t avail = c->rend - c->rpos;
 
@@ -416,6 +493,16 @@ static void conn_rx(struct tcp_conn *c)
 				r = conn_rx_begin(c);
 				if (r < 0)
 					return;
+				if (r == 2) {
+					/* No memory for an RX_ALLOC buffer: leave the
+					 * header where it is and stop reading until
+					 * conn_rx_resume; the data waits in the
+					 * kernel, whose window stops the sender. */
+					c->rpos -= TCP_HDR_LEN;
+					c->rx_stalled = 1;
+					be__tcp_conn_epoll_update(c);
+					return;
+				}
 				if (r > 0 && !c->rx_left)
 					delivered |= conn_rx_end(c);
 				continue;
@@ -488,8 +575,8 @@ static void conn_build_hdr(struct tcp_conn *c, struct tcp_wr *s)
 	struct tcp_hdr h = { .magic = TCP_MAGIC };
 
 	switch (s->opcode) {
-	case BE_XWR_WRITE: h.type = TCP_F_WRITE; break;
-	case BE_XWR_WRITE_IMM: h.type = TCP_F_WRITE_IMM; break;
+	case BE_XWR_WRITE: h.type = s->rx_alloc ? TCP_F_AWRITE : TCP_F_WRITE; break;
+	case BE_XWR_WRITE_IMM: h.type = s->rx_alloc ? TCP_F_AWRITE_IMM : TCP_F_WRITE_IMM; break;
 	default: h.type = TCP_F_SEND; break;
 	}
 	h.len = s->len;
@@ -679,6 +766,40 @@ void be__tcp_conn_progress(struct tcp_conn *c)
 	}
 }
 
+void be__tcp_conn_free_aslots(struct tcp_conn *c)
+{
+	uint32_t i;
+
+	if (!c->aslots)
+		return;
+	for (i = 0; i < TCP_MAX_RX_ALLOC; i++)
+		if (c->aslots[i].buf && c->rx_free)
+			c->rx_free(&c->x, c->aslots[i].buf);
+	free(c->aslots);
+	c->aslots = NULL;
+	c->rx_slot = NULL;
+}
+
+/*
+ * be__tcp_conn_rx_resume() - read again after rx_alloc said -EAGAIN: the
+ * conn is progressed at the next cq_poll, which retries the allocation.
+ * Threads: the conn's worker. Returns 0, or -ENOTCONN.
+ */
+int be__tcp_conn_rx_resume(struct be_xconn *xc)
+{
+	struct tcp_conn *c = container_of(xc, struct tcp_conn, x);
+
+	if (c->state != TCP_C_ESTABLISHED)
+		return -ENOTCONN;
+	if (!c->rx_stalled)
+		return 0;
+	c->rx_stalled = 0;
+	be__tcp_conn_epoll_update(c);
+	if (c->rcq)
+		be__tcp_cq_kick(c->rcq, c);
+	return 0;
+}
+
 /* Flush WRs posted to a conn in error, as an RC QP in error does. */
 static void conn_post_flushed(struct tcp_conn *c, struct be_xsend_wr *wr)
 {
@@ -712,13 +833,16 @@ static int conn_post_one(struct tcp_conn *c, const struct be_xsend_wr *wr)
 	s = sq_slot(c, c->sq_cnt);
 	s->wr_id = wr->wr_id;
 	s->opcode = (uint8_t)wr->opcode;
+	s->rx_alloc = wr->opcode != BE_XWR_SEND && (wr->flags & BE_XWR_F_RX_ALLOC);
 	s->signaled = !!(wr->flags & BE_XWR_F_SIGNALED);
 	s->hdr_built = 0;
 	s->local_err = 0;
 	s->len = (uint32_t)total;
 	s->addr = wr->opcode == BE_XWR_SEND ? 0 : wr->remote_addr;
 	s->rkey = wr->opcode == BE_XWR_SEND ? 0 : wr->rkey;
-	s->imm = wr->opcode == BE_XWR_WRITE_IMM ? wr->imm : 0;
+	/* An RX_ALLOC WRITE at offset 0 carries the buffer's length in imm. */
+	s->imm = wr->opcode == BE_XWR_WRITE_IMM || (s->rx_alloc && wr->remote_addr == 0) ?
+			 wr->imm : 0;
 	s->niov = 0;
 	if (wr->flags & BE_XWR_F_INLINE) {
 		uint8_t *p;

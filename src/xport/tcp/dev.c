@@ -76,6 +76,7 @@ int be__tcp_dev_query(struct be_xdev *xdev, struct be_xdev_attr *out)
 	out->max_srq_wr = TCP_MAX_SRQ_WR;
 	out->max_msg_size = TCP_MAX_MSG;
 	out->has_thread_domain = 0;
+	out->max_rx_alloc = TCP_MAX_RX_ALLOC;
 	return 0;
 }
 

@@ -48,6 +48,7 @@
 #define TCP_RBUF_SIZE (32u * 1024)   /* per-conn staging for headers and small payloads */
 #define TCP_RX_BUDGET (8u << 20)     /* bytes read per conn per progress call */
 #define TCP_RX_TAIL 4096u            /* rbuf bytes read behind a payload */
+#define TCP_MAX_RX_ALLOC 64u         /* RX_ALLOC slots per conn (max_rx_alloc) */
 
 /*
  * Wire format: every frame starts with this 32-byte header, fields little
@@ -67,6 +68,9 @@ enum tcp_ftype {
 	TCP_F_ACK,        /* no payload; ack field only */
 	TCP_F_NAK,        /* no payload; status = why frame ack+1 failed, then close */
 	TCP_F_BYE,        /* no payload; orderly disconnect, then close */
+	TCP_F_AWRITE,     /* payload -> slot rkey's buffer at offset addr (RX_ALLOC);
+			   * at offset 0 the receiver allocates imm bytes */
+	TCP_F_AWRITE_IMM, /* as AWRITE, ends the buffer, consumes a receive with imm */
 };
 
 enum tcp_nak_status {
@@ -169,6 +173,7 @@ struct tcp_wr {
 	uint32_t len;             /* payload bytes */
 	uint32_t seq;
 	uint8_t opcode;           /* enum be_xwr_opcode */
+	uint8_t rx_alloc;         /* BE_XWR_F_RX_ALLOC */
 	uint8_t signaled;
 	uint8_t hdr_built;
 	uint8_t local_err;        /* enum be_xwc_status, 0 = none */
@@ -231,12 +236,27 @@ struct tcp_conn {
 	int rx_has_recv;          /* rx_recv was taken from the srq */
 	struct tcp_rwr rx_recv;
 	uint32_t rx_count;        /* data frames placed (the ack value) */
+	/* RX_ALLOC writes in progress (slot = rkey), lazily allocated; the
+	 * slot of the current frame; the hooks of be_xconn_attr. rx_stalled:
+	 * rx_alloc said -EAGAIN, the header waits in rbuf for
+	 * conn_rx_resume. */
+	struct tcp_aslot {
+		uint8_t *buf;     /* NULL: free */
+		uint32_t len, got;
+	} *aslots;
+	struct tcp_aslot *rx_slot;
+	int (*rx_alloc)(struct be_xconn *conn, uint64_t len, void **out);
+	void (*rx_free)(struct be_xconn *conn, void *buf);
+	int rx_stalled;
 
 	char peer[BE_XPORT_ADDR_MAX];
 };
 
 /* The ops of the table (xport.h), defined in the files named there. */
 BE__XPORT_DECLARE(tcp)
+
+/* Optional op of the table (xport.h); data.c. */
+int be__tcp_conn_rx_resume(struct be_xconn *xc);
 
 /* dev.c */
 int be__tcp_reg_init(struct tcp_dev *d);
@@ -275,5 +295,7 @@ void be__tcp_conn_fail(struct tcp_conn *c, enum be_xwc_status first, int ev_stat
 /* Write a bodiless control frame (NAK, BYE) now if at a frame boundary;
  * best effort, for a conn about to fail. */
 void be__tcp_conn_send_ctl_now(struct tcp_conn *c, uint8_t type, uint8_t status);
+/* Hand the buffers of unfinished RX_ALLOC writes to rx_free. */
+void be__tcp_conn_free_aslots(struct tcp_conn *c);
 
 #endif /* BE_XPORT_TCP_TCP_H */
