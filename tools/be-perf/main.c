@@ -2,14 +2,17 @@
  * main.c - be-perf: benchmarks of every layer, one subcommand each.
  *
  *   be-perf alloc     bemalloc vs glibc malloc
- *   be-perf raw-lat   transport WRITE_WITH_IMM ping-pong   (--transport)
+ *   be-perf raw-lat   transport WRITE_WITH_IMM ping-pong
  *   be-perf raw-bw    transport 1 MiB windowed writes
  *   be-perf lat|bw|hol|mux|idle   Socket-level tests
  *   be-perf cost      software cost of a Socket round trip, one thread
- *   be-perf rpc-lat|rpc-rate   RPC calls (include/be/rpc.h)
+ *   be-perf rpc-lat|rpc-rate|rpc-cost   RPC calls (include/be/rpc.h)
+ *   be-perf fanout    one worker, many Engines
+ *   be-perf help [TEST] | --help | --version
  *
- * Every subcommand prints a readable table, or one JSON object per line
- * with --json.
+ * Every test that runs over a transport takes --transport (default
+ * PERF_DEFAULT_TRANSPORT) and prints a readable table, or one JSON object
+ * per line with --json.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +20,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+
+#include <be/be.h>
 
 #include "perf.h"
 
@@ -71,22 +76,56 @@ static void usage(FILE *f)
 {
 	struct perf_cmd *c;
 
-	fprintf(f, "usage: be-perf <test> [options]   (be-perf <test> --help)\n\ntests:\n");
+	fprintf(f, "usage: be-perf TEST [options]   run TEST; be-perf help TEST lists its options\n"
+		   "       be-perf help | --help | --version\n\n"
+		   "Tests over a transport take --transport shm|tcp|verbs (default "
+		   PERF_DEFAULT_TRANSPORT "; verbs\nneeds an RDMA device: --addr, or BE_RXE_IP0) "
+		   "and run both ends on this host\nunless given --addr. Every test prints a "
+		   "table, or JSON lines with --json.\n\ntests:\n");
 	for (c = perf_cmds; c; c = c->next)
 		fprintf(f, "  %-10s %s\n", c->name, c->help);
+}
+
+static struct perf_cmd *find_cmd(const char *name)
+{
+	struct perf_cmd *c;
+
+	for (c = perf_cmds; c; c = c->next)
+		if (!strcmp(c->name, name))
+			return c;
+	return NULL;
 }
 
 int main(int argc, char **argv)
 {
 	struct perf_cmd *c;
 
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
 	}
-	for (c = perf_cmds; c; c = c->next)
-		if (!strcmp(c->name, argv[1]))
-			return c->run(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		printf("be-perf %s (library %s)\n", BE_PERF_VERSION, be_version_string());
+		return 0;
+	}
+	if (!strcmp(argv[1], "help") && argc > 2) {
+		char opt[] = "--help";
+		char *help_argv[] = { argv[2], opt, NULL };
+
+		c = find_cmd(argv[2]);
+		if (c)
+			return c->run(2, help_argv);
+		fprintf(stderr, "be-perf: unknown test '%s'\n", argv[2]);
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	c = find_cmd(argv[1]);
+	if (c)
+		return c->run(argc - 1, argv + 1);
 	fprintf(stderr, "be-perf: unknown test '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

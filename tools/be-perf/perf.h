@@ -26,6 +26,10 @@ struct perf_cmd {
 
 void perf_register(struct perf_cmd *cmd);
 
+/* The transport of every test that takes --transport, when none is given:
+ * it needs no device and no network, and is the fastest of the three. */
+#define PERF_DEFAULT_TRANSPORT "shm"
+
 #define PERF_COMMAND(id, name_, help_, fn_)                                   \
 	static struct perf_cmd perf_cmd_##id = { name_, help_, fn_, NULL };    \
 	__attribute__((constructor)) static void perf_cmd_register_##id(void) \

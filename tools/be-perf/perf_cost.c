@@ -74,7 +74,7 @@ static int cost_main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *transport = "shm";
+	const char *transport = PERF_DEFAULT_TRANSPORT;
 	uint64_t size = 64, iters = 200000, timeout_s = 10, warmup;
 	struct be_sock_cbs scb = { .on_recv = perf_echo_serve, .on_close = cost_close,
 				   .on_accept = perf_echo_accept };
@@ -108,8 +108,10 @@ static int cost_main(int argc, char **argv)
 			json = 1;
 			break;
 		default:
-			fprintf(stderr, "usage: be-perf cost [--transport shm|tcp|verbs] [--size B] "
-					"[--iters N] [--timeout S] [--json]\n");
+			fprintf(opt == 'h' ? stdout : stderr,
+				"usage: be-perf cost [--transport shm|tcp|verbs] [--size B] "
+				"[--iters N] [--timeout S] [--json]\n"
+				"  --transport T   shm, tcp or verbs (default " PERF_DEFAULT_TRANSPORT ")\n");
 			return opt == 'h' ? 0 : 2;
 		}
 	}

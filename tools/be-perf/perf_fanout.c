@@ -124,7 +124,7 @@ static int fanout_main(int argc, char **argv)
 	};
 	struct be_sock_cbs scb = { .on_recv = perf_echo_serve, .on_accept = perf_echo_accept };
 	struct be_sock_cbs ccb = { .on_recv = perf_echo_answer, .on_close = fan_close };
-	const char *transport = "shm";
+	const char *transport = PERF_DEFAULT_TRANSPORT;
 	uint64_t engines = 256, rounds = 200, size = 64, credits_init = 0, timeout_s = 20;
 	uint64_t cb = 0, cr = 0, cbytes = 0, sb = 0, sr = 0, sbytes = 0, *times = NULL;
 	struct be_listener **ls = NULL;
@@ -160,9 +160,11 @@ static int fanout_main(int argc, char **argv)
 			json = 1;
 			break;
 		default:
-			fprintf(stderr, "usage: be-perf fanout [--transport shm|tcp|verbs] "
-					"[--engines N] [--rounds R] [--size B] [--credits-init K] "
-					"[--timeout S] [--json]\n");
+			fprintf(opt == 'h' ? stdout : stderr,
+				"usage: be-perf fanout [--transport shm|tcp|verbs] "
+				"[--engines N] [--rounds R] [--size B] [--credits-init K] "
+				"[--timeout S] [--json]\n"
+				"  --transport T   shm, tcp or verbs (default " PERF_DEFAULT_TRANSPORT ")\n");
 			return opt == 'h' ? 0 : 2;
 		}
 	}

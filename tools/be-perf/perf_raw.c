@@ -53,7 +53,8 @@ static void raw_usage(FILE *f, const char *cmd)
 	int bw = !strcmp(cmd, "raw-bw");
 
 	fprintf(f,
-		"usage: be-perf %s --transport shm|tcp|verbs [options]\n"
+		"usage: be-perf %s [options]\n"
+		"  --transport T   shm, tcp or verbs (default " PERF_DEFAULT_TRANSPORT ")\n"
 		"  --size N        bytes per write (default %s; K/M/G suffixes)\n"
 		"  --iters N       measured %s (default %s)\n"
 		"  --warmup N      untimed ones first (default %s)\n"
@@ -100,7 +101,7 @@ static int raw_parse(int argc, char **argv, struct raw_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->cmd = argv[0];
 	o->mode = strcmp(argv[0], "raw-bw") ? RAW_LAT : RAW_BW;
-	o->transport = "shm";
+	o->transport = PERF_DEFAULT_TRANSPORT;
 	o->dev = "";
 	o->size = o->mode == RAW_BW ? 1u << 20 : 64;
 	o->iters = o->mode == RAW_BW ? 2000 : 20000;

@@ -580,7 +580,7 @@ static int pr_cost(const struct pr_opts *o)
 static void pr_usage(const char *cmd)
 {
 	printf("usage: be-perf %s [options]\n"
-	       "  --transport T   tcp (default), shm, verbs\n"
+	       "  --transport T   shm, tcp or verbs (default " PERF_DEFAULT_TRANSPORT ")\n"
 	       "  --addr \"R S\"    client: the server's RPC and Socket addresses;\n"
 	       "                  server: where to listen\n"
 	       "  --server        run only the server (needs --addr)\n"
@@ -600,7 +600,7 @@ static void pr_usage(const char *cmd)
 static int pr_main(int argc, char **argv, enum pr_mode mode)
 {
 	struct pr_opts o = {
-		.mode = mode, .cmd = argv[0], .transport = "tcp", .timeout_s = 30, .seconds = 3,
+		.mode = mode, .cmd = argv[0], .transport = PERF_DEFAULT_TRANSPORT, .timeout_s = 30, .seconds = 3,
 		.size = 64, .iters = 10000, .warmup = 1000, .block = 1000, .depth = 32,
 		.adaptive = mode == PR_RATE,
 	};

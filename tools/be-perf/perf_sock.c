@@ -634,7 +634,8 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 static void sk_usage(const char *cmd)
 {
 	printf("usage: be-perf %s [options]\n"
-	       "  --transport T   tcp (default), shm, verbs\n"
+	       "  --transport T   shm, tcp or verbs (default: the scheme of --addr, else "
+	       PERF_DEFAULT_TRANSPORT ")\n"
 	       "  --addr A        client: connect to A (scheme://...); server: listen on A\n"
 	       "  --server        run only the server (needs --addr)\n"
 	       "  --size N        message size (K/M/G suffixes)\n"
@@ -658,14 +659,14 @@ static void sk_usage(const char *cmd)
 static int sk_main(int argc, char **argv, enum sk_mode mode)
 {
 	struct sk_opts o = {
-		.mode = mode, .cmd = argv[0], .transport = "tcp", .sched = 1, .timeout_s = 30,
+		.mode = mode, .cmd = argv[0], .transport = NULL, .sched = 1, .timeout_s = 30,
 		.size = mode == SK_BW ? 1u << 20 : 64, .big = 16u << 20,
 		.iters = mode == SK_BW ? 2000 : mode == SK_MUX ? 100 : 10000, .warmup = 100,
 		.sockets = mode == SK_MUX ? 1000 : 1, .window = 16,
 		.adaptive = mode == SK_BW || mode == SK_IDLE, .seconds = 10,
 	};
 	struct perf_peer peer;
-	char addr[160];
+	char addr[160], scheme[16];
 	int i, rc;
 
 	for (i = 1; i < argc; i++) {
@@ -724,6 +725,18 @@ static int sk_main(int argc, char **argv, enum sk_mode mode)
 	    (mode == SK_HOL && o.big <= 4096) || (o.server && !o.addr)) {
 		fprintf(stderr, "be-perf %s: bad arguments (see --help)\n", o.cmd);
 		return 2;
+	}
+	if (!o.transport) {
+		/* The transport --addr names, else the default. */
+		const char *sep = o.addr ? strstr(o.addr, "://") : NULL;
+
+		if (sep && (size_t)(sep - o.addr) < sizeof(scheme)) {
+			memcpy(scheme, o.addr, (size_t)(sep - o.addr));
+			scheme[sep - o.addr] = '\0';
+			o.transport = scheme;
+		} else {
+			o.transport = PERF_DEFAULT_TRANSPORT;
+		}
 	}
 	if (mode == SK_HOL)
 		o.sockets = 2;
