@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # quickstart.sh - install what be needs on Debian 12, build, and run.
 #
-#   bash tools/quickstart.sh demo   install, build, run the demo: a parameter
+#   bash tools/quickstart.sh demo   install, build (build-release/, Release,
+#                                   no tests), run the demo: a parameter
 #                                   server cluster on this host (tools/ps-demo.sh)
-#   bash tools/quickstart.sh layers install, build, walk up the layers with
-#                                   be-perf (bemalloc, transports, Sockets)
+#   bash tools/quickstart.sh layers install, build (build-release/), walk up
+#                                   the layers with be-perf (bemalloc,
+#                                   transports, Sockets)
 #   bash tools/quickstart.sh test   install, build, run the whole test suite:
-#                                   normal build, ASan+UBSan build, TSan on the
-#                                   threaded tests, libFuzzer harnesses briefly,
-#                                   verbs tests on Soft-RoCE
+#                                   normal build (build/, RelWithDebInfo),
+#                                   ASan+UBSan build (build-asan/), TSan on the
+#                                   threaded tests (build-tsan/), libFuzzer
+#                                   harnesses briefly (build-fuzz/), verbs
+#                                   tests on Soft-RoCE
+#
+# Each mode has its own build folders, so running one after the other does
+# not rebuild what the other built.
 #
 # Environment: BE_JOBS (parallel build jobs), BE_SKIP_RXE=1 (skip the
 # Soft-RoCE guest), BE_SKIP_SANITIZERS=1 (normal build only).
@@ -19,8 +26,9 @@ cd "$root"
 jobs=${BE_JOBS:-$(nproc)}
 mode=${1:-}
 
-# Debian packages: the build, verbs (rdma-core), and the comparison tools.
-build_pkgs=(gcc make cmake pkg-config libibverbs-dev librdmacm-dev ibverbs-providers)
+# Debian packages: the build (libc6-dev also for the static link of the
+# examples test), verbs (rdma-core), and the comparison tools.
+build_pkgs=(gcc libc6-dev make cmake pkg-config libibverbs-dev librdmacm-dev ibverbs-providers)
 bench_pkgs=(ucx-utils libfabric-bin perftest g++ libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc)
 # clang and its libFuzzer runtime: the libFuzzer builds of the harnesses.
 fuzz_pkgs=(clang libclang-rt-dev)
@@ -54,16 +62,17 @@ build() {
 case "$mode" in
 demo)
 	install_pkgs "${build_pkgs[@]}"
-	build build -DCMAKE_BUILD_TYPE=Release
-	exec bash tools/ps-demo.sh build
+	# The demo runs tools only: no test programs, no gRPC baselines.
+	build build-release -DCMAKE_BUILD_TYPE=Release -DBE_BUILD_TESTS=OFF -DBE_WITH_GRPC=OFF
+	exec bash tools/ps-demo.sh build-release
 	;;
 layers)
 	install_pkgs "${build_pkgs[@]}"
-	build build -DCMAKE_BUILD_TYPE=Release
+	build build-release -DCMAKE_BUILD_TYPE=Release -DBE_BUILD_TESTS=OFF -DBE_WITH_GRPC=OFF
 	# Up the layers: bemalloc against glibc malloc, the shm and tcp
 	# transports raw, then Sockets over an Engine (each test forks its
 	# own peer process).
-	perf=build/tools/be-perf
+	perf=build-release/tools/be-perf
 	echo "== bemalloc: registered buffers vs glibc malloc"
 	$perf alloc --iters 200000 --runs 3
 	for t in shm tcp; do
@@ -83,7 +92,7 @@ test)
 	fi
 	rc=0
 	echo "== tests: release build"
-	build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	build build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBE_BUILD_TESTS=ON
 	(cd build && ctest --output-on-failure -j "$jobs" ${BE_SKIP_RXE:+-LE rxe}) || rc=1
 	if [ -z "${BE_SKIP_SANITIZERS:-}" ]; then
 		echo "== tests: AddressSanitizer + UndefinedBehaviorSanitizer build"
