@@ -361,7 +361,10 @@ BE_EXPORT void be_listener_close(struct be_listener *l);
  * Engine to the same endpoint, however @addr spells it (tcp, verbs: the
  * same resolved IP address and port; shm: the same name), else starts
  * connecting a new Engine. A host name is resolved here with
- * getaddrinfo(), which blocks; the rest returns at once. Sends queue
+ * getaddrinfo(), which blocks; the rest returns at once. The connect
+ * tries the name's addresses in turn until one answers ("localhost" may
+ * be ::1 first and 127.0.0.1 next); the Engine is reused by the name's
+ * first address, so spell a name consistently. Sends queue
  * until the Engine is established; a failed connect reaches the socket as
  * on_close(err) and fails its queued sends. Borrows @cbs (copied;
  * on_accept unused).

@@ -156,7 +156,10 @@ static struct be_xconn_attr engine_conn_attr(struct be__engine *e)
  * transport @ops into @key (@len bytes): "scheme://" + the transport's
  * canonical form of @rest (addr_canon: for tcp and verbs the resolved
  * numeric "ip:port", so "localhost:05000" and "127.0.0.1:5000" give one
- * key; shm names are their own). Blocks while a host name resolves.
+ * key where localhost is 127.0.0.1; shm names are their own). A name
+ * with several results is keyed by its first: when the connect falls
+ * back to a later one, a connect spelled as that later address opens
+ * an Engine of its own. Blocks while a host name resolves.
  * Returns 0, -EINVAL (bad address, key too long) or the transport's
  * -errno for an address it cannot use (-EHOSTUNREACH: name unknown).
  */
@@ -178,15 +181,17 @@ int be__engine_key(const struct be_xport_ops *ops, const char *scheme, const cha
 
 /*
  * be__engine_connect() - start connecting a reusable Engine. @addr is the
- * address as the application gave it (logs, stats); @key from
- * be__engine_key(), whose canonical address after "://" is what the
- * transport connects to, so the Engine reaches exactly what its key says.
+ * address as the application gave it (logs, stats), and the transport
+ * connects to it as given: a host name's results are tried in turn
+ * (addr.h), so "localhost" reaches a listener on 127.0.0.1 even where it
+ * resolves to ::1 first. @key is from be__engine_key(): the name's first
+ * result, which is what the Engine reaches unless that one fails.
  */
 int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *addr,
 		       const char *key, struct be__engine **out)
 {
 	const struct be_config *cfg = &w->ctx->cfg;
-	const char *rest = strstr(key, "://");
+	const char *rest = strstr(addr, "://");
 	struct be_xconn_attr attr;
 	uint8_t priv[BE_PROTO_HELLO_LEN];
 	struct be__hello h;

@@ -83,9 +83,9 @@ int be_sock_connect(struct be_worker *w, const char *addr, const struct be_sock_
 	ops = be__xport_find(scheme);
 	if (!ops)
 		return -EPROTONOSUPPORT;
-	/* The reuse key is the address the transport will connect to, so
-	 * every spelling of one listener shares one Engine. It resolves host
-	 * names (blocking) before anything is created. */
+	/* The reuse key is the address the transport will connect to first,
+	 * so every spelling of one listener shares one Engine. It resolves
+	 * host names (blocking) before anything is created. */
 	rc = be__engine_key(ops, scheme, rest, key, sizeof(key));
 	if (rc) {
 		be_log_err("connect %s: %s", addr, be_strerror(rc));

@@ -1,9 +1,9 @@
 /*
  * addr.c - "host:port" addresses of the IP transports (see addr.h).
  *
- * tcp/cm.c and verbs/cm.c both parse with be__inet_resolve(), and the
- * core keys Engine reuse on be__inet_canon() of the same text, so the key
- * is the address the transport connects to, whatever the spelling
+ * tcp/cm.c and verbs/cm.c both parse with be__inet_resolve_all(), and
+ * the core keys Engine reuse on be__inet_canon() of the same text, so the
+ * key is the first address the transport tries, whatever the spelling
  * ("localhost", "127.1", "[0:0::1]", port "05000").
  */
 #include <arpa/inet.h>
@@ -58,16 +58,15 @@ static int inet_gai_err(int r)
 	}
 }
 
-int be__inet_resolve(const char *addr, bool passive, struct sockaddr_storage *ss,
-		     socklen_t *sslen)
+int be__inet_resolve_all(const char *addr, bool passive, struct be__inet_addrs *out)
 {
 	char buf[BE_XPORT_ADDR_MAX], *host, *port, *colon;
-	struct addrinfo hints, *res = NULL;
+	struct addrinfo hints, *res = NULL, *ai;
 	unsigned long pnum;
 	size_t hl;
 	int r;
 
-	if (!addr || !ss || !sslen || strlen(addr) >= sizeof(buf))
+	if (!addr || !out || strlen(addr) >= sizeof(buf))
 		return -EINVAL;
 	strcpy(buf, addr);
 	colon = strrchr(buf, ':');
@@ -93,15 +92,34 @@ int be__inet_resolve(const char *addr, bool passive, struct sockaddr_storage *ss
 	r = getaddrinfo(*host ? host : NULL, port, &hints, &res);
 	if (r)
 		return inet_gai_err(r);
-	if (!res || (res->ai_family != AF_INET && res->ai_family != AF_INET6)) {
-		if (res)
-			freeaddrinfo(res);
-		return -EHOSTUNREACH;
+	/* In the resolver's order (RFC 6724: "localhost" is ::1 before
+	 * 127.0.0.1 where /etc/hosts lists both), IP addresses only. */
+	out->n = 0;
+	for (ai = res; ai && out->n < BE_INET_ADDRS_MAX; ai = ai->ai_next) {
+		if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
+			continue;
+		memset(&out->ss[out->n], 0, sizeof(out->ss[0]));
+		out->len[out->n] = (socklen_t)BE_MIN((size_t)ai->ai_addrlen, sizeof(out->ss[0]));
+		memcpy(&out->ss[out->n], ai->ai_addr, out->len[out->n]);
+		out->n++;
 	}
-	memset(ss, 0, sizeof(*ss));
-	*sslen = (socklen_t)BE_MIN((size_t)res->ai_addrlen, sizeof(*ss));
-	memcpy(ss, res->ai_addr, *sslen);
 	freeaddrinfo(res);
+	return out->n ? 0 : -EHOSTUNREACH;
+}
+
+int be__inet_resolve(const char *addr, bool passive, struct sockaddr_storage *ss,
+		     socklen_t *sslen)
+{
+	struct be__inet_addrs all;
+	int r;
+
+	if (!ss || !sslen)
+		return -EINVAL;
+	r = be__inet_resolve_all(addr, passive, &all);
+	if (r)
+		return r;
+	*ss = all.ss[0];
+	*sslen = all.len[0];
 	return 0;
 }
 

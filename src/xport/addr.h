@@ -9,7 +9,9 @@
  * address). host is an IPv4 or IPv6 address in any form getaddrinfo()
  * takes, or a name; port is decimal (leading zeros allowed), 1..65535 to
  * connect, 0..65535 to listen. A name is resolved with getaddrinfo(),
- * which blocks; the first result is the one used.
+ * which blocks. A connect tries its results in turn until one answers
+ * (a stock Debian /etc/hosts makes "localhost" ::1, then 127.0.0.1); a
+ * listener takes the first.
  */
 #ifndef BE_XPORT_ADDR_H
 #define BE_XPORT_ADDR_H
@@ -18,9 +20,27 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+/* At most this many results of one name are kept (and tried). */
+#define BE_INET_ADDRS_MAX 8
+
+/* The addresses a name resolves to, in the resolver's order. */
+struct be__inet_addrs {
+	unsigned n; /* 1..BE_INET_ADDRS_MAX once resolved */
+	socklen_t len[BE_INET_ADDRS_MAX];
+	struct sockaddr_storage ss[BE_INET_ADDRS_MAX];
+};
+
+/*
+ * be__inet_resolve_all() - parse and resolve @addr into @out: every IPv4
+ * and IPv6 result, at most BE_INET_ADDRS_MAX, in getaddrinfo()'s order.
+ * @passive as for be__inet_resolve(). Blocks while a name resolves.
+ * Returns 0 (out->n >= 1) or as be__inet_resolve().
+ */
+int be__inet_resolve_all(const char *addr, bool passive, struct be__inet_addrs *out);
+
 /*
  * be__inet_resolve() - parse and resolve @addr into @ss (*@sslen bytes
- * used). @passive: for listening (empty host = any, port 0 allowed).
+ * used): the first result only. @passive: for listening (empty host = any, port 0 allowed).
  * Blocks while a name resolves. Returns 0, -EINVAL (malformed, port out
  * of range), -EHOSTUNREACH (the name does not resolve), -ENOMEM, or
  * another -errno from the resolver.
@@ -36,11 +56,12 @@ int be__inet_resolve(const char *addr, bool passive, struct sockaddr_storage *ss
 int be__inet_format(const struct sockaddr *sa, char *buf, size_t len);
 
 /*
- * be__inet_canon() - the canonical form of a connect address: resolved as
- * connect() does, an IPv4-mapped IPv6 address folded to IPv4, formatted
+ * be__inet_canon() - the canonical form of a connect address: its first
+ * result, an IPv4-mapped IPv6 address folded to IPv4, formatted
  * numerically. Two addresses with the same canonical form reach the same
- * listener. Blocks while a name resolves. Returns 0 or as
- * be__inet_resolve() and be__inet_format().
+ * listener, except that a connect to a name falls back to the name's
+ * later results when the first does not answer. Blocks while a name
+ * resolves. Returns 0 or as be__inet_resolve() and be__inet_format().
  */
 int be__inet_canon(const char *addr, char *buf, size_t len);
 

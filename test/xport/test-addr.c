@@ -4,7 +4,12 @@
  * port 0 for listening; listener_addr reports a connectable address; bad
  * addresses (no port, port out of range, port 0 to connect, empty,
  * unresolvable name, too long) fail at once with a negative errno.
+ * "localhost" is looked up in Debian's stock /etc/hosts where the test
+ * can show it that (test/hosts.h): ::1 first, then 127.0.0.1, where the
+ * listener is.
  */
+#define _GNU_SOURCE
+#include "hosts.h"
 #include "xtest.h"
 
 static void pair_via(struct xt *t, struct xt_side *cli, struct xt_side *srv,
@@ -54,10 +59,14 @@ int main(int argc, char **argv)
 	struct be_xlistener *l;
 	struct be_xconn *c;
 	size_t i;
+	int rc;
 
 	xt_init(&t, argc, argv);
 	if (strcmp(t.transport, "tcp") != 0)
 		return 77;
+	rc = test_stock_hosts(NULL);
+	if (rc)
+		fprintf(stderr, "the system's /etc/hosts is used: %s\n", strerror(-rc));
 	xt_side_init(&t, &cli, 16, 4);
 	xt_side_init(&t, &srv, 16, 4);
 	pair_via(&t, &cli, &srv, "127.0.0.1:0", NULL);

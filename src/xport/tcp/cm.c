@@ -312,6 +312,7 @@ static void conn_free(struct tcp_conn *c)
 		be__list_del_init(&c->ev_link);
 	}
 	be__tcp_conn_free_sq(c);
+	free(c->addrs);
 	free(c->rbuf);
 	free(c);
 }
@@ -360,6 +361,45 @@ static void conn_unreachable(struct tcp_conn *c, int status)
 	ev.status = status;
 	ev.conn = &c->x;
 	be__tcp_evch_push(c->ch, &ev);
+}
+
+/*
+ * Connector: start the TCP connect to the next address the name resolved
+ * to (c->addrs). Each is tried in turn while the ones before fail, as a
+ * name such as "localhost" may resolve first to ::1 with the listener on
+ * 127.0.0.1 only; the connect's one deadline bounds them all. Once a TCP
+ * connect succeeds the conn stays with that peer, which answers the
+ * HELLO. Returns 0 with an attempt in flight; 1 with *@err the last
+ * attempt's error when no address is left; or -errno (no fd, epoll).
+ */
+static int conn_connect_next(struct tcp_conn *c, int *err)
+{
+	while (c->addrs && c->addr_next < c->addrs->n) {
+		const struct sockaddr *sa = (const void *)&c->addrs->ss[c->addr_next];
+		socklen_t sl = c->addrs->len[c->addr_next];
+		char num[BE_XPORT_ADDR_MAX] = "?";
+		int r;
+
+		c->addr_next++;
+		be__tcp_conn_close_fd(c);
+		c->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (c->fd < 0) {
+			r = -errno;
+			if (r != -EAFNOSUPPORT)
+				return r;
+			*err = r; /* no IPv6 here: the next one may be IPv4 */
+			continue;
+		}
+		tcp_set_nodelay(c->fd);
+		if (connect(c->fd, sa, sl) == 0 || errno == EINPROGRESS)
+			return conn_evch_epoll(c, EPOLL_CTL_ADD, EPOLLOUT);
+		/* Refused right away (loopback). */
+		*err = -errno;
+		be__inet_format(sa, num, sizeof(num));
+		be_log_info("tcp: connect to %s (%s) failed: %s", c->peer, num, strerror(-*err));
+	}
+	be__tcp_conn_close_fd(c);
+	return 1;
 }
 
 /*
@@ -428,9 +468,18 @@ static void conn_hs_progress(struct tcp_conn *c, uint32_t events)
 		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
 			err = errno;
 		if (err) {
-			conn_unreachable(c, -err);
+			err = -err;
+			if (c->addr_next < c->addrs->n)
+				be_log_info("tcp: connect to %s: address %u of %u failed: %s; "
+					    "trying the next", c->peer, c->addr_next, c->addrs->n,
+					    strerror(-err));
+			r = conn_connect_next(c, &err);
+			if (r)
+				conn_unreachable(c, r < 0 ? r : err);
 			return;
 		}
+		free(c->addrs);
+		c->addrs = NULL;
 		r = conn_send_hs(c, TCP_F_HELLO, c->ctl, c->ctl_len);
 		c->ctl_len = 0;
 		if (r) {
@@ -696,11 +745,10 @@ void be__tcp_listener_close(struct be_xlistener *xl)
 int be__tcp_connect(struct be_xevch *xch, const char *addr, const struct be_xconn_attr *attr,
 		    const void *priv, size_t priv_len, struct be_xconn **out)
 {
-	struct sockaddr_storage ss;
+	struct be__inet_addrs *addrs;
 	struct tcp_evch *ch;
 	struct tcp_conn *c;
-	socklen_t sl;
-	int ret;
+	int ret, err = -EHOSTUNREACH;
 
 	if (!xch || !out || priv_len > BE_XPORT_PRIV_MAX || (priv_len && !priv))
 		return -EINVAL;
@@ -708,12 +756,20 @@ int be__tcp_connect(struct be_xevch *xch, const char *addr, const struct be_xcon
 	ret = conn_check_attr(ch, attr);
 	if (ret)
 		return ret;
-	ret = be__inet_resolve(addr, false, &ss, &sl);
-	if (ret)
-		return ret;
-	c = conn_new(ch);
-	if (!c)
+	addrs = malloc(sizeof(*addrs));
+	if (!addrs)
 		return -ENOMEM;
+	ret = be__inet_resolve_all(addr, false, addrs);
+	if (ret) {
+		free(addrs);
+		return ret;
+	}
+	c = conn_new(ch);
+	if (!c) {
+		free(addrs);
+		return -ENOMEM;
+	}
+	c->addrs = addrs;
 	ret = conn_attach(c, attr);
 	if (ret)
 		goto err_free;
@@ -722,23 +778,17 @@ int be__tcp_connect(struct be_xevch *xch, const char *addr, const struct be_xcon
 	if (priv_len)
 		memcpy(c->ctl, priv, priv_len);
 	c->ctl_len = (uint32_t)priv_len;
-	c->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (c->fd < 0) {
-		ret = -errno;
-		goto err_free;
-	}
-	tcp_set_nodelay(c->fd);
 	c->state = TCP_C_CONNECTING;
-	if (connect(c->fd, (struct sockaddr *)&ss, sl) < 0 && errno != EINPROGRESS) {
-		/* Refused right away (loopback): report it as an event, as
-		 * the contract says connect only starts the attempt. */
-		conn_unreachable(c, -errno);
+	ret = conn_connect_next(c, &err);
+	if (ret < 0)
+		goto err_free;
+	if (ret) {
+		/* Every address refused right away: report it as an event,
+		 * as the contract says connect only starts the attempt. */
+		conn_unreachable(c, err);
 		*out = &c->x;
 		return 0;
 	}
-	ret = conn_evch_epoll(c, EPOLL_CTL_ADD, EPOLLOUT);
-	if (ret)
-		goto err_free;
 	conn_set_deadline(c, c->timeout_ms);
 	*out = &c->x;
 	return 0;

@@ -211,6 +211,10 @@ struct tcp_conn {
 	int ep_ch;                /* registered in the evch's epoll */
 	uint64_t deadline_ns;     /* handshake deadline, 0 = none */
 	int timeout_ms;
+	/* Connector, until a TCP connect succeeds: what the name resolved
+	 * to and the index of the next address to try (addr.h). */
+	struct be__inet_addrs *addrs;
+	unsigned addr_next;
 
 	/* Send queue: ring of sq_cap slots; the first sq_cnt from sq_head
 	 * are outstanding, of which the first tx_written are on the wire

@@ -14,7 +14,9 @@
  * ROUTE_RESOLVED creates the QP (on our own context, data.c) and sends
  * the request; on the REP it moves the QP to RTR/RTS and sends the RTU
  * (rdma_establish()). The user sees only ESTABLISHED, REJECTED or
- * UNREACHABLE.
+ * UNREACHABLE. A name's addresses are tried in turn: when one fails before
+ * the REP (no address, no route, nobody listening) the attempt starts over
+ * on a fresh cm_id with the next (cm_retry()), within the one deadline.
  *
  * Passive side. accept() readies the QP and answers; ESTABLISHED is
  * reported at once, since the RTU arrives only when the connector's
@@ -363,6 +365,65 @@ static int cm_conn_down(struct verbs_conn *vc, enum be_xev_type type, int status
 	return 1;
 }
 
+/*
+ * Start resolving the next address of vc->addrs on vc->id. Returns 0 with
+ * the resolution in flight, or the error of the last address tried when
+ * none is left.
+ */
+static int cm_resolve_next(struct verbs_conn *vc)
+{
+	int ret = -EHOSTUNREACH;
+
+	while (vc->addrs && vc->addr_next < vc->addrs->n) {
+		struct sockaddr *sa = (void *)&vc->addrs->ss[vc->addr_next++];
+		char num[BE_XPORT_ADDR_MAX] = "?";
+
+		if (!rdma_resolve_addr(vc->id, NULL, sa, vc->timeout_ms))
+			return 0;
+		ret = errno ? -errno : -EHOSTUNREACH;
+		be__inet_format(sa, num, sizeof(num));
+		be_log_info("verbs: rdma_resolve_addr(%s): %s", num, strerror(-ret));
+	}
+	return ret;
+}
+
+/*
+ * The attempt on vc's current address failed with @status before the
+ * peer answered: when another address is left, start over with it on a
+ * new cm_id (an id that has resolved or sent a request cannot be reused)
+ * and return 0; otherwise report UNREACHABLE. The event that told us must
+ * be acked before this runs, as rdma_destroy_id() waits for that.
+ */
+static int cm_retry(struct verbs_evch *ch, struct verbs_conn *vc, int status,
+		    struct be_xevent *ev)
+{
+	be__verbs_qp_destroy(vc);
+	if (vc->id && rdma_destroy_id(vc->id))
+		be_log_err("verbs: rdma_destroy_id: %s", strerror(errno));
+	vc->id = NULL;
+	vc->state = VC_RESOLVING;
+	be_log_info("verbs: trying address %u of %u", vc->addr_next + 1, vc->addrs->n);
+	if (rdma_create_id(ch->ch, &vc->id, vc, RDMA_PS_TCP)) {
+		vc->id = NULL;
+		status = errno ? -errno : -ENOMEM;
+	} else {
+		cm_set_ack_timeout(vc->id);
+		status = cm_resolve_next(vc);
+		if (!status)
+			return 0;
+	}
+	memset(ev, 0, sizeof(*ev));
+	return cm_conn_down(vc, BE_XEV_UNREACHABLE, status, ev);
+}
+
+/* 1 if a failed attempt of @vc may go on with its next address. */
+static int cm_can_retry(const struct verbs_conn *vc)
+{
+	return !vc->was_established && !vc->reported_down && vc->addrs &&
+	       vc->addr_next < vc->addrs->n &&
+	       (vc->state == VC_RESOLVING || vc->state == VC_CONNECTING);
+}
+
 static int cm_route_resolved(struct verbs_conn *vc)
 {
 	struct rdma_conn_param cp;
@@ -430,7 +491,7 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 	enum rdma_cm_event_type type = e->event;
 	struct verbs_conn *vc = NULL;
 	struct verbs_dev *dev;
-	int status = e->status, ret = 0, r;
+	int status = e->status, ret = 0, retry = 0, r;
 
 	memset(ev, 0, sizeof(*ev));
 	if (type == RDMA_CM_EVENT_CONNECT_REQUEST)
@@ -457,11 +518,17 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 			be_log_err("verbs: %s is reached through device %s, not %s (the device "
 				   "this connection was opened on)",
 				   peer, cm_dev_name(vc->id->verbs), dev->name);
-			ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, -ENODEV, ev);
+			if (cm_can_retry(vc))
+				retry = -ENODEV;
+			else
+				ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, -ENODEV, ev);
 		} else if (rdma_resolve_route(vc->id, vc->timeout_ms)) {
 			r = errno ? -errno : -EIO;
 			be_log_err("verbs: rdma_resolve_route: %s", strerror(-r));
-			ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, r, ev);
+			if (cm_can_retry(vc))
+				retry = r;
+			else
+				ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, r, ev);
 		}
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
@@ -485,6 +552,8 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 		vc->state = VC_ESTABLISHED;
 		vc->was_established = 1;
 		vc->cm_established = 1;
+		free(vc->addrs);
+		vc->addrs = NULL;
 		ev->type = BE_XEV_ESTABLISHED;
 		ev->conn = &vc->base;
 		ret = 1;
@@ -509,6 +578,8 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 			if (ret)
 				cm_priv_decode(ev, e->param.conn.private_data,
 					       e->param.conn.private_data_len);
+		} else if (cm_can_retry(vc)) {
+			retry = -ECONNREFUSED; /* nobody listens there */
 		} else if (vc->state == VC_CONNECTING || vc->state == VC_RESOLVING) {
 			ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, -ECONNREFUSED, ev);
 		} else {
@@ -522,6 +593,10 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 		r = status < 0 ? status : -EHOSTUNREACH;
 		be_log_info("verbs: %s: %s", rdma_event_str(type), strerror(-r));
+		if (cm_can_retry(vc)) {
+			retry = r;
+			break;
+		}
 		if (vc->was_established)
 			be__verbs_conn_teardown(vc);
 		ret = cm_conn_down(vc,
@@ -548,6 +623,8 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 		break;
 	}
 	rdma_ack_cm_event(e);
+	if (retry)
+		ret = cm_retry(ch, vc, retry, ev);
 	return ret;
 }
 
@@ -733,9 +810,8 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 		      const void *priv, size_t priv_len, struct be_xconn **out)
 {
 	struct verbs_evch *ch = to_vevch(c);
-	struct sockaddr_storage ss;
+	struct be__inet_addrs *addrs;
 	struct verbs_conn *vc;
-	socklen_t sl;
 	int ret;
 
 	if (!attr || !attr->send_cq || !out || (priv_len && !priv))
@@ -745,14 +821,20 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 			   BE_XPORT_PRIV_MAX);
 		return -EINVAL;
 	}
-	ret = be__inet_resolve(addr, false, &ss, &sl);
+	addrs = malloc(sizeof(*addrs));
+	if (!addrs)
+		return -ENOMEM;
+	ret = be__inet_resolve_all(addr, false, addrs);
 	if (ret) {
 		be_log_err("verbs: cannot connect to \"%s\": %s", addr ? addr : "", strerror(-ret));
+		free(addrs);
 		return ret;
 	}
 	vc = calloc(1, sizeof(*vc));
-	if (!vc)
+	if (!vc) {
+		free(addrs);
 		return -ENOMEM;
+	}
 	vc->magic = VERBS_OBJ_CONN;
 	vc->base.dev = c->dev;
 	vc->base.evch = c;
@@ -761,15 +843,16 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 	vc->priv_len = cm_priv_encode(vc->priv, priv, priv_len);
 	vc->timeout_ms = attr->timeout_ms > 0 ? attr->timeout_ms : CM_DEFAULT_TIMEOUT_MS;
 	vc->state = VC_RESOLVING;
+	vc->addrs = addrs;
 	if (rdma_create_id(ch->ch, &vc->id, vc, RDMA_PS_TCP)) {
 		ret = errno ? -errno : -ENOMEM;
 		be_log_err("verbs: rdma_create_id: %s", strerror(-ret));
 		goto err_free;
 	}
 	cm_set_ack_timeout(vc->id);
-	if (rdma_resolve_addr(vc->id, NULL, (struct sockaddr *)&ss, vc->timeout_ms)) {
-		ret = errno ? -errno : -EHOSTUNREACH;
-		be_log_err("verbs: rdma_resolve_addr(%s): %s", addr, strerror(-ret));
+	ret = cm_resolve_next(vc);
+	if (ret) {
+		be_log_err("verbs: cannot resolve %s: %s", addr, strerror(-ret));
 		goto err_id;
 	}
 	be__list_add_head(&ch->conns, &vc->ch_link);
@@ -782,6 +865,7 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 err_id:
 	rdma_destroy_id(vc->id);
 err_free:
+	free(vc->addrs);
 	free(vc);
 	return ret;
 }
@@ -850,6 +934,7 @@ int be__verbs_accept(struct be_xconn *conn, const struct be_xconn_attr *attr,
 static void cm_conn_free(struct verbs_conn *vc)
 {
 	be__verbs_conn_detach(vc);
+	free(vc->addrs);
 	free(vc);
 }
 

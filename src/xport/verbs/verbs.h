@@ -178,6 +178,10 @@ struct verbs_conn {
 	uint8_t priv_len;        /* encoded length (with our length byte) */
 	int timeout_ms;
 	uint64_t deadline_ns;    /* active: ESTABLISHED by then or UNREACHABLE */
+	/* Active side, until ESTABLISHED: what the name resolved to and the
+	 * index of the next address to try (addr.h). */
+	struct be__inet_addrs *addrs;
+	unsigned addr_next;
 	int reported_down;       /* a DISCONNECTED/UNREACHABLE was delivered */
 	int disconnect_sent;     /* rdma_disconnect() was called */
 	int was_established;
