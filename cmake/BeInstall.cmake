@@ -27,9 +27,26 @@ function(be_install_pkgconfig)
       string(APPEND BE_PC_LIBS_PRIVATE " -libverbs -lrdmacm")
     endif()
   endif()
-  # The libraries of other layers (BE_LINK_LIBS: files, names such as m,
-  # or -l flags).
+  # The libraries of other layers (BE_LINK_LIBS: imported targets, files,
+  # names such as m, or -l flags). Those with pkg-config modules
+  # (BE_PC_REQUIRES: src/discovery's libcurl and jansson) go to
+  # Requires.private when pkg-config knows them all, so that a static
+  # link gets what libcurl.a needs; the rest to Libs.private.
+  get_property(layer_pcs GLOBAL PROPERTY BE_PC_REQUIRES)
+  if(layer_pcs AND PKG_CONFIG_FOUND)
+    pkg_check_modules(BE_PC_LAYERS QUIET ${layer_pcs})
+  endif()
+  if(BE_PC_LAYERS_FOUND)
+    list(JOIN layer_pcs " " layer_pcs)
+    string(STRIP "${BE_PC_REQUIRES_PRIVATE} ${layer_pcs}" BE_PC_REQUIRES_PRIVATE)
+  endif()
   foreach(lib IN LISTS BE_LINK_LIBS)
+    if(TARGET ${lib})
+      if(BE_PC_LAYERS_FOUND)
+        continue() # an imported target of a layer named in BE_PC_REQUIRES
+      endif()
+      get_target_property(lib ${lib} IMPORTED_LOCATION)
+    endif()
     if(lib MATCHES "/")
       get_filename_component(lib "${lib}" NAME_WE)
       string(REGEX REPLACE "^lib" "-l" lib "${lib}")
@@ -59,15 +76,17 @@ endfunction()
 
 # be_install_package_config(): the targets be::be and be::be_static
 # (export set beTargets), beConfig.cmake, its version file (0.x: the same
-# minor version is compatible) and BeVerbs.cmake, which beConfig.cmake
-# uses to find what libbe.a links against.
+# minor version is compatible), and BeVerbs.cmake and BeEtcd.cmake, which
+# beConfig.cmake uses to find what libbe.a links against.
 function(be_install_package_config)
   set(dir ${CMAKE_INSTALL_LIBDIR}/cmake/be)
+  get_property(BE_HAVE_ETCD GLOBAL PROPERTY BE_HAVE_ETCD) # for beConfig.cmake.in
   install(EXPORT beTargets NAMESPACE be:: DESTINATION ${dir})
   configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/beConfig.cmake.in
     ${PROJECT_BINARY_DIR}/beConfig.cmake INSTALL_DESTINATION ${dir})
   write_basic_package_version_file(${PROJECT_BINARY_DIR}/beConfigVersion.cmake
     COMPATIBILITY SameMinorVersion)
   install(FILES ${PROJECT_BINARY_DIR}/beConfig.cmake ${PROJECT_BINARY_DIR}/beConfigVersion.cmake
-    ${PROJECT_SOURCE_DIR}/cmake/BeVerbs.cmake DESTINATION ${dir})
+    ${PROJECT_SOURCE_DIR}/cmake/BeVerbs.cmake ${PROJECT_SOURCE_DIR}/cmake/BeEtcd.cmake
+    DESTINATION ${dir})
 endfunction()

@@ -32,6 +32,11 @@ build_pkgs=(gcc libc6-dev make cmake pkg-config libibverbs-dev librdmacm-dev ibv
 bench_pkgs=(ucx-utils libfabric-bin perftest g++ libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc)
 # clang and its libFuzzer runtime: the libFuzzer builds of the harnesses.
 fuzz_pkgs=(clang libclang-rt-dev)
+# etcd discovery (and its tests); a program linking libbe.a links libcurl,
+# and libcurl.pc names these libraries for a static link (the examples test).
+etcd_pkgs=(etcd-server libcurl4-openssl-dev libjansson-dev)
+curl_static_pkgs=(libnghttp2-dev libidn2-dev librtmp-dev libssh2-1-dev libpsl-dev libssl-dev
+	libkrb5-dev libldap-dev libzstd-dev libbrotli-dev zlib1g-dev)
 
 install_pkgs() {
 	local missing=()
@@ -85,7 +90,7 @@ layers)
 	done
 	;;
 test)
-	install_pkgs "${build_pkgs[@]}" "${bench_pkgs[@]}" etcd-server libcurl4-openssl-dev libjansson-dev \
+	install_pkgs "${build_pkgs[@]}" "${bench_pkgs[@]}" "${etcd_pkgs[@]}" "${curl_static_pkgs[@]}" \
 		"${fuzz_pkgs[@]}"
 	if [ -z "${BE_SKIP_RXE:-}" ] && [ -x test/rxe/rxe-setup ]; then
 		test/rxe/rxe-setup

@@ -2,7 +2,9 @@
 # run-examples.sh - build and run examples/ the way a newcomer does
 # (examples/README.md), against this build installed to a fresh prefix:
 #
-#   1. cmake --install BUILD --prefix P; be.pc must name P.
+#   1. cmake --install BUILD --prefix P; be.pc must name P, and each of
+#      REQUIRES (pkg-config modules of the libraries libbe.a links, such
+#      as libcurl and jansson) that pkg-config knows in Requires.private.
 #   2. libbe.a must hold plain objects (no GCC LTO bytecode).
 #   3. echo_server and echo_client built with pkg-config (libbe.so), the
 #      client also with libbe.a and the libraries pkg-config --static
@@ -13,11 +15,11 @@
 #   4. each server, over tcp and shm, answers each client; every client
 #      must print its echoes and exit 0, every server exit 0 on SIGTERM.
 #
-# usage: run-examples.sh BUILD_DIR SOURCE_DIR LIBDIR CC ALL_STATIC
+# usage: run-examples.sh BUILD_DIR SOURCE_DIR LIBDIR CC ALL_STATIC REQUIRES
 # Exit 0 pass, 1 fail, 77 skipped (pkg-config not installed).
 set -euo pipefail
 
-build=$1 src=$2 libdir=$3 cc=$4 all_static=$5
+build=$1 src=$2 libdir=$3 cc=$4 all_static=$5 requires=${6:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/be-examples.XXXXXX")
 server_pid=
 cleanup() {
@@ -47,7 +49,12 @@ case " $cflags " in
 *" -I$P/include "*) ;;
 *) fail "pkg-config --cflags be: '$cflags' lacks -I$P/include" ;;
 esac
-echo "be.pc: prefix=$prefix; static: $(pkg-config --static --libs be | tr -s ' ' | cut -c1-120)..."
+req=$(pkg-config --print-requires-private be)
+for m in $requires; do
+	pkg-config --exists "$m" || continue
+	grep -qw "^$m" <<<"$req" || fail "be.pc: Requires.private lacks $m ($(tr '\n' ' ' <<<"$req"))"
+done
+echo "be.pc: prefix=$prefix; requires.private: $(tr '\n' ' ' <<<"$req"); static: $(pkg-config --static --libs be | tr -s ' ' | cut -c1-120)..."
 
 step "libbe.a: plain objects"
 sections=$(readelf -SW "$P/$libdir/libbe.a")
