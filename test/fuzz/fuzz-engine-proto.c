@@ -42,7 +42,8 @@ static void hello_one(const uint8_t *p, size_t n, int is_reject)
 		ASSERT(h.recv_buf_size >= BE_PROTO_MIN_RECV_BUF &&
 		       h.recv_buf_size <= BE_PROTO_MAX_RECV_BUF && h.recv_buf_size % BE_FRAME_ALIGN == 0);
 		ASSERT(h.credits >= BE_PROTO_MIN_CREDITS && h.credits <= BE_PROTO_MAX_CREDITS);
-		ASSERT(h.max_sockets > 0 && h.max_msg_size > 0 && h.reason == 0 && h.flags == 0);
+		ASSERT(h.max_sockets > 0 && h.max_msg_size > 0 && h.reason == 0 &&
+		       !(h.flags & ~BE_HELLO_F_ALL));
 	}
 	be__hello_encode(&h, enc);
 	ASSERT_EQ(be__hello_decode(enc, sizeof(enc), is_reject, &h2, &why), 0);
