@@ -92,7 +92,8 @@ struct be_sock;
  * as a warning in the log ("config: eager_max 8192 clamped to 8176
  * (...)"); be_ctx_config() returns what is in effect. The limits of a
  * transport's device (sq_depth, cq_depth, srq_max_depth) apply when a
- * worker first uses it, and are logged then.
+ * worker first uses it, and are logged then: a value the application set
+ * as a warning, a default the device cannot take as information.
  */
 /* The default send window, in fragments (see be_config.send_window). */
 #define BE_WINDOW_FRAGS 16

@@ -28,6 +28,13 @@
 
 #define BE_CTX_MAX_XPORTS 4
 
+/* The defaults of the settings a device bounds (be_config_init()): a
+ * default the device cannot take is lowered quietly (info), a depth the
+ * application chose is clamped with a warning (ctx_dev.c). */
+#define BE_CTX_DEFAULT_SQ_DEPTH 128u
+#define BE_CTX_DEFAULT_CQ_DEPTH 65536u
+#define BE_CTX_DEFAULT_SRQ_MAX_DEPTH 8192u
+
 struct be__cdev {
 	const char *name;                /* "tcp", "shm", "verbs" */
 	const struct be_xport_ops *ops;

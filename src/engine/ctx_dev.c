@@ -77,6 +77,21 @@ static uint64_t ctx_window_default(const struct be_xdev_attr *a, uint32_t frag_s
  * per send queue, verbs what the NIC reports). Each clamp is logged once,
  * here, when the context opens the device.
  */
+/* @*v within the device's @limit (0: none); a clamp is logged, as a
+ * warning unless @*v is the default @dflt (the application asked for
+ * nothing the device refused). */
+static void ctx_dev_clamp(const char *name, uint32_t *v, uint32_t limit, uint32_t dflt,
+			  const char *why)
+{
+	if (!limit || *v <= limit)
+		return;
+	if (*v == dflt)
+		be_log_info("config: %s default %u lowered to %u (%s)", name, *v, limit, why);
+	else
+		be__log_clamped(name, *v, limit, why);
+	*v = limit;
+}
+
 static void ctx_dev_limits(const struct be_ctx *ctx, struct be__cdev *cd)
 {
 	const struct be_config *cfg = &ctx->cfg;
@@ -85,20 +100,12 @@ static void ctx_dev_limits(const struct be_ctx *ctx, struct be__cdev *cd)
 
 	snprintf(why, sizeof(why), "the %s device's limit", cd->name);
 	cd->sq_depth = cfg->sq_depth;
-	if (a->max_qp_wr && cd->sq_depth > a->max_qp_wr) {
-		be__log_clamped("sq_depth", cd->sq_depth, a->max_qp_wr, why);
-		cd->sq_depth = a->max_qp_wr;
-	}
+	ctx_dev_clamp("sq_depth", &cd->sq_depth, a->max_qp_wr, BE_CTX_DEFAULT_SQ_DEPTH, why);
 	cd->cq_depth = cfg->cq_depth;
-	if (a->max_cqe && cd->cq_depth > a->max_cqe) {
-		be__log_clamped("cq_depth", cd->cq_depth, a->max_cqe, why);
-		cd->cq_depth = a->max_cqe;
-	}
+	ctx_dev_clamp("cq_depth", &cd->cq_depth, a->max_cqe, BE_CTX_DEFAULT_CQ_DEPTH, why);
 	cd->srq_max_depth = cfg->srq_max_depth;
-	if (a->max_srq_wr && cd->srq_max_depth > a->max_srq_wr) {
-		be__log_clamped("srq_max_depth", cd->srq_max_depth, a->max_srq_wr, why);
-		cd->srq_max_depth = a->max_srq_wr;
-	}
+	ctx_dev_clamp("srq_max_depth", &cd->srq_max_depth, a->max_srq_wr,
+		      BE_CTX_DEFAULT_SRQ_MAX_DEPTH, why);
 }
 
 /* Mixed window: what a stream may keep in flight while other Sockets of

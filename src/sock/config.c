@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include <be/sock.h>
+#include "engine/ctx.h"
 #include "engine/proto.h"
 #include "sock/config.h"
 #include "util/common.h"
@@ -54,14 +55,14 @@ void be_config_init(struct be_config *cfg)
 		.eager_max = 8192,
 		.recv_buf_size = 10240,
 		.srq_depth = 512,
-		.srq_max_depth = 8192,
+		.srq_max_depth = BE_CTX_DEFAULT_SRQ_MAX_DEPTH,
 		.credits = 64,
 		.credits_init = 8,
 		.send_window = 0,
 		.frag_size = 0,
 		.frag_sched = 1,
-		.sq_depth = 128,
-		.cq_depth = 65536,
+		.sq_depth = BE_CTX_DEFAULT_SQ_DEPTH,
+		.cq_depth = BE_CTX_DEFAULT_CQ_DEPTH,
 		.keepalive_ms = 1000,
 		.conn_timeout_ms = 10000,
 		.spin_us = 50,

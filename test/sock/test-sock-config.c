@@ -6,6 +6,8 @@
  * WRs on tcp and shm) is clamped when the device opens and Engines then
  * connect with the clamped depth; a setting nobody clamps logs nothing.
  */
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "stest.h"
@@ -19,6 +21,15 @@ static void log_fn(int level, const char *msg)
 {
 	if (level <= 2 && strstr(msg, "clamped") && nlogged < 16)
 		snprintf(logged[nlogged++], sizeof(logged[0]), "%s", msg);
+}
+
+/* What was logged, on stderr: a failed check then says why. */
+static void show_logged(void)
+{
+	int i;
+
+	for (i = 0; i < nlogged; i++)
+		fprintf(stderr, "logged: %s\n", logged[i]);
 }
 
 static int count_logged(const char *what)
@@ -47,6 +58,7 @@ int main(int argc, char **argv)
 	struct be_ctx *ctx;
 	struct st t;
 	char addr[160];
+	int rc;
 
 	be_log_set_fn(log_fn);
 	st_init(&t, argc, argv);
@@ -54,6 +66,7 @@ int main(int argc, char **argv)
 
 	/* Defaults: nothing clamped, the request goes eagerly. */
 	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
+	show_logged();
 	ASSERT_EQ(nlogged, 0);
 	ASSERT_OK(be_sock_connect(ws[1], addr, &st_server_cbs, NULL, &s));
 	ASSERT_OK(be_sock_send(s, st_msg(REQ_LEN, 1), REQ_LEN, st_send_cb, &sends));
@@ -85,11 +98,20 @@ int main(int argc, char **argv)
 	memset(&srv, 0, sizeof(srv));
 	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
 	ASSERT_EQ(count_logged("sq_depth"), 1);
-	ASSERT_OK(be_sock_connect(ws[1], addr, &st_server_cbs, NULL, &s));
-	memset(&sends, 0, sizeof(sends));
-	ASSERT_OK(be_sock_send(s, st_msg(100, 2), 100, st_send_cb, &sends));
-	st_pump(ws, 2, got_one, &srv);
-	be_sock_close(s);
+	rc = be_sock_connect(ws[1], addr, &st_server_cbs, NULL, &s);
+	/* Soft-RoCE takes a send queue of 1M WRs (max_qp_wr) but a CQ of
+	 * only 32767 (max_cqe): an Engine that deep cannot share the
+	 * worker's CQ, and the connect says so. NICs have max_cqe far above
+	 * max_qp_wr. */
+	if (rc == -ENOSPC && strcmp(t.transport, "verbs") == 0) {
+		fprintf(stderr, "sq_depth beyond this device's CQ: -ENOSPC\n");
+	} else {
+		ASSERT_OK(rc);
+		memset(&sends, 0, sizeof(sends));
+		ASSERT_OK(be_sock_send(s, st_msg(100, 2), 100, st_send_cb, &sends));
+		st_pump(ws, 2, got_one, &srv);
+		be_sock_close(s);
+	}
 	st_unpair(ctx, ws, &srv, l);
 	ASSERT_EQ(count_logged("sq_depth"), 1);
 	be_log_set_fn(NULL);
