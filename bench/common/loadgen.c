@@ -282,6 +282,36 @@ double lg_hist_avg(const struct lg_hist *h)
 	return h->count ? (double)h->sum / (double)h->count : 0;
 }
 
+int lg_hist_write_cdf(const struct lg_hist *h, const char *path)
+{
+	uint64_t seen = 0, v;
+	FILE *f = fopen(path, "w");
+	unsigned i;
+	int rc;
+
+	if (!f)
+		return -errno;
+	fprintf(f, "# latency_us fraction_at_or_below (%llu samples)\n",
+		(unsigned long long)h->count);
+	for (i = 0; i < LG_HIST_BUCKETS && seen < h->count; i++) {
+		if (!h->b[i])
+			continue;
+		seen += h->b[i];
+		/* The bucket's midpoint, clamped as lg_hist_pct() does, so the
+		 * curve and the reported percentiles agree. */
+		v = hist_value(i);
+		if (v < h->min)
+			v = h->min;
+		if (v > h->max)
+			v = h->max;
+		fprintf(f, "%.3f %.6f\n", (double)v / 1e3, (double)seen / (double)h->count);
+	}
+	rc = ferror(f) ? -EIO : 0;
+	if (fclose(f) && !rc)
+		rc = -errno;
+	return rc;
+}
+
 /* ---- rows ------------------------------------------------------------- */
 
 void lg_row_fill(uint32_t table, uint64_t key, uint32_t dim, float *out)

@@ -137,6 +137,16 @@ uint64_t lg_hist_pct(const struct lg_hist *h, double q);
 /* lg_hist_avg() - the exact mean (0 when empty). */
 double lg_hist_avg(const struct lg_hist *h);
 
+/*
+ * lg_hist_write_cdf() - the histogram's cumulative distribution into the
+ * file @path (created or truncated), for a plot: a comment line, then one
+ * line "latency_us fraction" per non-empty bucket, latency the bucket's
+ * value as lg_hist_pct() gives it (ns / 1e3), fraction the share of values
+ * at or below it (the last line 1). Values are ns as added. Returns 0 or a
+ * negative errno.
+ */
+int lg_hist_write_cdf(const struct lg_hist *h, const char *path);
+
 /* ---- the embedding rows of the fetch benchmarks ---------------------- */
 
 /*

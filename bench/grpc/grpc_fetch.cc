@@ -6,7 +6,7 @@
 //                     [--deadline-ms D] [--verify all|sample|none] [--pool N]
 //                     [--threads N] [--max-outstanding N] [--seed N] [--json]
 //                     [--tables T] [--rows R] [--dim D] [--server-threads N]
-//                     [--connect ADDR [--server-pid PID]]
+//                     [--connect ADDR [--server-pid PID]] [--cdf FILE]
 //
 // The server holds --tables tables of --rows rows of --dim float32 each, in
 // memory, filled with lg_row_fill() (bench/common/loadgen.h: the formula
@@ -72,7 +72,8 @@ const char *kUsage =
 	"          (sample) --pool N (queries drawn up front) --threads N (completion\n"
 	"          threads, 1) --max-outstanding N (1000) --seed N --json\n"
 	"          --tables/--rows/--dim as the server's; --server-threads N\n"
-	"          --connect ADDR [--server-pid PID]  (default: spawn the server)\n";
+	"          --connect ADDR [--server-pid PID]  (default: spawn the server)\n"
+	"          --cdf FILE (the latency CDF, lines \"latency_us fraction\")\n";
 
 // ---- server -------------------------------------------------------------
 
@@ -164,6 +165,7 @@ struct RankerCfg {
 	uint64_t keys = 1024, ntables = 4, rows = 1 << 20, dim = 32, deadline_ms = 30;
 	uint64_t pool = 0, threads = 1, max_out = 1000, seed = 1;
 	std::string verify = "sample";
+	std::string cdf; // --cdf FILE: the latency CDF (lg_hist_write_cdf())
 	bool json = false;
 };
 
@@ -496,7 +498,8 @@ int ranker_main(int argc, char **argv)
 		    o.value("--verify", &c.verify) || o.value("--pool", &c.pool) ||
 		    o.value("--threads", &c.threads) || o.value("--max-outstanding", &c.max_out) ||
 		    o.value("--seed", &c.seed) || o.value("--tables", &c.ntables) ||
-		    o.value("--rows", &c.rows) || o.value("--dim", &c.dim) || peer.option(o))
+		    o.value("--rows", &c.rows) || o.value("--dim", &c.dim) ||
+		    o.value("--cdf", &c.cdf) || peer.option(o))
 			continue;
 		o.unknown();
 	}
@@ -518,6 +521,13 @@ int ranker_main(int argc, char **argv)
 		Ranker r(c);
 		r.run(&peer);
 		const Tally &t = r.total();
+		if (!c.cdf.empty()) {
+			int e = lg_hist_write_cdf(t.hist.h, c.cdf.c_str());
+			if (e) {
+				fprintf(stderr, "%s: %s: %s\n", prog, c.cdf.c_str(), strerror(-e));
+				rc = 1;
+			}
+		}
 		if (t.bad_rows) {
 			fprintf(stderr, "%s: %" PRIu64 " rows had wrong values\n", prog, t.bad_rows);
 			rc = 1;

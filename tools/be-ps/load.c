@@ -8,7 +8,9 @@
  *            ranker's deadline, default 30 ms). Latency runs from each
  *            fetch's scheduled time (bench/common/loadgen.h), so a stall
  *            of the client or a server shows as latency, not as a lower
- *            rate.
+ *            rate. The keys are drawn before the clock starts (a pool of
+ *            --pool queries reused in turn), as grpc-fetch and tcp-fetch
+ *            draw theirs, so only the fetch is measured.
  *   trainer  training: steps of pull, --compute-us of simulated work, and
  *            push of gradients for --keys keys per table drawn Zipf(1.15).
  *            With --period-ms every step starts on a multiple of the
@@ -21,6 +23,10 @@
  * operations, errors, defaults served, avg / p50 / p90 / p99 / p99.9 /
  * max in microseconds, CPU seconds of this process and of every
  * --server-pid per 1000 operations, and each server's resident memory.
+ * --cdf FILE writes the latency CDF (for a plot), and the ranker's
+ * --trace FILE one line per fetch (its scheduled time on the wall clock,
+ * latency, status), from which bench/paper/failover.sh takes the P99
+ * during a fault and the time back to normal.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -40,9 +46,9 @@
 #define RANKER_SLOTS 512 /* fetches in flight at most; beyond, arrivals are shed */
 
 struct opts {
-	const char *role, *config, *naming, *service;
+	const char *role, *config, *naming, *service, *cdf, *trace;
 	double rate, duration_s;
-	uint32_t keys, tables, timeout_us, compute_us, period_ms, steps;
+	uint32_t keys, tables, timeout_us, compute_us, period_ms, steps, pool;
 	uint64_t rows, seed;
 	double alpha;
 	int json, progress;
@@ -65,6 +71,8 @@ struct tally {
 	int last_err;
 	struct lg_hist *lat; /* ns, successful operations */
 	struct lg_hist *lat2; /* trainer: pushes (lat: pulls) */
+	FILE *trace;          /* ranker --trace: one line per fetch */
+	int64_t trace_off_ns; /* CLOCK_REALTIME - CLOCK_MONOTONIC at start */
 };
 
 static uint64_t key_of(uint32_t table, uint64_t rank)
@@ -206,6 +214,13 @@ static void ranker_done(int status, const struct be_ps_result *res, void *arg)
 
 	s->busy = 0;
 	s->t->ops++;
+	if (s->t->trace) {
+		uint64_t now = lg_now_ns();
+
+		fprintf(s->t->trace, "%.3f %.1f %d\n",
+			(double)((int64_t)s->sched_ns + s->t->trace_off_ns) / 1e6,
+			(double)(now - s->sched_ns) / 1e3, status);
+	}
 	if (status) {
 		s->t->errors++;
 		s->t->last_err = status;
@@ -267,13 +282,32 @@ static int ranker(const struct opts *o, struct client *c, struct tally *t)
 	struct lg_zipf z;
 	struct lg_rng rng;
 	struct lg_poisson p;
-	uint64_t start, end, next, last_progress, inflight;
-	uint32_t i, k, tb;
+	uint64_t start, end, next, last_progress, inflight, q = 0, *pool;
+	uint32_t i, k, tb, npool = o->pool;
+	size_t per_q = (size_t)o->keys * c->ntables;
 	int rc;
 
 	if (!slots || lg_zipf_init(&z, o->rows, o->alpha))
 		return -EINVAL;
 	lg_rng_seed(&rng, o->seed + 1);
+	/* The queries' keys are drawn before the clock starts (a pool of
+	 * them, reused in turn), as grpc-fetch and tcp-fetch draw theirs:
+	 * drawing 1k-16k Zipf keys costs 100-200 ns each, which would be
+	 * counted as fetch latency and CPU of this side only. */
+	if (!npool) { /* ~8M keys (64 MiB), 16 to 1024 queries */
+		npool = (uint32_t)((8u << 20) / per_q);
+		npool = npool < 16 ? 16 : npool > 1024 ? 1024 : npool;
+	}
+	pool = malloc(npool * per_q * sizeof(*pool));
+	if (!pool) {
+		free(slots);
+		return -ENOMEM;
+	}
+	for (i = 0; i < npool; i++)
+		for (tb = 0; tb < c->ntables; tb++)
+			for (k = 0; k < o->keys; k++)
+				pool[i * per_q + (size_t)tb * o->keys + k] =
+					key_of(tb, lg_zipf_next(&z, &rng));
 	for (i = 0; i < RANKER_SLOTS; i++)
 		slots[i].t = t;
 	start = last_progress = lg_now_ns();
@@ -295,12 +329,11 @@ static int ranker(const struct opts *o, struct client *c, struct tally *t)
 			if (!s) {
 				t->shed++;
 			} else {
-				for (tb = 0; tb < c->ntables; tb++) {
-					uint64_t *keys = (uint64_t *)s->sl[tb].keys;
-
-					for (k = 0; k < o->keys; k++)
-						keys[k] = key_of(tb, lg_zipf_next(&z, &rng));
-				}
+				for (tb = 0; tb < c->ntables; tb++)
+					memcpy((uint64_t *)s->sl[tb].keys,
+					       pool + (q % npool) * per_q + (size_t)tb * o->keys,
+					       o->keys * sizeof(uint64_t));
+				q++;
 				s->sched_ns = next;
 				rc = be_ps_fetch(c->ps, s->sl, c->ntables, &fo, ranker_done, s);
 				if (rc) {
@@ -334,6 +367,7 @@ static int ranker(const struct opts *o, struct client *c, struct tally *t)
 			free(slots[i].sl[tb].vals);
 		}
 	free(slots);
+	free(pool);
 	return 0;
 }
 
@@ -434,7 +468,14 @@ static void usage(void)
 		"  --seed N         (default 1)\n"
 		"  --server-pid P   count this server's CPU and memory (repeatable)\n"
 		"  --json           one JSON line; --progress: a line a second on stderr\n"
+		"  --cdf FILE       write the latency CDF (fetches; trainer: pushes) to FILE,\n"
+		"                   lines \"latency_us fraction\", for a plot\n"
+		"  --trace FILE     ranker: one line per fetch to FILE, \"T_ms latency_us\n"
+		"                   status\": T its scheduled time (CLOCK_REALTIME, ms since\n"
+		"                   the epoch), status 0 or the negative error\n"
 		" ranker: --rate Q  fetches per second, Poisson (default 200)\n"
+		"         --pool N  queries' keys drawn before the clock starts, reused in\n"
+		"                   turn (default: 16-1024, ~8M keys)\n"
 		" trainer: --steps N (default 0: until --duration), --compute-us U (default\n"
 		"          1000), --period-ms P (steps on multiples of P ms of the wall clock)\n");
 }
@@ -451,6 +492,7 @@ int main(int argc, char **argv)
 		{ "progress", no_argument, NULL, 'P' },       { "rate", required_argument, NULL, 'r' },
 		{ "steps", required_argument, NULL, 'N' },    { "compute-us", required_argument, NULL, 'C' },
 		{ "period-ms", required_argument, NULL, 'M' }, { "help", no_argument, NULL, 'h' },
+		{ "cdf", required_argument, NULL, 'F' },       { "pool", required_argument, NULL, 'Q' },       { "trace", required_argument, NULL, 'D' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .service = "be.ps", .rate = 200, .duration_s = 10, .keys = 1024,
@@ -491,6 +533,9 @@ int main(int argc, char **argv)
 		case 'N': o.steps = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'C': o.compute_us = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'M': o.period_ms = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'F': o.cdf = optarg; break;
+		case 'D': o.trace = optarg; break;
+		case 'Q': o.pool = (uint32_t)strtoul(optarg, NULL, 0); break;
 		default: usage(); return ch == 'h' ? 0 : 2;
 		}
 	}
@@ -504,6 +549,17 @@ int main(int argc, char **argv)
 		t.lat2 = lg_hist_create();
 	if (!t.lat || (!strcmp(o.role, "trainer") && !t.lat2))
 		return 1;
+	if (o.trace) {
+		struct timespec rt;
+
+		t.trace = fopen(o.trace, "w");
+		if (!t.trace) {
+			fprintf(stderr, "be-ps-load: %s: %s\n", o.trace, strerror(errno));
+			return 1;
+		}
+		clock_gettime(CLOCK_REALTIME, &rt);
+		t.trace_off_ns = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec - (int64_t)lg_now_ns();
+	}
 	if (client_start(&o, &c))
 		return 1;
 	{
@@ -527,6 +583,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	report(&o, &t, cpu_all(&o) - cpu0, ((double)lg_now_ns() - wall0) / 1e9);
+	if (t.trace && fclose(t.trace))
+		fprintf(stderr, "be-ps-load: %s: %s\n", o.trace, strerror(errno));
+	if (o.cdf) {
+		rc = lg_hist_write_cdf(t.lat2 ? t.lat2 : t.lat, o.cdf);
+		if (rc)
+			fprintf(stderr, "be-ps-load: %s: %s\n", o.cdf, strerror(-rc));
+	}
 	client_stop(&c);
 	free(t.lat);
 	free(t.lat2);
