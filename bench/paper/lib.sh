@@ -30,8 +30,9 @@
 #             is written whether or not --json was given)
 #
 # Exit status conventions: paper_die exits 2 (usage, missing binaries);
-# scripts exit 1 when a measurement failed (a fetch lost counts), else 0.
-# Targets (ratios against kernel TCP) are reported, never enforced.
+# scripts exit 1 when a run broke (a program failed, a row was wrong, a
+# measurement gave no figures), else 0. Deadline misses are results, and
+# goals (ratios against kernel TCP) are reported, never enforced.
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 json=0
@@ -198,14 +199,45 @@ paper_cleanup() {
 
 . "$root/bench/lib-stats.sh" # stats NAME -> "median min max count"; median NAME
 
+# paper_stats_all: the stats of every name of VALS at once (one awk, not
+# one per name), kept until the next paper_add; stats, median,
+# paper_spread and paper_jstats use them.
+declare -A PSTAT
+paper_stats_all() {
+	local n rest
+	PSTAT=()
+	while read -r n rest; do
+		[ -n "$n" ] && PSTAT[$n]=$rest
+	done < <(for n in "${!VALS[@]}"; do echo "$n ${VALS[$n]}"; done | awk 'NF > 1 {
+		n = 0
+		for (i = 2; i <= NF; i++) v[n++] = $i
+		for (i = 0; i < n; i++) for (j = i + 1; j < n; j++)
+			if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+		m = n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2
+		printf "%s %g %g %g %d\n", $1, m, v[0], v[n - 1], n
+	}')
+}
+eval "lib_stats_$(declare -f stats)"
+stats() {
+	if [ -n "${PSTAT[$1]+x}" ]; then
+		echo "${PSTAT[$1]}"
+	else
+		lib_stats_stats "$1"
+	fi
+}
+
 # paper_add NAME VALUE: one more value of NAME (empty VALUE is ignored).
-paper_add() { [ -n "$2" ] && VALS[$1]+="$2 "; return 0; }
+paper_add() {
+	[ -n "$2" ] && [ "$2" != - ] && VALS[$1]+="$2 "
+	unset "PSTAT[$1]"
+	return 0
+}
 
 # paper_spread NAME: "median (min-max)" for the table, "n/a" without values,
 # the median alone with one value.
 paper_spread() {
 	local s
-	s=$(stats "$1")
+	[ -n "${PSTAT[$1]+x}" ] && s=${PSTAT[$1]} || s=$(stats "$1")
 	[ -n "$s" ] || { echo "n/a"; return; }
 	set -- $s
 	if [ "$4" -gt 1 ]; then echo "$1 ($2-$3)"; else echo "$1"; fi
@@ -215,7 +247,7 @@ paper_spread() {
 # line (null when NAME has no value).
 paper_jstats() {
 	local k=$1 s
-	s=$(stats "$2")
+	[ -n "${PSTAT[$2]+x}" ] && s=${PSTAT[$2]} || s=$(stats "$2")
 	if [ -n "$s" ]; then
 		set -- $s
 		printf '"%s":%s,"%s_min":%s,"%s_max":%s' "$k" "$1" "$k" "$2" "$k" "$3"
@@ -226,6 +258,26 @@ paper_jstats() {
 
 # jfield KEY: a number field of one JSON line on stdin ("" when absent).
 jfield() { sed -n "s/.*\"$1\":\\([-0-9.eE+]*\\).*/\\1/p" | head -n1; }
+
+# paper_jget LINE KEY...: the number fields KEY... of the JSON line LINE,
+# space separated in that order, "-" for a missing one; one process for
+# all of them (read -r a b c <<<"$(paper_jget "$line" a b c)").
+paper_jget() {
+	local line=$1
+	shift
+	printf '%s\n' "$line" | awk -v keys="$*" '{
+		n = split(keys, k, " ")
+		for (i = 1; i <= n; i++) {
+			v = "-"
+			if (match($0, "\"" k[i] "\":-?[0-9.eE+]+")) {
+				v = substr($0, RSTART, RLENGTH)
+				sub(/^[^:]*:/, "", v)
+			}
+			printf "%s%s", (i > 1 ? " " : ""), v
+		}
+		print ""
+	}'
+}
 
 # paper_load: the 1, 5 and 15 minute load averages.
 paper_load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -261,7 +313,14 @@ paper_json() {
 	[ "$json" = 1 ] && echo "$line"
 	return 0
 }
-paper_jesc() { printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | tr '\n\t' '  '; }
+# paper_jesc S: S escaped for a JSON string (no process: this machine is
+# shared and loaded, and every fork costs).
+paper_jesc() {
+	local v=${1//\\/\\\\}
+	v=${v//\"/\\\"}
+	v=${v//$'\n'/ }
+	printf '%s' "${v//$'\t'/ }"
+}
 
 # paper_table_add CELL...: one row of the table (the first call: the
 # header). paper_table_print: the table, aligned, on stdout (stderr with
@@ -312,22 +371,32 @@ paper_plot() {
 	return 0
 }
 
-# paper_plot_cdf PNG TITLE LABEL=FILE...: latency CDF curves, each FILE of
-# lines "latency_us fraction" (be-ps-load --cdf), log-scaled x.
-paper_plot_cdf() {
-	local png=$1 title=$2 s="" sep="plot " lf
-	shift 2
+# paper_plot_files PNG SETTINGS STYLE LABEL=FILE...: one curve per FILE
+# (columns 1:2, STYLE "lines" or "linespoints"), titled LABEL, after the
+# gnuplot SETTINGS (title, axes, scales). Empty or missing FILEs are left
+# out; nothing is plotted without any.
+paper_plot_files() {
+	local png=$1 settings=$2 style=$3 s="" sep="plot " lf
+	shift 3
 	for lf in "$@"; do
 		[ -s "${lf#*=}" ] || continue
-		s+="$sep\"${lf#*=}\" using 1:2 with lines lw 2 title \"${lf%%=*}\""
+		s+="$sep\"${lf#*=}\" using 1:2 with $style lw 2 title \"${lf%%=*}\""
 		sep=", "
 	done
 	[ -n "$s" ] || return 0
-	paper_plot "$png" "set title \"$title\"
+	paper_plot "$png" "$settings
+$s"
+}
+
+# paper_plot_cdf PNG TITLE LABEL=FILE...: latency CDF curves, each FILE of
+# lines "latency_us fraction" (be-ps-load --cdf), log-scaled x.
+paper_plot_cdf() {
+	local png=$1 title=$2
+	shift 2
+	paper_plot_files "$png" "set title \"$title\"
 set logscale x
 set xlabel \"latency (us)\"
 set ylabel \"fraction of fetches\"
 set yrange [0:1]
-set key bottom right
-$s"
+set key bottom right" lines "$@"
 }

@@ -2,17 +2,22 @@
 #
 #   cmake -DPROG=path -DARGS="lat --iters 300 --json" -DFIELD=test
 #         -DEXPECT=rpc-lat -DKEYS=a,b,c [-DPOSITIVE=a,b] [-DZERO=c]
-#         -P check-json-lines.cmake
+#         [-DAUX=kind] [-DALLOW_NA=grpc] -P check-json-lines.cmake
 #
 # Fails unless PROG exits 0 and prints at least one line, every line a JSON
 # object whose FIELD is EXPECT, which has every key of KEYS, whose POSITIVE
 # keys are numbers > 0 and whose ZERO keys are 0. (test/perf/check-json.cmake
 # does the same for be-perf, whose lines all say "test"; the fetch lines of
 # issue 16 say "experiment", hence FIELD.)
+# For the scripts of bench/paper/, whose output mixes measurements with
+# other lines: a line that has the key AUX (ratios, run conditions) need
+# only parse and carry FIELD; a line with "status":"n/a" (not measured)
+# passes only when its "impl" is one of ALLOW_NA (gRPC when it is not
+# built); and at least one measurement line must remain.
 cmake_minimum_required(VERSION 3.19) # string(JSON)
 separate_arguments(args UNIX_COMMAND "${ARGS}")
 execute_process(COMMAND ${PROG} ${args}
-  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 100)
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 170)
 if(NOT rc STREQUAL "0")
   message(FATAL_ERROR "${PROG} ${ARGS}: exit status '${rc}'\nstdout:\n${out}\nstderr:\n${err}")
 endif()
@@ -24,7 +29,29 @@ string(REPLACE "\n" ";" lines "${out}")
 string(REPLACE "," ";" keys "${KEYS}")
 string(REPLACE "," ";" positive "${POSITIVE}")
 string(REPLACE "," ";" zero "${ZERO}")
+string(REPLACE "," ";" allow_na "${ALLOW_NA}")
+set(measured 0)
 foreach(line IN LISTS lines)
+  string(JSON v ERROR_VARIABLE jerr GET "${line}" ${FIELD})
+  if(jerr)
+    message(FATAL_ERROR "not a JSON line with \"${FIELD}\" (${jerr}):\n${line}\nstderr:\n${err}")
+  endif()
+  if(AUX)
+    string(JSON v ERROR_VARIABLE jerr GET "${line}" ${AUX})
+    if(NOT jerr)
+      message(STATUS "${line}")
+      continue()
+    endif()
+  endif()
+  string(JSON v ERROR_VARIABLE jerr GET "${line}" status)
+  if(NOT jerr AND v STREQUAL "n/a")
+    string(JSON v ERROR_VARIABLE jerr GET "${line}" impl)
+    if(jerr OR NOT v IN_LIST allow_na)
+      message(FATAL_ERROR "not measured:\n${line}\nstderr:\n${err}")
+    endif()
+    message(STATUS "${line}")
+    continue()
+  endif()
   foreach(k IN LISTS keys positive zero)
     string(JSON v ERROR_VARIABLE jerr GET "${line}" ${k})
     if(jerr)
@@ -47,5 +74,9 @@ foreach(line IN LISTS lines)
       message(FATAL_ERROR "'${k}' is '${v}', want 0:\n${line}\nstderr:\n${err}")
     endif()
   endforeach()
+  math(EXPR measured "${measured} + 1")
   message(STATUS "${line}")
 endforeach()
+if(measured EQUAL 0)
+  message(FATAL_ERROR "${PROG} ${ARGS}: no measurement line\nstdout:\n${out}\nstderr:\n${err}")
+endif()
