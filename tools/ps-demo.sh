@@ -4,9 +4,11 @@
 # with tcp as their fallback address), a trainer pushing gradients and a
 # ranker fetching under the 30 ms deadline for about 20 seconds; half way
 # through one serving replica is killed with SIGKILL. Prints the ranker's
-# latency table and, last, one line:
+# latency table, where the latency CDF plot was written (BUILD_DIR/ps-demo/
+# fetch-cdf.png, with gnuplot; its data beside it) and, last, one line:
 #   demo: fetches N, failed F, p50 X us, p99 Y us
-# Leaves no process and no file behind. BE_DEMO_SECONDS changes the length.
+# Leaves no process and no other file behind. BE_DEMO_SECONDS changes the
+# length.
 set -euo pipefail
 
 build=${1:-build}
@@ -99,7 +101,7 @@ done
 trainer=$!
 pids+=($trainer)
 "$bin/be-ps-load" ranker --config "$work/model.conf" --naming "file://$naming" --tables 4 \
-	--keys 256 --rate 50 --duration "$secs" --progress "${server_pids[@]}" \
+	--keys 256 --rate 50 --duration "$secs" --progress "${server_pids[@]}" --cdf "$work/cdf" \
 	>"$work/ranker.out" 2>"$work/ranker.err" &
 ranker=$!
 pids+=($ranker)
@@ -121,6 +123,20 @@ echo "== trainer"
 cat "$work/trainer.out"
 echo "== ranker"
 cat "$work/ranker.out"
+plots=$build/ps-demo
+mkdir -p "$plots"
+cp "$work/cdf" "$plots/fetch-cdf.txt"
+if command -v gnuplot >/dev/null 2>&1 &&
+	gnuplot -e "set terminal png size 800,500; set output '$plots/fetch-cdf.png';
+		set title 'demo: ranker fetch latency (one replica killed half way)';
+		set logscale x; set grid; set key bottom right; set yrange [0:1];
+		set xlabel 'latency (us)'; set ylabel 'fraction of fetches';
+		plot '$plots/fetch-cdf.txt' using 1:2 with lines lw 2 title 'be-ps-load ranker'" \
+		2>/dev/null; then
+	echo "demo: latency CDF plot written to $plots/fetch-cdf.png"
+else
+	echo "demo: latency CDF data in $plots/fetch-cdf.txt (install gnuplot-nox for the plot)"
+fi
 awk '
 	/^ranker:/ { n = $2; for (i = 1; i <= NF; i++) if ($i == "errors") f = $(i + 1) }
 	/^fetch/ { for (i = 1; i <= NF; i++) { if ($i == "p50") p50 = $(i + 1); if ($i == "p99") p99 = $(i + 1) } }

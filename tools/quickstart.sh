@@ -30,6 +30,8 @@ mode=${1:-}
 # examples test), verbs (rdma-core), and the comparison tools.
 build_pkgs=(gcc libc6-dev make cmake pkg-config libibverbs-dev librdmacm-dev ibverbs-providers)
 bench_pkgs=(ucx-utils libfabric-bin perftest g++ libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc)
+# gnuplot: the demo's latency CDF and the PNGs of bench/paper/.
+plot_pkgs=(gnuplot-nox)
 # clang and its libFuzzer runtime: the libFuzzer builds of the harnesses.
 fuzz_pkgs=(clang libclang-rt-dev)
 # etcd discovery (and its tests); a program linking libbe.a links libcurl,
@@ -66,7 +68,7 @@ build() {
 
 case "$mode" in
 demo)
-	install_pkgs "${build_pkgs[@]}"
+	install_pkgs "${build_pkgs[@]}" "${plot_pkgs[@]}"
 	# The demo runs tools only: no test programs, no gRPC baselines.
 	build build-release -DCMAKE_BUILD_TYPE=Release -DBE_BUILD_TESTS=OFF -DBE_WITH_GRPC=OFF
 	exec bash tools/ps-demo.sh build-release
@@ -90,7 +92,7 @@ layers)
 	done
 	;;
 test)
-	install_pkgs "${build_pkgs[@]}" "${bench_pkgs[@]}" "${etcd_pkgs[@]}" "${curl_static_pkgs[@]}" \
+	install_pkgs "${build_pkgs[@]}" "${bench_pkgs[@]}" "${plot_pkgs[@]}" "${etcd_pkgs[@]}" "${curl_static_pkgs[@]}" \
 		"${fuzz_pkgs[@]}"
 	if [ -z "${BE_SKIP_RXE:-}" ] && [ -x test/rxe/rxe-setup ]; then
 		test/rxe/rxe-setup
