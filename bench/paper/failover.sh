@@ -64,6 +64,11 @@ faults=kill,sigstop,port-down,blackhole
 seconds=12
 fault_ms=2000
 qps=200
+# --quick sets the defaults; options given beside it still count.
+if [ "$quick" = 1 ]; then
+	seconds=4
+	fault_ms=1000
+fi
 set -- "${PAPER_REST[@]+"${PAPER_REST[@]}"}"
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -74,10 +79,6 @@ while [ $# -gt 0 ]; do
 	*) paper_die "unknown option '$1' (--help)" ;;
 	esac
 done
-if [ "$quick" = 1 ]; then
-	seconds=4
-	fault_ms=1000
-fi
 paper_bins be-ps be-ps-load bench/paper/tcp-relay
 relay=$build/bench/paper/tcp-relay
 IFS=, read -r -a fl <<<"$faults"

@@ -58,6 +58,12 @@ seconds=10
 transports=shm,tcp
 verbs=0
 inside=0
+# --quick sets the defaults; options given beside it still count.
+if [ "$quick" = 1 ]; then
+	qps=100
+	seconds=1
+	rows=65536
+fi
 set -- "${PAPER_REST[@]+"${PAPER_REST[@]}"}"
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -71,11 +77,6 @@ while [ $# -gt 0 ]; do
 	*) paper_die "unknown option '$1' (--help)" ;;
 	esac
 done
-if [ "$quick" = 1 ]; then
-	qps=100
-	seconds=1
-	rows=65536
-fi
 warmup=1
 [ "$quick" = 1 ] && warmup=0.3
 paper_bins be-ps be-ps-load bench/paper/tcp-fetch

@@ -42,6 +42,13 @@ size=512
 big=4M
 iters=2000
 polling=--adaptive
+# --quick sets the defaults; options given beside it still count.
+if [ "$quick" = 1 ]; then
+	frags=default,16k
+	transports=tcp
+	iters=200
+	big=1M
+fi
 set -- "${PAPER_REST[@]+"${PAPER_REST[@]}"}"
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -54,12 +61,6 @@ while [ $# -gt 0 ]; do
 	*) paper_die "unknown option '$1' (--help)" ;;
 	esac
 done
-if [ "$quick" = 1 ]; then
-	frags=default,16k
-	transports=tcp
-	iters=200
-	big=1M
-fi
 paper_bins be-perf
 
 # bytes SIZE: 16k -> 16384 (default -> 0)
