@@ -6,7 +6,7 @@
 #
 #   bash bench/paper/fetch.sh [--json] [--quick] [--reps N] [--build DIR]
 #        [--out DIR] [--keep] [--qps Q] [--keys K] [--rows R] [--seconds S]
-#        [--transports shm,tcp] [--verbs]
+#        [--transports shm,tcp] [--verbs | --verbs-only]
 #
 # Measured, --reps times each (default 3; --quick: 1 rep of 1 s at 100
 # fetches/s over 2^16 rows), interleaved (rep 1 of every measurement, then rep 2, ...)
@@ -31,7 +31,8 @@
 # --verbs: also be and kernel-tcp inside the Soft-RoCE guest
 # (test/rxe/rxe-run, under flock /tmp/be-rxe.lock): be-ps on verbs://
 # (rxe0) and tcp-fetch over the guest's kernel TCP, the guest's two vCPUs
-# shared by both ends; transport "verbs" and "guest-tcp".
+# shared by both ends; transport "verbs" and "guest-tcp". --verbs-only:
+# the guest part alone.
 #
 # Output: a table of medians (min-max), the ratios be / kernel-tcp against
 # the issue's goals (avg <= 0.5, P99 <= 0.4, CPU per fetch <= 0.5:
@@ -57,6 +58,7 @@ rows=1048576
 seconds=10
 transports=shm,tcp
 verbs=0
+verbs_only=0
 inside=0
 # --quick sets the defaults; options given beside it still count.
 if [ "$quick" = 1 ]; then
@@ -73,6 +75,7 @@ while [ $# -gt 0 ]; do
 	--seconds) seconds=${2:?}; shift 2 ;;
 	--transports) transports=${2:?}; shift 2 ;;
 	--verbs) verbs=1; shift ;;
+	--verbs-only) verbs=1; verbs_only=1; shift ;;
 	--inside-guest) inside=1; shift ;;
 	*) paper_die "unknown option '$1' (--help)" ;;
 	esac
@@ -173,17 +176,22 @@ IFS=, read -r -a trs <<<"$transports"
 for t in "${trs[@]}"; do
 	case "$t" in shm|tcp) meas+=("be/$t") ;; *) paper_die "--transports: shm or tcp, not '$t'" ;; esac
 done
-meas+=(kernel-tcp/tcp)
+meas+=(kernel-tcp/tcp grpc/tcp)
 have_grpc=0
 if [ -x "$grpc" ]; then
 	have_grpc=1
-	meas+=(grpc/tcp)
 else
 	RERR[grpc/tcp]="not built: $grpc (needs libgrpc++-dev, protobuf-compiler-grpc)"
-	meas+=(grpc/tcp)
+fi
+if [ "$verbs_only" = 1 ]; then
+	meas=()
+	trs=()
+	reps_host=0
+else
+	reps_host=$reps
 fi
 load_before=$(paper_load)
-for r in $(seq "$reps"); do
+for r in $(seq "$reps_host"); do
 	paper_log "repetition $r/$reps"
 	for t in "${trs[@]}"; do
 		be_run "$t" "$r" || true
@@ -199,7 +207,7 @@ if [ "$verbs" = 1 ]; then
 	if [ -x "$runner" ]; then
 		gout=$work/guest
 		mkdir -p "$gout"
-		flock /tmp/be-rxe.lock "$runner" --timeout $((300 + reps * (seconds + 20) * 3)) \
+		flock /tmp/be-rxe.lock "$runner" --timeout $((600 + reps * (seconds + 60) * 2)) \
 			--cwd "$root" --rw "$gout" -- bash "$root/bench/paper/fetch.sh" --inside-guest \
 			--reps "$reps" --build "$build" --out "$gout" --qps "$qps" --keys "$keys" --rows "$rows" \
 			--seconds "$seconds" >"$work/guest.log" 2>&1 ||
