@@ -213,7 +213,6 @@ for r in $(seq "$reps_host"); do
 	base_run kernel-tcp tcp "$tcpfetch" --conns 4 || true
 	[ $have_grpc = 1 ] && { base_run grpc tcp "$grpc" --verify sample || true; }
 done
-load_after=$(paper_load)
 
 if [ "$verbs" = 1 ]; then
 	runner=$root/test/rxe/rxe-run
@@ -228,6 +227,8 @@ if [ "$verbs" = 1 ]; then
 			paper_log "the guest run failed: $(tail -n 3 "$work/guest.log" | tr '\n' ' ')"
 	fi
 fi
+
+load_after=$(paper_load)
 
 # ---- report ------------------------------------------------------------------
 rc=0
