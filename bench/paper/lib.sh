@@ -6,8 +6,17 @@
 #   paper_args "$@"            # common options; the rest in PAPER_REST
 #   for a in "${PAPER_REST[@]}" ...   # the script's own options
 #   paper_bins be-ps be-ps-load      # every binary must be built
-#   ... measure: paper_ps_start, paper_spawn, paper_add, paper_json ...
-#   paper_table_print; paper_plot ...
+#   ... measure: paper_ps_start, paper_spawn, paper_jget, paper_add ...
+#   paper_stats_all; paper_table_add ...; paper_json ...; paper_table_print
+#   paper_plot / paper_plot_files / paper_plot_cdf
+#
+# Functions, each documented where it is defined: processes (paper_spawn,
+# paper_wait_pid, paper_kill, paper_ps_start, paper_model,
+# paper_naming_add, paper_shm_name, paper_cleanup), numbers (paper_add,
+# paper_stats_all, stats, median, paper_spread, paper_jstats, jfield,
+# paper_jget, paper_load), output (paper_json, paper_table_add,
+# paper_table_print, paper_gnuplot, paper_plot, paper_plot_files,
+# paper_plot_cdf), paper_die and paper_log.
 #
 # Common options (paper_args):
 #   --json        one JSON line per measurement on stdout (the table goes
