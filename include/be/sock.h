@@ -97,6 +97,11 @@ struct be_sock;
  */
 /* The default send window, in fragments (see be_config.send_window). */
 #define BE_WINDOW_FRAGS 16
+/* be_config.send_window = BE_SEND_WINDOW_OFF: no send window (nor mixed
+ * window); only the send queue (sq_depth WRs) bounds what an Engine has
+ * posted. For measuring what the window buys (bench/paper/incast.sh),
+ * never a default. */
+#define BE_SEND_WINDOW_OFF UINT64_MAX
 
 struct be_config {
 	/* Largest message sent eagerly (copied into a SEND); larger ones are
@@ -124,7 +129,8 @@ struct be_config {
 	uint32_t credits_init;
 	/* Bytes one Engine may have posted and not yet completed. 0 picks
 	 * it per transport: BE_WINDOW_FRAGS fragments, on shm at least four
-	 * bulk fragments. BE_SEND_WINDOW, default 0. */
+	 * bulk fragments; BE_SEND_WINDOW_OFF turns it off. BE_SEND_WINDOW
+	 * (a size, or "off"), default 0. */
 	uint64_t send_window;
 	/* Fragment size of large messages. 0 picks it per transport and link
 	 * speed and lets a stream alone on its Engine use larger fragments;

@@ -117,7 +117,8 @@ static void ctx_dev_limits(const struct be_ctx *ctx, struct be__cdev *cd)
  * 3.4x to 2.2x the idle p99, with the stream beside it as fast as before
  * (2 or 3 fragments: no lower p99, a slower stream). shm completes large
  * WRITEs at once and meets its hol target without; verbs has not been
- * measured: no bound (0) for both. */
+ * measured: no bound (0) for both. A send window turned off
+ * (BE_SEND_WINDOW_OFF) turns it off too: no byte bound at all. */
 #define CTX_MIXED_FRAGS 4
 
 static uint64_t ctx_mixed_window(const struct be_xdev_attr *a, uint32_t frag_size,
@@ -125,7 +126,8 @@ static uint64_t ctx_mixed_window(const struct be_xdev_attr *a, uint32_t frag_siz
 {
 	uint64_t mw = (uint64_t)frag_size * CTX_MIXED_FRAGS;
 
-	if (strcmp(a->transport, "tcp") != 0 || mw >= send_window)
+	if (strcmp(a->transport, "tcp") != 0 || mw >= send_window ||
+	    send_window == BE_SEND_WINDOW_OFF)
 		return 0;
 	return mw;
 }

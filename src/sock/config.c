@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <be/sock.h>
 #include "engine/ctx.h"
@@ -81,7 +82,10 @@ void be_config_init(struct be_config *cfg)
 	config_env32("BE_SRQ_MAX_DEPTH", &cfg->srq_max_depth);
 	config_env32("BE_CREDITS", &cfg->credits);
 	config_env32("BE_CREDITS_INIT", &cfg->credits_init);
-	config_env64("BE_SEND_WINDOW", &cfg->send_window);
+	if (getenv("BE_SEND_WINDOW") && !strcmp(getenv("BE_SEND_WINDOW"), "off"))
+		cfg->send_window = BE_SEND_WINDOW_OFF;
+	else
+		config_env64("BE_SEND_WINDOW", &cfg->send_window);
 	config_env32("BE_FRAG_SIZE", &cfg->frag_size);
 	config_env32("BE_FRAG_SCHED", &sched);
 	cfg->frag_sched = sched != 0;
