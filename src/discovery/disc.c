@@ -80,6 +80,10 @@ struct be_disc {
 	size_t n_subs;
 	struct disc_kv *regs;
 	size_t n_regs;
+	/* be__disc_update(): per record, a new value (NULL: none) taken
+	 * by the thread on its next pass; under mu. */
+	struct disc_kv *pend;
+	bool rewrite; /* the thread's: regs changed since they were written */
 	/* the thread's own */
 	struct disc_kv *mem; /* the membership, ascending keys */
 	size_t n_mem, cap_mem;
@@ -94,7 +98,7 @@ struct be_disc {
 	unsigned int backoff_ms;
 	struct {
 		_Atomic uint64_t views, reads, watches, outages, registrations, keepalive_errors,
-			delivery_retries;
+			delivery_retries, updates;
 	} st;
 };
 
@@ -448,7 +452,41 @@ static int disc_register(struct be_disc *d)
 	}
 	d->lease = id;
 	atomic_fetch_add_explicit(&d->st.registrations, 1, memory_order_relaxed);
+	if (d->rewrite) {
+		d->rewrite = false;
+		atomic_fetch_add_explicit(&d->st.updates, 1, memory_order_relaxed);
+	}
 	return 0;
+}
+
+/* Take the values be__disc_update() left, and write them under the lease
+ * (a registration still to come writes them anyway). A failed write is
+ * tried again on the next pass. */
+static void disc_updates(struct be_disc *d)
+{
+	size_t i;
+
+	pthread_mutex_lock(&d->mu);
+	for (i = 0; i < d->n_regs; i++)
+		if (d->pend[i].value) {
+			free(d->regs[i].value);
+			d->regs[i].value = d->pend[i].value;
+			d->regs[i].value_len = d->pend[i].value_len;
+			d->pend[i].value = NULL;
+			d->rewrite = true;
+		}
+	pthread_mutex_unlock(&d->mu);
+	if (!d->rewrite || !d->lease)
+		return;
+	for (i = 0; i < d->n_regs; i++)
+		if (be__etcd_put(d->c, d->regs[i].key, d->regs[i].key_len, d->regs[i].value,
+				 d->regs[i].value_len, d->lease, NULL)) {
+			be_log_warn("discovery: rewriting a record failed (%s)",
+				    be__etcd_last_error(d->c));
+			return;
+		}
+	d->rewrite = false;
+	atomic_fetch_add_explicit(&d->st.updates, 1, memory_order_relaxed);
 }
 
 /* Keep the registration alive; due every ttl_s / 3. */
@@ -501,6 +539,8 @@ static void *disc_main(void *arg)
 				disc_deliver(d, i);
 		if (d->changed && d->latest)
 			disc_publish(d, d->stale);
+		if (d->n_regs)
+			disc_updates(d);
 		if (d->n_regs && now >= d->next_ka_ns)
 			disc_keepalive(d, now);
 		if (!d->watch) {
@@ -589,6 +629,11 @@ int be__disc_register(struct be_disc *d, const void *key, size_t key_len, const 
 		return -EINVAL;
 	if (d->started)
 		return -EBUSY;
+	r = realloc(d->pend, (d->n_regs + 1) * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	d->pend = r;
+	memset(&r[d->n_regs], 0, sizeof(r[0]));
 	r = realloc(d->regs, (d->n_regs + 1) * sizeof(*r));
 	if (!r)
 		return -ENOMEM;
@@ -597,6 +642,33 @@ int be__disc_register(struct be_disc *d, const void *key, size_t key_len, const 
 	if (kv_set(&r[d->n_regs], key, key_len, value ? value : "", value_len))
 		return -ENOMEM;
 	d->n_regs++;
+	return 0;
+}
+
+int be__disc_update(struct be_disc *d, const void *key, size_t key_len, const void *value,
+		    size_t value_len)
+{
+	uint8_t *v;
+	size_t i;
+
+	if (!value && value_len)
+		return -EINVAL;
+	for (i = 0; i < d->n_regs; i++)
+		if (d->regs[i].key_len == key_len && !memcmp(d->regs[i].key, key, key_len))
+			break;
+	if (i == d->n_regs)
+		return -ENOENT;
+	v = malloc(value_len + 1);
+	if (!v)
+		return -ENOMEM;
+	if (value_len)
+		memcpy(v, value, value_len);
+	v[value_len] = 0;
+	pthread_mutex_lock(&d->mu);
+	free(d->pend[i].value);
+	d->pend[i].value = v;
+	d->pend[i].value_len = value_len;
+	pthread_mutex_unlock(&d->mu);
 	return 0;
 }
 
@@ -632,9 +704,12 @@ void be__disc_destroy(struct be_disc *d)
 	for (i = 0; i < d->n_mem; i++)
 		kv_free(&d->mem[i]);
 	free(d->mem);
-	for (i = 0; i < d->n_regs; i++)
+	for (i = 0; i < d->n_regs; i++) {
 		kv_free(&d->regs[i]);
+		free(d->pend[i].value);
+	}
 	free(d->regs);
+	free(d->pend);
 	be__etcd_destroy(d->c);
 	pthread_cond_destroy(&d->cv);
 	pthread_mutex_destroy(&d->mu);
@@ -653,6 +728,7 @@ void be__disc_stats(const struct be_disc *d, struct be_disc_stats *out)
 	out->registrations = atomic_load_explicit(&d->st.registrations, memory_order_relaxed);
 	out->keepalive_errors = atomic_load_explicit(&d->st.keepalive_errors, memory_order_relaxed);
 	out->delivery_retries = atomic_load_explicit(&d->st.delivery_retries, memory_order_relaxed);
+	out->updates = atomic_load_explicit(&d->st.updates, memory_order_relaxed);
 	be__etcd_stats(d->c, &es);
 	out->refused = es.refused;
 }

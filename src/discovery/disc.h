@@ -27,12 +27,15 @@
  * one lease of ttl_s seconds, refreshed every ttl_s / 3 by a keepalive of
  * its own request. A keepalive answering that the lease is gone (the
  * process was cut off from etcd for a TTL) makes the thread grant a new
- * lease and write the records again. be__disc_destroy() revokes the
- * lease, which deletes the records at once.
+ * lease and write the records again. be__disc_update() changes a
+ * record's value while the thread runs (a server about to drain says so
+ * in its record): the thread writes it under the lease on its next pass,
+ * within DISC_MAX_PASS_MS (1 s). be__disc_destroy() revokes the lease,
+ * which deletes the records at once.
  *
  * Threads. Set up (subscribe, register) before be__disc_start(); after
- * it, only be__disc_stats() and be__disc_destroy() may be called, from
- * any thread. Destroy a be_disc before any worker it delivers to.
+ * it, only be__disc_update(), be__disc_stats() and be__disc_destroy()
+ * may be called, from any thread (one at a time). Destroy a be_disc before any worker it delivers to.
  */
 #ifndef BE_DISCOVERY_DISC_H
 #define BE_DISCOVERY_DISC_H
@@ -88,6 +91,7 @@ struct be_disc_stats {
 	uint64_t registrations; /* leases granted and records written */
 	uint64_t keepalive_errors;
 	uint64_t delivery_retries; /* be_worker_call() failed; retried */
+	uint64_t updates;       /* be__disc_update() values written to etcd */
 	uint64_t refused;       /* etcd responses refused as malformed */
 };
 
@@ -108,6 +112,13 @@ int be__disc_subscribe(struct be_disc *d, struct be_worker *w, be_disc_fn fn, vo
  * this be_disc's lease. Before start. */
 int be__disc_register(struct be_disc *d, const void *key, size_t key_len, const void *value,
 		      size_t value_len);
+
+/* be__disc_update() - replace the value of the registered @key with
+ * @value (copied); written by the thread on its next pass (stats:
+ * updates). Before or after start. 0, -ENOENT (not registered), -EINVAL,
+ * -ENOMEM. */
+int be__disc_update(struct be_disc *d, const void *key, size_t key_len, const void *value,
+		    size_t value_len);
 
 /* be__disc_start() - start the thread. 0, -EALREADY, -errno. */
 int be__disc_start(struct be_disc *d);
