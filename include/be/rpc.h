@@ -422,6 +422,46 @@ struct be_rpc_naming_stats {
 };
 BE_EXPORT void be_rpc_naming_stats(struct be_rpc_naming *n, struct be_rpc_naming_stats *out);
 
+/*
+ * A registration: a server's own records kept in a registry, for as long
+ * as the process lives (a lease) or until it deregisters.
+ *
+ * be_rpc_reg_create() - keep @recs (borrowed, copied) in the registry
+ * @uri, "etcd://HOST:PORT[,HOST:PORT...]/PREFIX": each record under the
+ * key PREFIX/<service>/<replica>, its value the record's text form, all
+ * under one lease of @ttl_s seconds (0: 3) refreshed from a thread of
+ * the registration every TTL/3; a lease lost while etcd was unreachable
+ * is granted again and the records written again. Returns at once: the
+ * records are written by that thread (be_rpc_reg_count() says when).
+ * A process that dies leaves the registry one TTL later, when etcd
+ * expires its lease.
+ * Returns 0, -EINVAL (bad uri, invalid record), -ENOMEM,
+ * -EPROTONOSUPPORT (another scheme, or built without the etcd client).
+ *
+ * be_rpc_reg_set_state() - rewrite every record with @state
+ * (BE_RPC_SERVING or BE_RPC_DRAINING), within a second: channels that
+ * follow the registry give a draining replica no new calls and let it
+ * finish those it has. Returns 0, -EINVAL, -ENOMEM. Threads: any.
+ *
+ * be_rpc_reg_count() - how many times the records were written to etcd
+ * (each registration, each rewrite): 0 until the first write reached
+ * it, and it grows once a be_rpc_reg_set_state() is written.
+ * Threads: any.
+ *
+ * be_rpc_reg_destroy() - deregister: revoke the lease, which deletes the
+ * records at once, and stop the thread. A clean shutdown drains first:
+ * be_rpc_reg_set_state(BE_RPC_DRAINING) so that callers stop choosing
+ * this server, a moment for the calls they had sent, be_rpc_drain() and
+ * a wait until be_rpc_server_stats().in_flight is 0; then deregister.
+ * Threads: any (one call at a time on one registration).
+ */
+struct be_rpc_reg;
+BE_EXPORT int be_rpc_reg_create(const char *uri, const struct be_rpc_record *recs,
+				unsigned int nrecs, uint32_t ttl_s, struct be_rpc_reg **out);
+BE_EXPORT int be_rpc_reg_set_state(struct be_rpc_reg *r, int state);
+BE_EXPORT uint64_t be_rpc_reg_count(const struct be_rpc_reg *r);
+BE_EXPORT void be_rpc_reg_destroy(struct be_rpc_reg *r);
+
 /* ------------------------------------------------------------ channels */
 
 /* Any shard (be_rpc_chan_watch()). */

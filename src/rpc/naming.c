@@ -510,6 +510,48 @@ static void *file_main(void *arg)
 	return NULL;
 }
 
+int be_rpc_reg_create(const char *uri, const struct be_rpc_record *recs, unsigned int nrecs,
+		      uint32_t ttl_s, struct be_rpc_reg **out)
+{
+	if (!uri || !recs || !nrecs || !out)
+		return -EINVAL;
+#if BE_HAVE_ETCD
+	if (!strncmp(uri, "etcd://", 7))
+		return be__rpc_reg_etcd_create(uri + 7, recs, nrecs, ttl_s, out);
+#endif
+	return strstr(uri, "://") ? -EPROTONOSUPPORT : -EINVAL;
+}
+
+int be_rpc_reg_set_state(struct be_rpc_reg *r, int state)
+{
+	if (!r || (state != BE_RPC_SERVING && state != BE_RPC_DRAINING))
+		return -EINVAL;
+#if BE_HAVE_ETCD
+	return be__rpc_reg_etcd_set_state(r, state);
+#else
+	return -EINVAL;
+#endif
+}
+
+uint64_t be_rpc_reg_count(const struct be_rpc_reg *r)
+{
+#if BE_HAVE_ETCD
+	return r ? be__rpc_reg_etcd_count(r) : 0;
+#else
+	(void)r;
+	return 0;
+#endif
+}
+
+void be_rpc_reg_destroy(struct be_rpc_reg *r)
+{
+#if BE_HAVE_ETCD
+	be__rpc_reg_etcd_destroy(r);
+#else
+	(void)r; /* be_rpc_reg_create() never made one */
+#endif
+}
+
 int be_rpc_naming_open(const char *uri, uint32_t poll_ms, struct be_rpc_naming **out)
 {
 	struct be_rpc_naming *n;

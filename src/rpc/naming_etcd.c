@@ -20,6 +20,10 @@
  * Threads: the snapshots arrive on the discovery thread (a subscriber
  * without a worker); the records are parsed there, outside the source's
  * lock, and swapped in under it.
+ *
+ * Registrations (be_rpc_reg_create()) are the other side: a server's own
+ * records written under a lease by a discovery thread of their own, each
+ * under PREFIX/<service>/<replica> (docs/DISCOVERY.md, "Key layout").
  */
 #include <errno.h>
 #include <pthread.h>
@@ -192,4 +196,122 @@ int be__rpc_naming_etcd_open(struct be_rpc_naming *n, const char *where, uint32_
 	pthread_mutex_unlock(&e->mu);
 	*out = e;
 	return 0;
+}
+
+/* ---- registrations */
+
+struct be_rpc_reg {
+	struct be_disc *d;
+	unsigned int n;
+	struct be_rpc_record *recs; /* as registered, with the state set since */
+	char (*keys)[BE_RPC_LINE_MAX];
+};
+
+static void reg_free(struct be_rpc_reg *r)
+{
+	be__disc_destroy(r->d);
+	free(r->recs);
+	free(r->keys);
+	free(r);
+}
+
+int be__rpc_reg_etcd_create(const char *where, const struct be_rpc_record *recs,
+			    unsigned int nrecs, uint32_t ttl_s, struct be_rpc_reg **out)
+{
+	char line[BE_RPC_LINE_MAX];
+	struct be_disc_opts o;
+	struct be_rpc_reg *r;
+	const char *prefix;
+	char *endpoints;
+	unsigned int i;
+	size_t plen;
+	int rc, len;
+
+	rc = etcd_parse_uri(where, &endpoints, &prefix);
+	if (rc)
+		return rc;
+	r = calloc(1, sizeof(*r));
+	if (r) {
+		r->recs = malloc(nrecs * sizeof(*r->recs));
+		r->keys = malloc(nrecs * sizeof(*r->keys));
+	}
+	if (!r || !r->recs || !r->keys) {
+		if (r) {
+			free(r->recs);
+			free(r->keys);
+		}
+		free(r);
+		free(endpoints);
+		return -ENOMEM;
+	}
+	memcpy(r->recs, recs, nrecs * sizeof(*recs));
+	r->n = nrecs;
+	be__disc_opts_default(&o);
+	o.etcd.endpoints = endpoints;
+	o.prefix = prefix;
+	o.prefix_len = plen = strlen(prefix);
+	if (ttl_s)
+		o.ttl_s = ttl_s;
+	rc = be__disc_create(&o, &r->d);
+	free(endpoints);
+	if (rc) {
+		free(r->recs);
+		free(r->keys);
+		free(r);
+		return rc;
+	}
+	for (i = 0; i < nrecs && !rc; i++) {
+		len = be_rpc_record_format(&recs[i], line, sizeof(line));
+		if (len < 0 || (size_t)len >= sizeof(line)) {
+			rc = -EINVAL;
+			break;
+		}
+		if (snprintf(r->keys[i], sizeof(r->keys[i]), "%s%s%s/%s", prefix,
+			     prefix[plen - 1] == '/' ? "" : "/", recs[i].service,
+			     recs[i].replica) >= (int)sizeof(r->keys[i])) {
+			rc = -EINVAL;
+			break;
+		}
+		rc = be__disc_register(r->d, r->keys[i], strlen(r->keys[i]), line, (size_t)len);
+	}
+	if (!rc)
+		rc = be__disc_start(r->d);
+	if (rc) {
+		reg_free(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+int be__rpc_reg_etcd_set_state(struct be_rpc_reg *r, int state)
+{
+	char line[BE_RPC_LINE_MAX];
+	unsigned int i;
+	int len, rc;
+
+	for (i = 0; i < r->n; i++) {
+		r->recs[i].state = state;
+		len = be_rpc_record_format(&r->recs[i], line, sizeof(line));
+		if (len < 0 || (size_t)len >= sizeof(line))
+			return -EINVAL;
+		rc = be__disc_update(r->d, r->keys[i], strlen(r->keys[i]), line, (size_t)len);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+uint64_t be__rpc_reg_etcd_count(const struct be_rpc_reg *r)
+{
+	struct be_disc_stats st;
+
+	be__disc_stats(r->d, &st);
+	return st.registrations + st.updates;
+}
+
+void be__rpc_reg_etcd_destroy(struct be_rpc_reg *r)
+{
+	if (r)
+		reg_free(r); /* revokes the lease: the keys go at once */
 }

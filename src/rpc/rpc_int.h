@@ -418,6 +418,12 @@ struct rpc_naming_etcd;
 int be__rpc_naming_etcd_open(struct be_rpc_naming *n, const char *where, uint32_t wait_ms,
 			     struct rpc_naming_etcd **out);
 void be__rpc_naming_etcd_close(struct rpc_naming_etcd *e);
+/* ... and the registrations of include/be/rpc.h, @where as above. */
+int be__rpc_reg_etcd_create(const char *where, const struct be_rpc_record *recs,
+			    unsigned int nrecs, uint32_t ttl_s, struct be_rpc_reg **out);
+int be__rpc_reg_etcd_set_state(struct be_rpc_reg *r, int state);
+uint64_t be__rpc_reg_etcd_count(const struct be_rpc_reg *r);
+void be__rpc_reg_etcd_destroy(struct be_rpc_reg *r);
 
 /* more cross-file entry points */
 void be__rpc_call_defer(struct rpc_call *call, int status);
