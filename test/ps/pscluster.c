@@ -40,8 +40,15 @@ void pc_init(struct pc *c, int argc, char **argv, const char *config_text)
 void pc_server_start(struct pc *c, struct pc_server *s, unsigned int index, bool replica,
 		     const char *name)
 {
+	pc_server_start_args(c, s, index, replica, name, NULL);
+}
+
+void pc_server_start_args(struct pc *c, struct pc_server *s, unsigned int index, bool replica,
+			  const char *name, const char *const *extra)
+{
 	char listen[BE_RPC_ADDR_MAX], idx[16], line[512];
-	int fds[2];
+	const char *argv[32];
+	int fds[2], n = 0;
 	FILE *out;
 
 	memset(s, 0, sizeof(*s));
@@ -63,13 +70,27 @@ void pc_server_start(struct pc *c, struct pc_server *s, unsigned int index, bool
 		dup2(fds[1], 1);
 		close(fds[0]);
 		close(fds[1]);
-		if (replica)
-			execl(c->be_ps, c->be_ps, "--config", c->config, "--server", idx, "--listen",
-			      listen, "--replica", "--follow", c->dir, "--follow-ms", "20",
-			      (char *)NULL);
-		else
-			execl(c->be_ps, c->be_ps, "--config", c->config, "--server", idx, "--listen",
-			      listen, "--ckpt-dir", c->dir, (char *)NULL);
+		argv[n++] = c->be_ps;
+		argv[n++] = "--config";
+		argv[n++] = c->config;
+		argv[n++] = "--server";
+		argv[n++] = idx;
+		argv[n++] = "--listen";
+		argv[n++] = listen;
+		if (replica) {
+			argv[n++] = "--replica";
+			argv[n++] = "--follow";
+			argv[n++] = c->dir;
+			argv[n++] = "--follow-ms";
+			argv[n++] = "20";
+		} else {
+			argv[n++] = "--ckpt-dir";
+			argv[n++] = c->dir;
+		}
+		while (extra && *extra && n < 31)
+			argv[n++] = *extra++;
+		argv[n] = NULL;
+		execv(c->be_ps, (char *const *)argv);
 		_exit(127);
 	}
 	close(fds[1]);

@@ -45,6 +45,9 @@ void pc_init(struct pc *c, int argc, char **argv, const char *config_text);
  * directory, or a replica following them) and wait for its "ready". */
 void pc_server_start(struct pc *c, struct pc_server *s, unsigned int index, bool replica,
 		     const char *name);
+/* ... with @extra, a NULL-terminated list of more arguments (may be NULL). */
+void pc_server_start_args(struct pc *c, struct pc_server *s, unsigned int index, bool replica,
+			  const char *name, const char *const *extra);
 /* SIGTERM and wait: the server must exit 0. Meanwhile the client's
  * worker (if started) progresses, so the server's clean close completes. */
 void pc_server_stop(struct pc *c, struct pc_server *s);
