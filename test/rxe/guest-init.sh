@@ -23,13 +23,19 @@ fail() {
 	exit 1
 }
 
+# nic_ip N: NIC N's address, from /ctl/config (default 10.0.(2+N).15).
+nic_ip() {
+	eval "a=\${IP$1:-10.0.$((2 + $1)).15}"
+	echo "$a"
+}
+
 hostname be-rxe
 # ---- network
 ip link set lo up || fail "lo up"
 i=0
 while [ "$i" -lt "$NICS" ]; do
 	ip link set "eth$i" up || fail "eth$i missing"
-	ip addr add "10.0.$((2 + i)).15/24" dev "eth$i" || fail "eth$i address"
+	ip addr add "$(nic_ip "$i")/24" dev "eth$i" || fail "eth$i address"
 	i=$((i + 1))
 done
 
@@ -67,9 +73,10 @@ while [ "$i" -lt "$NICS" ]; do
 	i=$((i + 1))
 done
 
-# the IPv4-mapped GID of 10.0.(2+i).15, RoCE v2
+# the IPv4-mapped GID of NIC i's address, RoCE v2
 gid_ready() {
-	want=$(printf '0000:0000:0000:0000:0000:ffff:0a00:%02x0f' "$((2 + $1))")
+	want=$(nic_ip "$1" | { IFS=. read -r a b c d
+		printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d"; })
 	p=/sys/class/infiniband/rxe$1/ports/1
 	for g in "$p"/gids/*; do
 		[ "$(cat "$g" 2>/dev/null)" = "$want" ] || continue
