@@ -58,6 +58,27 @@ static int inet_gai_err(int r)
 	}
 }
 
+/*
+ * "[::ffff:a.b.c.d]" is the IPv4 address a.b.c.d: turn it into one, so
+ * that every spelling reaches the listener the same way (rdma_cm on
+ * Soft-RoCE resolves no route for a v4-mapped address).
+ */
+static void inet_unmap_v4(struct sockaddr_storage *ss, socklen_t *len)
+{
+	const struct sockaddr_in6 *in6 = (const void *)ss;
+	struct sockaddr_in in4;
+
+	if (ss->ss_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+		return;
+	memset(&in4, 0, sizeof(in4));
+	in4.sin_family = AF_INET;
+	in4.sin_port = in6->sin6_port;
+	memcpy(&in4.sin_addr, &in6->sin6_addr.s6_addr[12], 4);
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, &in4, sizeof(in4));
+	*len = sizeof(in4);
+}
+
 int be__inet_resolve_all(const char *addr, bool passive, struct be__inet_addrs *out)
 {
 	char buf[BE_XPORT_ADDR_MAX], *host, *port, *colon;
@@ -101,6 +122,7 @@ int be__inet_resolve_all(const char *addr, bool passive, struct be__inet_addrs *
 		memset(&out->ss[out->n], 0, sizeof(out->ss[0]));
 		out->len[out->n] = (socklen_t)BE_MIN((size_t)ai->ai_addrlen, sizeof(out->ss[0]));
 		memcpy(&out->ss[out->n], ai->ai_addr, out->len[out->n]);
+		inet_unmap_v4(&out->ss[out->n], &out->len[out->n]);
 		out->n++;
 	}
 	freeaddrinfo(res);
@@ -157,25 +179,13 @@ int be__inet_format(const struct sockaddr *sa, char *buf, size_t len)
 int be__inet_canon(const char *addr, char *buf, size_t len)
 {
 	struct sockaddr_storage ss;
-	struct sockaddr_in in4;
-	const struct sockaddr *sa = (const struct sockaddr *)&ss;
 	socklen_t sl;
 	int rc;
 
+	/* Resolved addresses are already unmapped: "[::ffff:a.b.c.d]"
+	 * reaches the same listener as "a.b.c.d" and has its key. */
 	rc = be__inet_resolve(addr, false, &ss, &sl);
 	if (rc)
 		return rc;
-	if (ss.ss_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const void *)&ss;
-
-		/* "[::ffff:a.b.c.d]" reaches the same listener as "a.b.c.d". */
-		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
-			memset(&in4, 0, sizeof(in4));
-			in4.sin_family = AF_INET;
-			in4.sin_port = in6->sin6_port;
-			memcpy(&in4.sin_addr, &in6->sin6_addr.s6_addr[12], 4);
-			sa = (const struct sockaddr *)&in4;
-		}
-	}
-	return be__inet_format(sa, buf, len);
+	return be__inet_format((const struct sockaddr *)&ss, buf, len);
 }
