@@ -8,16 +8,5 @@
 # discovery: libbe.a calls into both libraries, so a program linking
 # be::be_static links them too.
 
-find_library(BE_CURL_LIBRARY curl)
-find_library(BE_JANSSON_LIBRARY jansson)
-set(BE_ETCD_LIBS_FOUND FALSE)
-if(BE_CURL_LIBRARY AND BE_JANSSON_LIBRARY)
-  set(BE_ETCD_LIBS_FOUND TRUE)
-  foreach(lib IN ITEMS curl jansson)
-    string(TOUPPER ${lib} upper)
-    if(NOT TARGET be::${lib})
-      add_library(be::${lib} UNKNOWN IMPORTED)
-      set_target_properties(be::${lib} PROPERTIES IMPORTED_LOCATION "${BE_${upper}_LIBRARY}")
-    endif()
-  endforeach()
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/BeImport.cmake)
+be_import_libs(BE_ETCD_LIBS_FOUND curl jansson)

@@ -76,8 +76,9 @@ endfunction()
 
 # be_install_package_config(): the targets be::be and be::be_static
 # (export set beTargets), beConfig.cmake, its version file (0.x: the same
-# minor version is compatible), and BeVerbs.cmake and BeEtcd.cmake, which
-# beConfig.cmake uses to find what libbe.a links against.
+# minor version is compatible), and BeVerbs.cmake and BeEtcd.cmake (with
+# BeImport.cmake), which beConfig.cmake uses to find what libbe.a links
+# against.
 function(be_install_package_config)
   set(dir ${CMAKE_INSTALL_LIBDIR}/cmake/be)
   get_property(BE_HAVE_ETCD GLOBAL PROPERTY BE_HAVE_ETCD) # for beConfig.cmake.in
@@ -88,5 +89,6 @@ function(be_install_package_config)
     COMPATIBILITY SameMinorVersion)
   install(FILES ${PROJECT_BINARY_DIR}/beConfig.cmake ${PROJECT_BINARY_DIR}/beConfigVersion.cmake
     ${PROJECT_SOURCE_DIR}/cmake/BeVerbs.cmake ${PROJECT_SOURCE_DIR}/cmake/BeEtcd.cmake
+    ${PROJECT_SOURCE_DIR}/cmake/BeImport.cmake
     DESTINATION ${dir})
 endfunction()

@@ -7,16 +7,5 @@
 # Only the library files are looked for here; the build also needs the
 # headers and looks for them itself.
 
-find_library(BE_IBVERBS_LIBRARY ibverbs)
-find_library(BE_RDMACM_LIBRARY rdmacm)
-set(BE_VERBS_FOUND FALSE)
-if(BE_IBVERBS_LIBRARY AND BE_RDMACM_LIBRARY)
-  set(BE_VERBS_FOUND TRUE)
-  foreach(lib IN ITEMS ibverbs rdmacm)
-    string(TOUPPER ${lib} upper)
-    if(NOT TARGET be::${lib})
-      add_library(be::${lib} UNKNOWN IMPORTED)
-      set_target_properties(be::${lib} PROPERTIES IMPORTED_LOCATION "${BE_${upper}_LIBRARY}")
-    endif()
-  endforeach()
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/BeImport.cmake)
+be_import_libs(BE_VERBS_FOUND ibverbs rdmacm)
