@@ -5,11 +5,13 @@
 #   builds TARGET (default test-NAME) from SOURCES linked with the static
 #   library, once, and registers it as ctest NAME.
 # be_transport_test(PREFIX BEHAVIOUR [TRANSPORTS t...] [LABELS ...]
-#                   [TIMEOUT s] [LINK lib...] [SOURCE f] [NAME n])
+#                   [TIMEOUT s] [LINK lib...] [SOURCE f] [NAME n]
+#                   [VARIANT v ARGS ...])
 #   one behaviour run on each transport: test-PREFIX-BEHAVIOUR (from
 #   SOURCE, default test-PREFIX-BEHAVIOUR.c) registered as
 #   PREFIX-<transport>-BEHAVIOUR (or NAME) with --transport <transport>,
-#   label PREFIX; exit 77 is a skip.
+#   label PREFIX; exit 77 is a skip. A VARIANT is the same program run
+#   with ARGS as well, registered as PREFIX-<transport>-BEHAVIOUR-v.
 # be_rxe_test(NAME TARGET TIMEOUT [LABELS ...] [GUEST opt...] [ARGS ...])
 #   TARGET run inside the Soft-RoCE QEMU guest by test/rxe/rxe-run, for at
 #   most TIMEOUT seconds, with the guest's open-file limit raised (label
@@ -39,7 +41,7 @@ function(be_add_test name)
 endfunction()
 
 function(be_transport_test prefix behaviour)
-  cmake_parse_arguments(T "" "TIMEOUT;SOURCE;NAME" "TRANSPORTS;LABELS;LINK" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT;SOURCE;NAME;VARIANT" "TRANSPORTS;LABELS;LINK;ARGS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
@@ -49,10 +51,13 @@ function(be_transport_test prefix behaviour)
   set(target test-${prefix}-${behaviour})
   foreach(transport ${T_TRANSPORTS})
     set(name ${prefix}-${transport}-${behaviour})
+    if(NOT "${T_VARIANT}" STREQUAL "") # "off" is false to if()
+      set(name ${name}-${T_VARIANT})
+    endif()
     if(T_NAME)
       set(name ${T_NAME})
     endif()
-    be_add_test(${name} TARGET ${target} SOURCES ${T_SOURCE} ARGS --transport ${transport}
+    be_add_test(${name} TARGET ${target} SOURCES ${T_SOURCE} ARGS --transport ${transport} ${T_ARGS}
       LABELS ${prefix} ${T_LABELS} TIMEOUT ${T_TIMEOUT})
     set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)
   endforeach()

@@ -1,21 +1,34 @@
 /*
- * Check the send window at its tightest: a window of exactly one
- * fragment, with large and small messages mixed on two sockets of one
- * Engine. Every large fragment then needs the whole window, and small
- * messages (inline SENDs, which nothing may have to signal) go between
- * them: everything must still arrive intact and in order, and the window
- * is never exceeded. A stall here fails through the hang guard.
+ * Check the send window at both ends of its range, with large and small
+ * messages mixed on two sockets of one Engine; everything must arrive
+ * intact and in order. A stall here fails through the hang guard.
+ *
+ * --window tight (the default): a window of exactly one fragment. Every
+ * large fragment then needs the whole window, and small messages (inline
+ * SENDs, which nothing may have to signal) go between them; the window is
+ * never exceeded.
+ *
+ * --window off: the window turned off (BE_SEND_WINDOW=off, what
+ * bench/paper/incast.sh compares against). The setting reaches the
+ * Engine as BE_SEND_WINDOW_OFF with no mixed window either, and large
+ * messages, bounded only by the send queue, go beside the small ones. A
+ * stall here would be an overflow in the window's arithmetic.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "stest.h"
 
-#define NMSG 24
 #define WINDOW (64u << 10)
+
+static bool window_off;
+static int nmsg = 24;
 
 static size_t msg_len(int i)
 {
-	return i % 3 == 0 ? 3 * WINDOW + 123 : (size_t)(i % 5) * 40 + 1;
+	size_t big = window_off ? (4u << 20) + 123 : 3 * WINDOW + 123;
+
+	return i % 3 == 0 ? big : (size_t)(i % 5) * 40 + 1;
 }
 
 struct cli {
@@ -40,7 +53,7 @@ static void cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
 
 static bool all_echoed(void *arg)
 {
-	return cli[0].got == NMSG && cli[1].got == NMSG && sends.done == 2 * NMSG;
+	return cli[0].got == nmsg && cli[1].got == nmsg && sends.done == 2 * nmsg;
 }
 
 int main(int argc, char **argv)
@@ -55,25 +68,48 @@ int main(int argc, char **argv)
 	struct st t;
 	int i, k;
 
+	for (i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--window"))
+			window_off = !strcmp(argv[i + 1], "off");
+	if (window_off) {
+		nmsg = 12;
+		setenv("BE_SEND_WINDOW", "off", 1);
+	}
 	st_init(&t, argc, argv);
-	t.cfg.send_window = WINDOW;
-	t.cfg.frag_size = WINDOW;
+	if (window_off) {
+		ASSERT(t.cfg.send_window == BE_SEND_WINDOW_OFF);
+	} else {
+		t.cfg.send_window = WINDOW;
+		t.cfg.frag_size = WINDOW;
+	}
 	srv.echo = true;
 	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
+	ASSERT(be_ctx_config(ctx)->send_window == t.cfg.send_window);
 	for (k = 0; k < 2; k++)
 		ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, &cli[k], &s[k]));
-	for (i = 0; i < NMSG; i++)
+	for (i = 0; i < nmsg; i++)
 		for (k = 0; k < 2; k++)
 			ASSERT_OK(be_sock_send(s[k], st_msg(msg_len(i), (uint32_t)(k * 1000 + i)),
 					       msg_len(i), st_send_cb, &sends));
 	st_pump(ws, 2, all_echoed, NULL);
 	ASSERT_EQ(cli[0].bad + cli[1].bad, 0);
-	ASSERT_EQ(sends.ok, 2 * NMSG);
+	ASSERT_EQ(sends.ok, 2 * nmsg);
 	st_engine_stats(s[0], &es);
-	st_check_limits(&es);
-	ASSERT_EQ(es.send_window, WINDOW);
-	ASSERT_EQ(es.frag_size, WINDOW);
-	ASSERT_LE(es.max_bytes_in_flight, WINDOW);
+	if (window_off) {
+		/* st_check_limits() but for the window, which has no bound now. */
+		ASSERT_LE(es.max_credits_in_use, es.credits_granted);
+		ASSERT_LE(es.max_peer_credits_in_use, es.credits_peer_max);
+		ASSERT_EQ(es.protocol_errors, 0);
+		ASSERT(es.send_window == BE_SEND_WINDOW_OFF);
+		ASSERT_EQ(es.mixed_window, 0);
+		fprintf(stderr, "window off: at most %llu bytes in flight\n",
+			(unsigned long long)es.max_bytes_in_flight);
+	} else {
+		st_check_limits(&es);
+		ASSERT_EQ(es.send_window, WINDOW);
+		ASSERT_EQ(es.frag_size, WINDOW);
+		ASSERT_LE(es.max_bytes_in_flight, WINDOW);
+	}
 
 	for (k = 0; k < 2; k++)
 		be_sock_close(s[k]);
