@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct be_sock;
 struct be_listener;
@@ -85,5 +86,40 @@ void perf_echo_destroy(struct be_worker *a, struct be_worker *b);
 /* Parse a size with K/M/G suffix; exits with a message on bad input
  * (be-perf is a tool, not the library). */
 uint64_t perf_parse_size(const char *s);
+
+/*
+ * A subcommand's options, as a table (perf_opts.c). Each entry names an
+ * option ("--size") and where its value goes: FLAG stores @val in an int,
+ * STR the argument itself, SIZE and U32 perf_parse_size() (K/M/G) into a
+ * uint64_t / uint32_t, INT atoi() into an int, FN calls @fn(@dst, value),
+ * which returns 0 or prints why and returns -1. An entry whose name is
+ * NULL is left out (an option of another mode); PERF_OPTS_END ends the
+ * table. Write entries with PERF_OPT(), PERF_FLAG() and PERF_FN(). Values
+ * follow as the next argument or after '='.
+ */
+enum perf_opt_type { PERF_OPT_END, PERF_OPT_FLAG, PERF_OPT_STR, PERF_OPT_SIZE, PERF_OPT_U32,
+		     PERF_OPT_INT, PERF_OPT_FN };
+
+struct perf_opt {
+	const char *name;
+	enum perf_opt_type type;
+	void *dst;
+	int val;
+	int (*fn)(void *dst, const char *v);
+};
+
+/*
+ * perf_opts_parse() - parse @argv[1..@argc) of subcommand @cmd by @opts.
+ * --help and -h print @usage to stdout. Returns -1 when every argument
+ * was taken (go on), 0 after --help, 2 on a bad option (said on stderr).
+ */
+#define PERF_OPT(name_, type_, dst_) { .name = (name_), .type = PERF_OPT_##type_, .dst = (dst_) }
+#define PERF_FLAG(name_, dst_, val_) \
+	{ .name = (name_), .type = PERF_OPT_FLAG, .dst = (dst_), .val = (val_) }
+#define PERF_FN(name_, dst_, fn_) { .name = (name_), .type = PERF_OPT_FN, .dst = (dst_), .fn = (fn_) }
+#define PERF_OPTS_END { .type = PERF_OPT_END }
+
+int perf_opts_parse(const char *cmd, int argc, char **argv, const struct perf_opt *opts,
+		    void (*usage)(FILE *f, const char *cmd));
 
 #endif /* BE_PERF_PERF_H */

@@ -17,7 +17,6 @@
  * device would have paid: one per block, never one per allocation.
  */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -146,7 +145,7 @@ static double run_xthread(const struct alloc_ops *o, size_t size, uint64_t iters
 	return (double)t0 / (double)iters;
 }
 
-static void usage(FILE *f)
+static void usage(FILE *f, const char *cmd)
 {
 	fprintf(f,
 		"usage: be-perf alloc [--iters N] [--size S]... [--runs R] [--json]\n"
@@ -155,54 +154,52 @@ static void usage(FILE *f)
 		"  64, 4K, 64K, 1M; --size may repeat. Medians of R runs (default 5).\n");
 }
 
+struct alloc_sizes {
+	size_t n[ALLOC_MAX_SIZES];
+	unsigned count;
+	bool given; /* the first --size replaces the defaults */
+};
+
+static int alloc_parse_size(void *dst, const char *v)
+{
+	struct alloc_sizes *sz = dst;
+
+	if (!sz->given)
+		sz->count = 0;
+	sz->given = true;
+	if (sz->count == ALLOC_MAX_SIZES) {
+		fprintf(stderr, "be-perf alloc: at most %d sizes\n", ALLOC_MAX_SIZES);
+		return -1;
+	}
+	sz->n[sz->count++] = perf_parse_size(v);
+	return 0;
+}
+
 int perf_alloc_main(int argc, char **argv);
 int perf_alloc_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "iters", required_argument, NULL, 'i' },
-		{ "size", required_argument, NULL, 's' },
-		{ "runs", required_argument, NULL, 'r' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	size_t sizes[ALLOC_MAX_SIZES] = { 64, 4096, 65536, 1 << 20 };
-	unsigned nsizes = 4, runs = 5, s, r, t;
-	bool json = false, user_sizes = false;
+	struct alloc_sizes sz = { { 64, 4096, 65536, 1 << 20 }, 4, false };
+	unsigned runs, s, r, t;
+	uint32_t runs_opt = 5;
+	int json = 0;
 	uint64_t iters = 1000000;
 	struct be_alloc_reg_hook hook = { "count", count_reg, count_dereg, NULL };
+	const struct perf_opt opts[] = {
+		PERF_OPT("--iters", SIZE, &iters),
+		PERF_FN("--size", &sz, alloc_parse_size),
+		PERF_OPT("--runs", U32, &runs_opt),
+		PERF_FLAG("--json", &json, 1),
+		PERF_OPTS_END,
+	};
+	size_t *sizes = sz.n;
+	unsigned nsizes;
 	int c, dev;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "i:s:r:jh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'i':
-			iters = perf_parse_size(optarg);
-			break;
-		case 's':
-			if (!user_sizes)
-				nsizes = 0;
-			user_sizes = true;
-			if (nsizes == ALLOC_MAX_SIZES) {
-				fprintf(stderr, "be-perf alloc: at most %d sizes\n", ALLOC_MAX_SIZES);
-				return 2;
-			}
-			sizes[nsizes++] = perf_parse_size(optarg);
-			break;
-		case 'r':
-			runs = (unsigned)perf_parse_size(optarg);
-			break;
-		case 'j':
-			json = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
+	c = perf_opts_parse("alloc", argc, argv, opts, usage);
+	if (c >= 0)
+		return c;
+	runs = runs_opt;
+	nsizes = sz.count;
 	if (!iters || !runs || runs > ALLOC_MAX_RUNS) {
 		fprintf(stderr, "be-perf alloc: --iters >= 1, --runs 1..%d\n", ALLOC_MAX_RUNS);
 		return 2;

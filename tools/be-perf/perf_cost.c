@@ -16,7 +16,6 @@
  * (see docs/PERFORMANCE.md).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,17 +62,15 @@ static int cost_run(struct be_worker *cw, struct be_worker *sw, struct be_sock *
 	return 0;
 }
 
+static void cost_usage(FILE *f, const char *cmd)
+{
+	fprintf(f, "usage: be-perf cost [--transport shm|tcp|verbs] [--size B] "
+		   "[--iters N] [--timeout S] [--json]\n"
+		   "  --transport T   shm, tcp or verbs (default " PERF_DEFAULT_TRANSPORT ")\n");
+}
+
 static int cost_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "transport", required_argument, NULL, 't' },
-		{ "size", required_argument, NULL, 's' },
-		{ "iters", required_argument, NULL, 'n' },
-		{ "timeout", required_argument, NULL, 'T' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	const char *transport = PERF_DEFAULT_TRANSPORT;
 	uint64_t size = 64, iters = 200000, timeout_s = 10, warmup;
 	struct be_sock_cbs scb = { .on_recv = perf_echo_serve, .on_close = cost_close,
@@ -88,33 +85,19 @@ static int cost_main(int argc, char **argv)
 	char laddr[160], addr[200];
 	double ns = 0;
 	uint64_t t0;
-	int opt, rc, json = 0;
+	int rc, json = 0;
+	const struct perf_opt opts[] = {
+		PERF_OPT("--transport", STR, &transport),
+		PERF_OPT("--size", SIZE, &size),
+		PERF_OPT("--iters", SIZE, &iters),
+		PERF_OPT("--timeout", SIZE, &timeout_s),
+		PERF_FLAG("--json", &json, 1),
+		PERF_OPTS_END,
+	};
 
-	while ((opt = getopt_long(argc, argv, "t:s:n:T:jh", opts, NULL)) != -1) {
-		switch (opt) {
-		case 't':
-			transport = optarg;
-			break;
-		case 's':
-			size = perf_parse_size(optarg);
-			break;
-		case 'n':
-			iters = perf_parse_size(optarg);
-			break;
-		case 'T':
-			timeout_s = perf_parse_size(optarg);
-			break;
-		case 'j':
-			json = 1;
-			break;
-		default:
-			fprintf(opt == 'h' ? stdout : stderr,
-				"usage: be-perf cost [--transport shm|tcp|verbs] [--size B] "
-				"[--iters N] [--timeout S] [--json]\n"
-				"  --transport T   shm, tcp or verbs (default " PERF_DEFAULT_TRANSPORT ")\n");
-			return opt == 'h' ? 0 : 2;
-		}
-	}
+	rc = perf_opts_parse("cost", argc, argv, opts, cost_usage);
+	if (rc >= 0)
+		return rc;
 	if (!iters || !timeout_s || size > (64u << 20)) {
 		fprintf(stderr, "be-perf cost: bad arguments (see --help)\n");
 		return 2;

@@ -22,7 +22,6 @@
  * ports of $BE_RXE_IP0.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,19 +108,16 @@ static void fan_raise_nofile(void)
 	}
 }
 
+static void fanout_usage(FILE *f, const char *cmd)
+{
+	fprintf(f, "usage: be-perf fanout [--transport shm|tcp|verbs] "
+		   "[--engines N] [--rounds R] [--size B] [--credits-init K] "
+		   "[--timeout S] [--json]\n"
+		   "  --transport T   shm, tcp or verbs (default " PERF_DEFAULT_TRANSPORT ")\n");
+}
+
 static int fanout_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "transport", required_argument, NULL, 't' },
-		{ "engines", required_argument, NULL, 'e' },
-		{ "rounds", required_argument, NULL, 'r' },
-		{ "size", required_argument, NULL, 's' },
-		{ "credits-init", required_argument, NULL, 'c' },
-		{ "timeout", required_argument, NULL, 'T' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct be_sock_cbs scb = { .on_recv = perf_echo_serve, .on_accept = perf_echo_accept };
 	struct be_sock_cbs ccb = { .on_recv = perf_echo_answer, .on_close = fan_close };
 	const char *transport = PERF_DEFAULT_TRANSPORT;
@@ -134,40 +130,21 @@ static int fanout_main(int argc, char **argv)
 	struct be_config cfg;
 	struct perf_echo c = { 0 }, sc = { 0 };
 	uint32_t n = 0, i;
-	int opt, rc, json = 0;
+	int rc, json = 0;
+	const struct perf_opt opts[] = {
+		PERF_OPT("--transport", STR, &transport),
+		PERF_OPT("--engines", SIZE, &engines),
+		PERF_OPT("--rounds", SIZE, &rounds),
+		PERF_OPT("--size", SIZE, &size),
+		PERF_OPT("--credits-init", SIZE, &credits_init),
+		PERF_OPT("--timeout", SIZE, &timeout_s),
+		PERF_FLAG("--json", &json, 1),
+		PERF_OPTS_END,
+	};
 
-	while ((opt = getopt_long(argc, argv, "t:e:r:s:c:T:jh", opts, NULL)) != -1) {
-		switch (opt) {
-		case 't':
-			transport = optarg;
-			break;
-		case 'e':
-			engines = perf_parse_size(optarg);
-			break;
-		case 'r':
-			rounds = perf_parse_size(optarg);
-			break;
-		case 's':
-			size = perf_parse_size(optarg);
-			break;
-		case 'c':
-			credits_init = perf_parse_size(optarg);
-			break;
-		case 'T':
-			timeout_s = perf_parse_size(optarg);
-			break;
-		case 'j':
-			json = 1;
-			break;
-		default:
-			fprintf(opt == 'h' ? stdout : stderr,
-				"usage: be-perf fanout [--transport shm|tcp|verbs] "
-				"[--engines N] [--rounds R] [--size B] [--credits-init K] "
-				"[--timeout S] [--json]\n"
-				"  --transport T   shm, tcp or verbs (default " PERF_DEFAULT_TRANSPORT ")\n");
-			return opt == 'h' ? 0 : 2;
-		}
-	}
+	rc = perf_opts_parse("fanout", argc, argv, opts, fanout_usage);
+	if (rc >= 0)
+		return rc;
 	if (!engines || engines > 100000 || !rounds || !timeout_s || size > 4096) {
 		fprintf(stderr, "be-perf fanout: bad arguments (see --help)\n");
 		return 2;

@@ -182,3 +182,29 @@ void perf_peer_kill(struct perf_peer *p)
 		kill(p->pid, SIGKILL);
 	perf_peer_wait(p, 1000);
 }
+
+int perf_peer_run(const char *cmd, int server, const char *addr, int timeout_s,
+		  int (*server_fn)(void *arg, int ready_fd),
+		  int (*client)(void *arg, const char *addr, struct perf_peer *peer), void *arg)
+{
+	struct perf_peer peer;
+	char peer_addr[512];
+	int rc;
+
+	if (server)
+		return server_fn(arg, -1);
+	if (addr)
+		return client(arg, addr, NULL);
+	rc = perf_peer_spawn(&peer, -1, server_fn, arg);
+	if (!rc)
+		rc = perf_peer_addr(&peer, peer_addr, sizeof(peer_addr), timeout_s * 1000);
+	if (rc) {
+		fprintf(stderr, "be-perf %s: server did not start: %s\n", cmd, strerror(-rc));
+		perf_peer_kill(&peer);
+		return 1;
+	}
+	rc = client(arg, peer_addr, &peer);
+	if (rc)
+		perf_peer_kill(&peer);
+	return rc;
+}

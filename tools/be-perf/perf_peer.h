@@ -57,6 +57,19 @@ int perf_peer_wait(struct perf_peer *p, int timeout_ms);
 /* perf_peer_kill() - kill and reap the child now (error paths). */
 void perf_peer_kill(struct perf_peer *p);
 
+/*
+ * perf_peer_run() - the two ends of client/server test @cmd: only the
+ * server (@server: @server_fn(@arg, -1)), only the client against @addr
+ * (@client(@arg, @addr, NULL)), or, with neither, the server in a child
+ * (perf_peer_spawn(), no pinning) and the client against the address it
+ * announces within @timeout_s. Returns what the end returns, or 1 when the
+ * child did not start (said on stderr); the child is killed when the
+ * client fails.
+ */
+int perf_peer_run(const char *cmd, int server, const char *addr, int timeout_s,
+		  int (*server_fn)(void *arg, int ready_fd),
+		  int (*client)(void *arg, const char *addr, struct perf_peer *peer), void *arg);
+
 /* perf_pin_cpu() - pin the calling process to @cpu. 0 or -errno. */
 int perf_pin_cpu(int cpu);
 

@@ -26,7 +26,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,61 +264,59 @@ static int ps_run(struct ps_bench *b, uint64_t rows)
 	return 0;
 }
 
+struct ps_rows {
+	uint64_t n[PS_MAX_SIZES];
+	int count;
+};
+
+/* --rows 1M,4M,16M: the table sizes to measure, in order. */
+static int ps_parse_rows(void *dst, const char *v)
+{
+	struct ps_rows *rows = dst;
+	char *list = strdup(v), *tok, *save;
+
+	if (!list)
+		return -1;
+	rows->count = 0;
+	for (tok = strtok_r(list, ",", &save); tok && rows->count < PS_MAX_SIZES;
+	     tok = strtok_r(NULL, ",", &save))
+		rows->n[rows->count++] = perf_parse_size(tok);
+	free(list);
+	return 0;
+}
+
+static void ps_store_usage(FILE *f, const char *cmd)
+{
+	fprintf(f, "usage: be-perf ps-store [--rows 1M,4M,16M] [--dim 16] "
+		   "[--opt sgd|adagrad|ftrl] [--batch 4096] [--keys 1M] [--json]\n");
+}
+
 static int ps_store_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "rows", required_argument, NULL, 'r' },
-		{ "dim", required_argument, NULL, 'd' },
-		{ "opt", required_argument, NULL, 'o' },
-		{ "batch", required_argument, NULL, 'b' },
-		{ "keys", required_argument, NULL, 'k' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct ps_bench b = { .dim = 16, .opt = "adagrad", .batch = 4096, .keys = 1u << 20,
 			      .rng = 1 };
-	uint64_t rows[PS_MAX_SIZES] = { 1u << 20, 4u << 20, 16u << 20 };
-	int nrows = 3, opt, i, rc = 0;
-	char *list, *tok, *save;
+	struct ps_rows rows = { { 1u << 20, 4u << 20, 16u << 20 }, 3 };
+	const struct perf_opt opts[] = {
+		PERF_FN("--rows", &rows, ps_parse_rows),
+		PERF_OPT("--dim", U32, &b.dim),
+		PERF_OPT("--opt", STR, &b.opt),
+		PERF_OPT("--batch", U32, &b.batch),
+		PERF_OPT("--keys", SIZE, &b.keys),
+		PERF_FLAG("--json", &b.json, 1),
+		PERF_OPTS_END,
+	};
+	int i, rc;
 
-	while ((opt = getopt_long(argc, argv, "r:d:o:b:k:jh", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'r':
-			list = strdup(optarg);
-			nrows = 0;
-			for (tok = strtok_r(list, ",", &save); tok && nrows < PS_MAX_SIZES;
-			     tok = strtok_r(NULL, ",", &save))
-				rows[nrows++] = perf_parse_size(tok);
-			free(list);
-			break;
-		case 'd':
-			b.dim = (uint32_t)perf_parse_size(optarg);
-			break;
-		case 'o':
-			b.opt = optarg;
-			break;
-		case 'b':
-			b.batch = (uint32_t)perf_parse_size(optarg);
-			break;
-		case 'k':
-			b.keys = perf_parse_size(optarg);
-			break;
-		case 'j':
-			b.json = 1;
-			break;
-		default:
-			fprintf(stderr, "usage: be-perf ps-store [--rows 1M,4M,16M] [--dim 16] "
-					"[--opt sgd|adagrad|ftrl] [--batch 4096] [--keys 1M] [--json]\n");
-			return opt == 'h' ? 0 : 1;
-		}
-	}
-	if (!nrows || !b.batch || !b.dim || b.dim > BE_PS_MAX_DIM || !b.keys) {
+	rc = perf_opts_parse("ps-store", argc, argv, opts, ps_store_usage);
+	if (rc >= 0)
+		return rc ? 1 : 0;
+	rc = 0;
+	if (!rows.count || !b.batch || !b.dim || b.dim > BE_PS_MAX_DIM || !b.keys) {
 		fprintf(stderr, "be-perf ps-store: bad arguments\n");
 		return 1;
 	}
-	for (i = 0; i < nrows; i++)
-		if (!rows[i]) {
+	for (i = 0; i < rows.count; i++)
+		if (!rows.n[i]) {
 			fprintf(stderr, "be-perf ps-store: --rows must be > 0\n");
 			return 1;
 		}
@@ -341,8 +338,8 @@ static int ps_store_main(int argc, char **argv)
 		printf("be-perf ps-store: dim %u, %s, batches of %u, %" PRIu64
 		       " random keys per measurement, one thread\n",
 		       b.dim, b.opt, b.batch, b.keys);
-	for (i = 0; i < nrows && !rc; i++)
-		rc = ps_run(&b, rows[i]);
+	for (i = 0; i < rows.count && !rc; i++)
+		rc = ps_run(&b, rows.n[i]);
 	free(b.kbuf);
 	free(b.grads);
 	be_free(b.req);

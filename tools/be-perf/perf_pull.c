@@ -416,7 +416,7 @@ static void med3(double *v, int n, double out[3])
 	out[2] = v[n - 1];
 }
 
-static void pull_usage(FILE *f)
+static void pull_usage(FILE *f, const char *cmd)
 {
 	fprintf(f, "usage: be-perf pull [--transport tcp|shm|verbs|kernel-tcp] "
 		"[--baseline kernel-tcp] [--rounds R]\n"
@@ -438,44 +438,26 @@ static int pull_main(int argc, char **argv)
 	double bcpu[PULL_MAX_ROUNDS], kcpu[PULL_MAX_ROUNDS];
 	double m[6][3];
 	int i, r;
+	const struct perf_opt opts[] = {
+		PERF_FLAG("--json", &o.json, 1),
+		PERF_FLAG("--busy", &o.busy, 1),
+		PERF_OPT("--transport", STR, &o.transport),
+		PERF_OPT("--baseline", STR, &o.baseline),
+		PERF_OPT("--rounds", INT, &o.rounds),
+		PERF_OPT("--req", SIZE, &o.req),
+		PERF_OPT("--reply", SIZE, &o.reply),
+		PERF_OPT("--iters", SIZE, &o.iters),
+		PERF_OPT("--warmup", SIZE, &o.warmup),
+		PERF_OPT("--timeout", INT, &o.timeout_s),
+		PERF_OPTS_END,
+	};
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(a, "--json")) {
-			o.json = 1;
-		} else if (!strcmp(a, "--busy")) {
-			o.busy = 1;
-		} else if (!strcmp(a, "--help")) {
-			pull_usage(stdout);
-			return 0;
-		} else if (!v) {
-			pull_usage(stderr);
-			return 2;
-		} else if (!strcmp(a, "--transport")) {
-			o.transport = argv[++i];
-		} else if (!strcmp(a, "--baseline")) {
-			o.baseline = argv[++i];
-		} else if (!strcmp(a, "--rounds")) {
-			o.rounds = atoi(argv[++i]);
-		} else if (!strcmp(a, "--req")) {
-			o.req = perf_parse_size(argv[++i]);
-		} else if (!strcmp(a, "--reply")) {
-			o.reply = perf_parse_size(argv[++i]);
-		} else if (!strcmp(a, "--iters")) {
-			o.iters = perf_parse_size(argv[++i]);
-		} else if (!strcmp(a, "--warmup")) {
-			o.warmup = perf_parse_size(argv[++i]);
-		} else if (!strcmp(a, "--timeout")) {
-			o.timeout_s = atoi(argv[++i]);
-		} else {
-			pull_usage(stderr);
-			return 2;
-		}
-	}
+	i = perf_opts_parse("pull", argc, argv, opts, pull_usage);
+	if (i >= 0)
+		return i;
 	if (o.rounds < 1 || o.rounds > PULL_MAX_ROUNDS || !o.iters || !o.req || !o.reply ||
 	    o.timeout_s <= 0 || (o.baseline && strcmp(o.baseline, "kernel-tcp"))) {
-		pull_usage(stderr);
+		pull_usage(stderr, "pull");
 		return 2;
 	}
 	for (r = 0; r < o.rounds; r++) {

@@ -80,100 +80,67 @@ static void raw_usage(FILE *f, const char *cmd)
 			  "                  (ib_write_lat's method) instead of taking RECV_IMMs\n");
 }
 
-static int raw_takes_value(const char *a)
+/* --cpu A[,B]: this process on core A, the peer on core B. */
+static int raw_parse_cpu(void *dst, const char *v)
 {
-	static const char *const with_value[] = {
-		"--transport", "--addr", "--dev", "--size", "--iters", "--warmup",
-		"--window", "--imm-every", "--bufs", "--timeout", "--cpu",
-	};
-	size_t i;
+	int *cpu = dst;
+	char *end;
 
-	for (i = 0; i < sizeof(with_value) / sizeof(with_value[0]); i++)
-		if (!strcmp(a, with_value[i]))
-			return 1;
+	cpu[0] = (int)strtol(v, &end, 10);
+	if (*end == ',')
+		cpu[1] = (int)strtol(end + 1, &end, 10);
+	if (*end || cpu[0] < 0) {
+		fprintf(stderr, "be-perf: bad --cpu '%s' (A or A,B)\n", v);
+		return -1;
+	}
 	return 0;
 }
 
 static int raw_parse(int argc, char **argv, struct raw_opts *o)
 {
-	int i;
+	int lat, rc, timeout_s = 10;
 
 	memset(o, 0, sizeof(*o));
 	o->cmd = argv[0];
 	o->mode = strcmp(argv[0], "raw-bw") ? RAW_LAT : RAW_BW;
+	lat = o->mode == RAW_LAT;
 	o->transport = PERF_DEFAULT_TRANSPORT;
 	o->dev = "";
-	o->size = o->mode == RAW_BW ? 1u << 20 : 64;
-	o->iters = o->mode == RAW_BW ? 2000 : 20000;
-	o->warmup = o->mode == RAW_BW ? 100 : 1000;
+	o->size = lat ? 64 : 1u << 20;
+	o->iters = lat ? 20000 : 2000;
+	o->warmup = lat ? 1000 : 100;
 	o->window = 16;
 	o->bufs = 1;
 	o->cpu[0] = o->cpu[1] = -1;
-	o->timeout_ms = 10000;
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int takes = 1;
+	{
+		const struct perf_opt opts[] = {
+			PERF_FLAG("--server", &o->server, 1),
+			PERF_FLAG("--json", &o->json, 1),
+			PERF_FLAG("--no-inline", &o->no_inline, 1),
+			PERF_FLAG("--sleep", &o->sleep, 1),
+			PERF_FLAG(lat ? "--write-poll" : NULL, &o->write_poll, 1),
+			PERF_OPT("--transport", STR, &o->transport),
+			PERF_OPT("--addr", STR, &o->addr),
+			PERF_OPT("--dev", STR, &o->dev),
+			PERF_OPT("--size", SIZE, &o->size),
+			PERF_OPT("--iters", SIZE, &o->iters),
+			PERF_OPT("--warmup", SIZE, &o->warmup),
+			PERF_OPT("--window", U32, &o->window),
+			PERF_OPT(lat ? NULL : "--imm-every", U32, &o->imm_every),
+			PERF_OPT(lat ? NULL : "--bufs", U32, &o->bufs),
+			PERF_OPT("--timeout", INT, &timeout_s),
+			PERF_FN("--cpu", o->cpu, raw_parse_cpu),
+			PERF_OPTS_END,
+		};
 
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			raw_usage(stdout, o->cmd);
-			exit(0);
-		} else if (!strcmp(a, "--server")) {
-			o->server = 1;
-			takes = 0;
-		} else if (!strcmp(a, "--json")) {
-			o->json = 1;
-			takes = 0;
-		} else if (!strcmp(a, "--no-inline")) {
-			o->no_inline = 1;
-			takes = 0;
-		} else if (!strcmp(a, "--sleep")) {
-			o->sleep = 1;
-			takes = 0;
-		} else if (!strcmp(a, "--write-poll") && o->mode == RAW_LAT) {
-			o->write_poll = 1;
-			takes = 0;
-		} else if (!raw_takes_value(a)) {
-			fprintf(stderr, "be-perf %s: unknown option '%s'\n", o->cmd, a);
-			raw_usage(stderr, o->cmd);
-			return -EINVAL;
-		} else if (!v) {
-			fprintf(stderr, "be-perf %s: %s needs a value\n", o->cmd, a);
-			return -EINVAL;
-		} else if (!strcmp(a, "--transport")) {
-			o->transport = v;
-		} else if (!strcmp(a, "--addr")) {
-			o->addr = v;
-		} else if (!strcmp(a, "--dev")) {
-			o->dev = v;
-		} else if (!strcmp(a, "--size")) {
-			o->size = perf_parse_size(v);
-		} else if (!strcmp(a, "--iters")) {
-			o->iters = perf_parse_size(v);
-		} else if (!strcmp(a, "--warmup")) {
-			o->warmup = perf_parse_size(v);
-		} else if (!strcmp(a, "--window")) {
-			o->window = (uint32_t)perf_parse_size(v);
-		} else if (!strcmp(a, "--imm-every") && o->mode == RAW_BW) {
-			o->imm_every = (uint32_t)perf_parse_size(v);
-		} else if (!strcmp(a, "--bufs") && o->mode == RAW_BW) {
-			o->bufs = (uint32_t)perf_parse_size(v);
-		} else if (!strcmp(a, "--timeout")) {
-			o->timeout_ms = atoi(v) * 1000;
-		} else if (!strcmp(a, "--cpu")) {
-			char *end;
-
-			o->cpu[0] = (int)strtol(v, &end, 10);
-			if (*end == ',')
-				o->cpu[1] = (int)strtol(end + 1, &end, 10);
-			if (*end || o->cpu[0] < 0) {
-				fprintf(stderr, "be-perf %s: bad --cpu '%s' (A or A,B)\n", o->cmd, v);
-				return -EINVAL;
-			}
-		}
-		i += takes;
+		rc = perf_opts_parse(o->cmd, argc, argv, opts, raw_usage);
 	}
+	if (rc == 0)
+		exit(0);
+	if (rc > 0)
+		return -EINVAL;
+	o->timeout_ms = timeout_s * 1000;
 	if (!o->size || o->size > UINT32_MAX) {
 		fprintf(stderr, "be-perf %s: --size must be 1..4G-1\n", o->cmd);
 		return -EINVAL;

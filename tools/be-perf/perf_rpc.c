@@ -577,9 +577,14 @@ static int pr_cost(const struct pr_opts *o)
 	return err ? 1 : 0;
 }
 
-static void pr_usage(const char *cmd)
+static int pr_client_fn(void *arg, const char *addr, struct perf_peer *peer)
 {
-	printf("usage: be-perf %s [options]\n"
+	return pr_client(arg, addr, peer);
+}
+
+static void pr_usage(FILE *f, const char *cmd)
+{
+	fprintf(f, "usage: be-perf %s [options]\n"
 	       "  --transport T   shm, tcp or verbs (default " PERF_DEFAULT_TRANSPORT ")\n"
 	       "  --addr \"R S\"    client: the server's RPC and Socket addresses;\n"
 	       "                  server: where to listen\n"
@@ -604,53 +609,27 @@ static int pr_main(int argc, char **argv, enum pr_mode mode)
 		.size = 64, .iters = 10000, .warmup = 1000, .block = 1000, .depth = 32,
 		.adaptive = mode == PR_RATE,
 	};
-	struct perf_peer peer;
-	char addr[330];
-	int i, rc;
+	const struct perf_opt opts[] = {
+		PERF_FLAG("--json", &o.json, 1),
+		PERF_FLAG("--server", &o.server, 1),
+		PERF_FLAG("--adaptive", &o.adaptive, 1),
+		PERF_FLAG("--busy", &o.adaptive, 0),
+		PERF_OPT("--transport", STR, &o.transport),
+		PERF_OPT("--addr", STR, &o.addr),
+		PERF_OPT("--size", SIZE, &o.size),
+		PERF_OPT("--iters", SIZE, &o.iters),
+		PERF_OPT("--warmup", SIZE, &o.warmup),
+		PERF_OPT("--block", SIZE, &o.block),
+		PERF_OPT("--depth", U32, &o.depth),
+		PERF_OPT("--seconds", INT, &o.seconds),
+		PERF_OPT("--timeout", INT, &o.timeout_s),
+		PERF_OPTS_END,
+	};
+	int rc;
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			pr_usage(o.cmd);
-			return 0;
-		} else if (!strcmp(a, "--json")) {
-			o.json = 1;
-		} else if (!strcmp(a, "--server")) {
-			o.server = 1;
-		} else if (!strcmp(a, "--adaptive")) {
-			o.adaptive = 1;
-		} else if (!strcmp(a, "--busy")) {
-			o.adaptive = 0;
-		} else if (!v) {
-			fprintf(stderr, "be-perf %s: bad option '%s'\n", o.cmd, a);
-			return 2;
-		} else {
-			i++;
-			if (!strcmp(a, "--transport"))
-				o.transport = v;
-			else if (!strcmp(a, "--addr"))
-				o.addr = v;
-			else if (!strcmp(a, "--size"))
-				o.size = perf_parse_size(v);
-			else if (!strcmp(a, "--iters"))
-				o.iters = perf_parse_size(v);
-			else if (!strcmp(a, "--warmup"))
-				o.warmup = perf_parse_size(v);
-			else if (!strcmp(a, "--block"))
-				o.block = perf_parse_size(v);
-			else if (!strcmp(a, "--depth"))
-				o.depth = (uint32_t)perf_parse_size(v);
-			else if (!strcmp(a, "--seconds"))
-				o.seconds = atoi(v);
-			else if (!strcmp(a, "--timeout"))
-				o.timeout_s = atoi(v);
-			else {
-				fprintf(stderr, "be-perf %s: unknown option '%s'\n", o.cmd, a);
-				return 2;
-			}
-		}
-	}
+	rc = perf_opts_parse(o.cmd, argc, argv, opts, pr_usage);
+	if (rc >= 0)
+		return rc;
 	if (!o.iters || !o.block || !o.depth || o.depth > 65536 || o.timeout_s <= 0 ||
 	    o.timeout_s > 4000 || o.seconds <= 0 || o.size > (1u << 30) ||
 	    (o.server && !o.addr)) {
@@ -659,22 +638,7 @@ static int pr_main(int argc, char **argv, enum pr_mode mode)
 	}
 	if (mode == PR_COST)
 		return pr_cost(&o);
-	if (o.server)
-		return pr_server_run(&o, -1);
-	if (o.addr)
-		return pr_client(&o, o.addr, NULL);
-	rc = perf_peer_spawn(&peer, -1, pr_server_fn, &o);
-	if (!rc)
-		rc = perf_peer_addr(&peer, addr, sizeof(addr), o.timeout_s * 1000);
-	if (rc) {
-		fprintf(stderr, "be-perf %s: server did not start: %s\n", o.cmd, strerror(-rc));
-		perf_peer_kill(&peer);
-		return 1;
-	}
-	rc = pr_client(&o, addr, &peer);
-	if (rc)
-		perf_peer_kill(&peer);
-	return rc;
+	return perf_peer_run(o.cmd, o.server, o.addr, o.timeout_s, pr_server_fn, pr_client_fn, &o);
 }
 
 static int pr_lat(int argc, char **argv)

@@ -631,9 +631,14 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 	return 0;
 }
 
-static void sk_usage(const char *cmd)
+static int sk_client_fn(void *arg, const char *addr, struct perf_peer *peer)
 {
-	printf("usage: be-perf %s [options]\n"
+	return sk_client(arg, addr, peer);
+}
+
+static void sk_usage(FILE *f, const char *cmd)
+{
+	fprintf(f, "usage: be-perf %s [options]\n"
 	       "  --transport T   shm, tcp or verbs (default: the scheme of --addr, else "
 	       PERF_DEFAULT_TRANSPORT ")\n"
 	       "  --addr A        client: connect to A (scheme://...); server: listen on A\n"
@@ -665,61 +670,32 @@ static int sk_main(int argc, char **argv, enum sk_mode mode)
 		.sockets = mode == SK_MUX ? 1000 : 1, .window = 16,
 		.adaptive = mode == SK_BW || mode == SK_IDLE, .seconds = 10,
 	};
-	struct perf_peer peer;
-	char addr[160], scheme[16];
-	int i, rc;
+	const struct perf_opt opts[] = {
+		PERF_FLAG("--json", &o.json, 1),
+		PERF_FLAG("--server", &o.server, 1),
+		PERF_FLAG("--adaptive", &o.adaptive, 1),
+		PERF_FLAG("--busy", &o.adaptive, 0),
+		PERF_FLAG("--stats", &o.stats, 1),
+		PERF_FLAG("--no-sched", &o.sched, 0),
+		PERF_FLAG("--after-progress", &o.after_progress, 1),
+		PERF_OPT("--transport", STR, &o.transport),
+		PERF_OPT("--addr", STR, &o.addr),
+		PERF_OPT("--size", SIZE, &o.size),
+		PERF_OPT("--big", SIZE, &o.big),
+		PERF_OPT("--iters", SIZE, &o.iters),
+		PERF_OPT("--warmup", SIZE, &o.warmup),
+		PERF_OPT("--sockets", U32, &o.sockets),
+		PERF_OPT("--window", U32, &o.window),
+		PERF_OPT("--timeout", INT, &o.timeout_s),
+		PERF_OPT("--seconds", INT, &o.seconds),
+		PERF_OPTS_END,
+	};
+	char scheme[16];
+	int rc;
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			sk_usage(o.cmd);
-			return 0;
-		} else if (!strcmp(a, "--json")) {
-			o.json = 1;
-		} else if (!strcmp(a, "--server")) {
-			o.server = 1;
-		} else if (!strcmp(a, "--adaptive")) {
-			o.adaptive = 1;
-		} else if (!strcmp(a, "--busy")) {
-			o.adaptive = 0;
-		} else if (!strcmp(a, "--stats")) {
-			o.stats = 1;
-		} else if (!strcmp(a, "--no-sched")) {
-			o.sched = 0;
-		} else if (!strcmp(a, "--after-progress")) {
-			o.after_progress = 1;
-		} else if (!v) {
-			fprintf(stderr, "be-perf %s: bad option '%s'\n", o.cmd, a);
-			return 2;
-		} else {
-			i++;
-			if (!strcmp(a, "--transport"))
-				o.transport = v;
-			else if (!strcmp(a, "--addr"))
-				o.addr = v;
-			else if (!strcmp(a, "--size"))
-				o.size = perf_parse_size(v);
-			else if (!strcmp(a, "--big"))
-				o.big = perf_parse_size(v);
-			else if (!strcmp(a, "--iters"))
-				o.iters = perf_parse_size(v);
-			else if (!strcmp(a, "--warmup"))
-				o.warmup = perf_parse_size(v);
-			else if (!strcmp(a, "--sockets"))
-				o.sockets = (uint32_t)perf_parse_size(v);
-			else if (!strcmp(a, "--window"))
-				o.window = (uint32_t)perf_parse_size(v);
-			else if (!strcmp(a, "--timeout"))
-				o.timeout_s = atoi(v);
-			else if (!strcmp(a, "--seconds"))
-				o.seconds = atoi(v);
-			else {
-				fprintf(stderr, "be-perf %s: unknown option '%s'\n", o.cmd, a);
-				return 2;
-			}
-		}
-	}
+	rc = perf_opts_parse(o.cmd, argc, argv, opts, sk_usage);
+	if (rc >= 0)
+		return rc;
 	if (!o.iters || !o.sockets || !o.window || o.window >= SK_MAXQ || o.timeout_s <= 0 ||
 	    o.seconds <= 0 ||
 	    (mode == SK_HOL && o.big <= 4096) || (o.server && !o.addr)) {
@@ -740,22 +716,7 @@ static int sk_main(int argc, char **argv, enum sk_mode mode)
 	}
 	if (mode == SK_HOL)
 		o.sockets = 2;
-	if (o.server)
-		return sk_server_run(&o, -1);
-	if (o.addr)
-		return sk_client(&o, o.addr, NULL);
-	rc = perf_peer_spawn(&peer, -1, sk_server_fn, &o);
-	if (!rc)
-		rc = perf_peer_addr(&peer, addr, sizeof(addr), o.timeout_s * 1000);
-	if (rc) {
-		fprintf(stderr, "be-perf %s: server did not start: %s\n", o.cmd, strerror(-rc));
-		perf_peer_kill(&peer);
-		return 1;
-	}
-	rc = sk_client(&o, addr, &peer);
-	if (rc)
-		perf_peer_kill(&peer);
-	return rc;
+	return perf_peer_run(o.cmd, o.server, o.addr, o.timeout_s, sk_server_fn, sk_client_fn, &o);
 }
 
 static int sk_lat(int argc, char **argv)
