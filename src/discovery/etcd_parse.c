@@ -2,8 +2,8 @@
  * etcd_parse.c - the two parsers a fuzzer drives: one /v3/kv/range
  * response and one line of a /v3/watch stream. Pure functions of their
  * input (no I/O, no global state), each returning either a fully checked
- * result or -EBADMSG with a reason; test/discovery/fuzz-etcd-parse.c
- * feeds them.
+ * result or -EBADMSG with a reason; test/fuzz/fuzz-etcd-parse.c feeds
+ * them.
  *
  * A watch line is one JSON object, either {"result": WatchResponse} or,
  * when the gateway's stream broke, {"error": {...}} (etcd-server 3.4:

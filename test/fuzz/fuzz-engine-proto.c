@@ -186,6 +186,12 @@ void fuzz_seeds(void (*put)(const char *dir, const char *name, const void *p, si
 	put(dir, "frames-batch", buf, n);
 }
 
+const char *const *fuzz_dict(size_t *n)
+{
+	*n = 0;
+	return NULL;
+}
+
 void fuzz_summary(unsigned long iters)
 {
 	printf("engine-proto: %lu accepted, %lu refused, %lu frames decoded\n", n_ok, n_refused,

@@ -4,7 +4,8 @@
  * mutated inputs, deterministically (a fixed xorshift seed, so a failure
  * reproduces). Mutations are the usual blind ones of a binary format:
  * bit flips, bytes and 32-bit words set to boundary values, runs deleted,
- * duplicated or spliced in from another seed, truncation.
+ * duplicated or spliced in from another seed, truncation; and, for a
+ * harness with a dictionary (fuzz_dict()), its tokens inserted.
  *
  *   fuzz-NAME CORPUS_DIR               run the corpus and the mutations
  *   fuzz-NAME --write-seeds DIR        write the harness's seeds
@@ -29,6 +30,8 @@ struct input {
 
 static struct input seeds[FUZZ_MAX_SEEDS];
 static int nseeds;
+static const char *const *dict;
+static size_t ndict;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint64_t next(void)
@@ -101,8 +104,21 @@ static void mutate(uint8_t *b, size_t *n)
 {
 	size_t at = *n ? next() % *n : 0, len;
 	const struct input *o;
+	const char *t;
 	uint32_t v;
 
+	/* One mutation in five inserts a token of the format (only with a
+	 * dictionary: without, the sequence is what it always was). */
+	if (ndict && next() % 5 == 0) {
+		t = dict[next() % ndict];
+		len = strlen(t);
+		if (*n + len <= FUZZ_CAP) {
+			memmove(b + at + len, b + at, *n - at);
+			memcpy(b + at, t, len);
+			*n += len;
+		}
+		return;
+	}
 	switch (next() % 8) {
 	case 0: /* flip a bit */
 		if (*n)
@@ -187,6 +203,7 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
+	dict = fuzz_dict(&ndict);
 	load_corpus(argv[1]);
 	for (s = 0; s < nseeds; s++)
 		LLVMFuzzerTestOneInput(seeds[s].p, seeds[s].n);

@@ -3,7 +3,7 @@
  *
  * Each harness, fuzz-NAME.c, defines LLVMFuzzerTestOneInput() (one input:
  * it must never crash, leak or read out of bounds, and checks what the
- * parser promises of what it accepts) and the three functions below.
+ * parser promises of what it accepts) and the functions below.
  * Two builds of each:
  *   fuzz-NAME       this plain-C driver (fuzz-main.c), any compiler: runs
  *                   the seed corpus test/fuzz/corpus/NAME, then a fixed
@@ -29,5 +29,9 @@ void fuzz_seeds(void (*put)(const char *dir, const char *name, const void *p, si
  * did and fail when the mutations exercised too little (the parser
  * accepted none, or refused none). */
 void fuzz_summary(unsigned long iters);
+/* Tokens of the input's format (pieces of JSON, say) that the driver
+ * splices in among its blind mutations; *@n = 0 and NULL for none. A
+ * binary format needs none: the driver's own mutations know it. */
+const char *const *fuzz_dict(size_t *n);
 
 #endif /* BE_TEST_FUZZ_H */
