@@ -54,4 +54,17 @@
 				  strerror((int)-r_));                       \
 	} while (0)
 
+/* test_arg() - the argument after option @name in @argv, or @def when
+ * @name is not given (the options every test takes: --transport NAME,
+ * --addr A, ...). */
+static inline const char *test_arg(int argc, char **argv, const char *name, const char *def)
+{
+	int i;
+
+	for (i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], name))
+			return argv[i + 1];
+	return def;
+}
+
 #endif /* BE_TEST_TEST_H */

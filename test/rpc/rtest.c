@@ -58,19 +58,12 @@ void rt_init(struct rt *t, int argc, char **argv)
 	int i;
 
 	memset(t, 0, sizeof(*t));
-	t->transport = "tcp";
+	t->transport = test_arg(argc, argv, "--transport", "tcp");
 	for (i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "--transport") && i + 1 < argc)
-			t->transport = argv[++i];
-		else if (!strcmp(argv[i], "--json"))
+		if (!strcmp(argv[i], "--json"))
 			t->json = true;
 	signal(SIGPIPE, SIG_IGN);
-	be_config_init(&t->cfg);
-	/* Short enough that a broken test fails fast, long enough for a
-	 * loaded machine (sanitizers) never to trip it falsely. */
-	t->cfg.keepalive_ms = 500;
-	t->cfg.conn_timeout_ms = 20000;
-	t->cfg.spin_us = 0;
+	st_config_init(&t->cfg);
 	be_rpc_config_init(&t->rcfg);
 	/* Generous deadlines: the machine is shared and noisy; tests that
 	 * are about deadlines set their own. */

@@ -12,31 +12,29 @@
 #include "util/common.h"
 #include "stest.h"
 
+void st_config_init(struct be_config *cfg)
+{
+	be_config_init(cfg);
+	/* Short enough that a broken test fails fast, long enough for a
+	 * loaded CI machine (sanitizers) never to trip it falsely. */
+	cfg->keepalive_ms = 500;
+	cfg->conn_timeout_ms = 20000;
+	cfg->spin_us = 0;
+}
+
 void st_init(struct st *t, int argc, char **argv)
 {
-	const char *addr = NULL;
-	int i;
+	const char *addr = test_arg(argc, argv, "--addr", NULL);
 
 	memset(t, 0, sizeof(*t));
-	t->transport = "tcp";
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--transport") && i + 1 < argc)
-			t->transport = argv[++i];
-		else if (!strcmp(argv[i], "--addr") && i + 1 < argc)
-			addr = argv[++i];
-	}
+	t->transport = test_arg(argc, argv, "--transport", "tcp");
 	if (!be__xport_find(t->transport)) {
 		fprintf(stderr, "transport %s not built in: skipped\n", t->transport);
 		exit(77);
 	}
 	if (addr)
 		snprintf(t->addr, sizeof(t->addr), "%s", addr);
-	be_config_init(&t->cfg);
-	/* Short enough that a broken test fails fast, long enough for a
-	 * loaded CI machine (sanitizers) never to trip it falsely. */
-	t->cfg.keepalive_ms = 500;
-	t->cfg.conn_timeout_ms = 20000;
-	t->cfg.spin_us = 0;
+	st_config_init(&t->cfg);
 }
 
 const char *st_listen_addr(struct st *t)
@@ -258,6 +256,27 @@ void st_send_cb(struct be_sock *s, void *buf, int status, void *arg)
 		c->last_err = status;
 	}
 	be_free(buf);
+}
+
+struct st_recvd_goal {
+	const struct st_server *srv;
+	int want;
+};
+
+static bool st_recvd_reached(void *arg)
+{
+	const struct st_recvd_goal *g = arg;
+
+	return g->srv->recvd == g->want;
+}
+
+void st_send_recvd(struct be_worker **ws, struct be_sock *c, size_t len, uint32_t seed,
+		   struct st_sends *sends, struct st_server *srv, int want)
+{
+	struct st_recvd_goal g = { srv, want };
+
+	ASSERT_OK(be_sock_send(c, st_msg(len, seed), len, st_send_cb, sends));
+	st_pump(ws, 2, st_recvd_reached, &g);
 }
 
 void st_engine_stats(struct be_sock *s, struct be_engine_stats *st)

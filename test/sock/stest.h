@@ -31,6 +31,9 @@ struct st_server;
 
 /* Parse the arguments; fill t->cfg with defaults (tests adjust it). */
 void st_init(struct st *t, int argc, char **argv);
+/* The tests' configuration: be_config_init() with a short keepalive, a
+ * connection timeout generous enough for a loaded machine, no spinning. */
+void st_config_init(struct be_config *cfg);
 /* A fresh listen address (shm names must be unique per listener). */
 const char *st_listen_addr(struct st *t);
 
@@ -83,6 +86,11 @@ struct st_sends {
 	int last_err;
 };
 void st_send_cb(struct be_sock *s, void *buf, int status, void *arg); /* arg: st_sends; frees buf */
+/* st_send_recvd() - send st_msg(@len, @seed) on @c (st_send_cb into
+ * @sends) and progress @ws[0..2) until @srv has received @want messages
+ * in all. Fails the test on an error or a hang. */
+void st_send_recvd(struct be_worker **ws, struct be_sock *c, size_t len, uint32_t seed,
+		   struct st_sends *sends, struct st_server *srv, int want);
 
 /* Engine counters of @s (asserts it still has an engine). */
 void st_engine_stats(struct be_sock *s, struct be_engine_stats *st);

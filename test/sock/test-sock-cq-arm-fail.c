@@ -20,11 +20,6 @@ static int cq_arm(struct be_xcq *cq)
 	return fail_arm ? -EIO : st_ops_real()->cq_arm(cq);
 }
 
-static bool recvd(void *arg)
-{
-	return srv.recvd == *(int *)arg;
-}
-
 int main(int argc, char **argv)
 {
 	const struct be_sock_cbs ccbs = { 0 };
@@ -35,14 +30,13 @@ int main(int argc, char **argv)
 	struct be_ctx *ctx;
 	char addr[160], json[4096];
 	struct st t;
-	int want = 1, rc, i;
+	int want, rc, i;
 
 	st_init(&t, argc, argv);
 	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
 	st_ops_override(&t, ctx)->cq_arm = cq_arm;
 	ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &c));
-	ASSERT_OK(be_sock_send(c, st_msg(64, 1), 64, st_send_cb, &sends));
-	st_pump(ws, 2, recvd, &want);
+	st_send_recvd(ws, c, 64, 1, &sends, &srv, 1);
 	st_pump_ms(ws, 2, 20);
 
 	fail_arm = 1;

@@ -10,11 +10,6 @@
 
 static struct st_server srv;
 
-static bool recvd(void *arg)
-{
-	return srv.recvd == *(int *)arg;
-}
-
 int main(int argc, char **argv)
 {
 	const struct be_sock_cbs ccbs = { 0 };
@@ -25,19 +20,15 @@ int main(int argc, char **argv)
 	struct be_ctx *ctx;
 	char addr[160];
 	struct st t;
-	int want = 1;
 
 	st_init(&t, argc, argv);
 	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
 	ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &c));
-	ASSERT_OK(be_sock_send(c, st_msg(64, 1), 64, st_send_cb, &sends));
-	st_pump(ws, 2, recvd, &want);
+	st_send_recvd(ws, c, 64, 1, &sends, &srv, 1);
 
 	ASSERT_EQ(be_ctx_destroy(ctx), -EBUSY);
 	/* Nothing was closed: a large message still goes through. */
-	ASSERT_OK(be_sock_send(c, st_msg(1 << 20, 2), 1 << 20, st_send_cb, &sends));
-	want = 2;
-	st_pump(ws, 2, recvd, &want);
+	st_send_recvd(ws, c, 1 << 20, 2, &sends, &srv, 2);
 
 	be_sock_close(c);
 	st_shutdown(ws, 2); /* together: each waits for the other's answers */

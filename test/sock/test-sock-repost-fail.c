@@ -38,11 +38,6 @@ static bool both_closed(void *arg)
 	return srv.closed == *(int *)arg && cli_closed != 1;
 }
 
-static bool recvd(void *arg)
-{
-	return srv.recvd == *(int *)arg;
-}
-
 int main(int argc, char **argv)
 {
 	const struct be_sock_cbs ccbs = { .on_close = cli_close };
@@ -63,9 +58,7 @@ int main(int argc, char **argv)
 	fail_srq = wd->srq;
 
 	ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &c));
-	ASSERT_OK(be_sock_send(c, st_msg(64, 1), 64, st_send_cb, &sends));
-	want = 1;
-	st_pump(ws, 2, recvd, &want);
+	st_send_recvd(ws, c, 64, 1, &sends, &srv, 1);
 
 	/* The next receive cannot be reposted. */
 	fail_post = 1;
@@ -84,9 +77,7 @@ int main(int argc, char **argv)
 	fail_post = 0;
 	be_sock_close(c);
 	ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &c));
-	ASSERT_OK(be_sock_send(c, st_msg(64, 3), 64, st_send_cb, &sends));
-	want = 3;
-	st_pump(ws, 2, recvd, &want);
+	st_send_recvd(ws, c, 64, 3, &sends, &srv, 3);
 	ASSERT_EQ(wd->nunposted, 0);
 	be_sock_close(c);
 	st_unpair(ctx, ws, &srv, l);

@@ -49,17 +49,10 @@ static void xt_open_dev(struct xt *t)
 
 void xt_init(struct xt *t, int argc, char **argv)
 {
-	const char *addr = NULL, *hang;
-	int i;
+	const char *addr = test_arg(argc, argv, "--addr", NULL), *hang;
 
 	memset(t, 0, sizeof(*t));
-	t->transport = "tcp";
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--transport") && i + 1 < argc)
-			t->transport = argv[++i];
-		else if (!strcmp(argv[i], "--addr") && i + 1 < argc)
-			addr = argv[++i];
-	}
+	t->transport = test_arg(argc, argv, "--transport", "tcp");
 	t->ops = be__xport_find(t->transport);
 	if (!t->ops) {
 		fprintf(stderr, "transport %s not built in: skipped\n", t->transport);
