@@ -16,16 +16,10 @@
 void pc_init(struct pc *c, int argc, char **argv, const char *config_text)
 {
 	FILE *f;
-	int i;
 
 	memset(c, 0, sizeof(*c));
-	c->transport = "tcp";
-	for (i = 1; i + 1 < argc; i++) {
-		if (!strcmp(argv[i], "--transport"))
-			c->transport = argv[++i];
-		else if (!strcmp(argv[i], "--be-ps"))
-			c->be_ps = argv[++i];
-	}
+	c->transport = test_arg(argc, argv, "--transport", "tcp");
+	c->be_ps = test_arg(argc, argv, "--be-ps", NULL);
 	if (!c->be_ps)
 		TEST_FAIL("--be-ps PATH is required");
 	signal(SIGPIPE, SIG_IGN);
@@ -223,4 +217,63 @@ struct be_rpc_chan *pc_chan(struct pc *c, const struct pc_server *s)
 void pc_fini(struct pc *c)
 {
 	pt_rmdir(c->dir);
+}
+
+static void pc_fetched(int status, const struct be_ps_result *res, void *arg)
+{
+	struct pc_fetch_slot *q = arg;
+	struct pc_fetches *f = q->f;
+
+	q->busy = 0;
+	f->done++;
+	if (status) {
+		f->failed++;
+		f->last_err = status;
+		return;
+	}
+	if (f->check)
+		f->check(q, f->nkey);
+}
+
+void pc_fetches_fill(struct pc_fetches *f)
+{
+	struct be_ps_fetch_opts fo = { .timeout_us = 5000000, .flags = f->flags };
+	struct be_ps_slice sl;
+	unsigned int i, j;
+
+	ASSERT(f->nkey && f->nkey <= PC_FETCH_MAX_KEYS);
+	for (i = 0; i < PC_FETCH_SLOTS; i++) {
+		struct pc_fetch_slot *q = &f->q[i];
+
+		if (q->busy)
+			continue;
+		q->f = f;
+		for (j = 0; j < f->nkey; j++)
+			q->k[j] = f->key(f);
+		sl = (struct be_ps_slice){ 0, f->nkey, q->k, q->v };
+		ASSERT_OK(be_ps_fetch(f->c->ps, &sl, 1, &fo, pc_fetched, q));
+		q->busy = 1;
+	}
+}
+
+void pc_fetches_run(struct pc_fetches *f, uint64_t goal)
+{
+	while (f->done < goal) {
+		pc_fetches_fill(f);
+		ASSERT(be_worker_wait(f->c->w, 10) >= 0);
+	}
+}
+
+void pc_fetches_finish(struct pc_fetches *f)
+{
+	unsigned int i;
+
+	for (i = 0; i < PC_FETCH_SLOTS; i++)
+		while (f->q[i].busy)
+			ASSERT(be_worker_wait(f->c->w, 10) >= 0);
+	fprintf(stderr, "fetches %llu, failed %llu\n", (unsigned long long)f->done,
+		(unsigned long long)f->failed);
+	if (f->failed)
+		TEST_FAIL("%llu fetches failed, the last with %s", (unsigned long long)f->failed,
+			  be_strerror(f->last_err));
 }

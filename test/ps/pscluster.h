@@ -10,6 +10,7 @@
 #define BE_TEST_PS_PSCLUSTER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <be/be.h>
@@ -67,6 +68,43 @@ void pc_announce(struct pc *c, const struct pc_server *s, uint64_t epoch);
 
 /* A channel straight to one server, for raw calls. */
 struct be_rpc_chan *pc_chan(struct pc *c, const struct pc_server *s);
+
+/*
+ * A stream of fetches from table 0 (dimension PC_FETCH_DIM) kept in
+ * flight on the client: pc_fetches_fill() starts one on each idle slot,
+ * @nkey keys (<= PC_FETCH_MAX_KEYS) drawn by @key, with @flags
+ * (BE_PS_FRESH, ...) and a 5 s deadline; @check (may be NULL) checks the
+ * rows of each answered fetch and fails the test when one is wrong. The
+ * test sets @c, @nkey, @key, @check, @flags and @rng; the rest is zero.
+ */
+#define PC_FETCH_SLOTS 8
+#define PC_FETCH_MAX_KEYS 128
+#define PC_FETCH_DIM 4
+struct pc_fetches;
+struct pc_fetch_slot {
+	struct pc_fetches *f;
+	int busy;
+	uint64_t k[PC_FETCH_MAX_KEYS];
+	float v[PC_FETCH_MAX_KEYS * PC_FETCH_DIM];
+};
+struct pc_fetches {
+	struct pc *c;
+	unsigned int nkey;
+	uint32_t flags;
+	uint64_t (*key)(struct pc_fetches *f);
+	void (*check)(const struct pc_fetch_slot *q, unsigned int nkey);
+	uint64_t rng;
+	uint64_t done, failed; /* fetches answered, of them with an error */
+	int last_err;
+	struct pc_fetch_slot q[PC_FETCH_SLOTS];
+};
+
+void pc_fetches_fill(struct pc_fetches *f);
+/* Fill and wait (be_worker_wait, 10 ms) until @goal fetches are done. */
+void pc_fetches_run(struct pc_fetches *f, uint64_t goal);
+/* Wait until no fetch is in flight; print the counts; fail the test,
+ * naming the last error, if any fetch failed. */
+void pc_fetches_finish(struct pc_fetches *f);
 
 /* Remove the directory. */
 void pc_fini(struct pc *c);

@@ -23,50 +23,23 @@ static const char *conf = "shards 2\n"
 			  "table t dim=4 optimizer=sgd lr=0.5 init=zeros\n";
 
 #define PFX "/be-test/ps/"
-#define NQ 8
 #define NKEY 64
 
 static struct pc c;
-static struct q {
-	int busy;
-	uint64_t k[NKEY];
-	float v[NKEY * 4];
-} qs[NQ];
-static uint64_t done, failed, rng = 5;
-static int last_err;
 
-static void fetched(int status, const struct be_ps_result *res, void *arg)
+/* Every row is still its initial zeros: nothing is pushed here. */
+static void check(const struct pc_fetch_slot *q, unsigned int nkey)
 {
-	struct q *q = arg;
-	int i;
+	unsigned int i;
 
-	q->busy = 0;
-	done++;
-	if (status) {
-		failed++;
-		last_err = status;
-		return;
-	}
-	for (i = 0; i < NKEY * 4; i++)
+	for (i = 0; i < nkey * 4; i++)
 		if (q->v[i] != 0.0f)
 			TEST_FAIL("row value %g, want 0", q->v[i]);
 }
 
-static void fill(void)
+static uint64_t key(struct pc_fetches *f)
 {
-	struct be_ps_fetch_opts fo = { .timeout_us = 5000000 };
-	struct be_ps_slice sl;
-	int i, j;
-
-	for (i = 0; i < NQ; i++) {
-		if (qs[i].busy)
-			continue;
-		for (j = 0; j < NKEY; j++)
-			qs[i].k[j] = pt_rand(&rng);
-		sl = (struct be_ps_slice){ 0, NKEY, qs[i].k, qs[i].v };
-		ASSERT_OK(be_ps_fetch(c.ps, &sl, 1, &fo, fetched, &qs[i]));
-		qs[i].busy = 1;
-	}
+	return pt_rand(&f->rng);
 }
 
 /* Keys under the prefix now, and how many of them name @replica. */
@@ -97,7 +70,8 @@ int main(int argc, char **argv)
 	int64_t n, of_r0;
 	uint64_t start;
 	struct eh *h;
-	int st, i;
+	struct pc_fetches f = { .c = &c, .nkey = NKEY, .key = key, .check = check, .rng = 5 };
+	int st;
 	pid_t r;
 
 	h = eh_start(1); /* forks: before any context */
@@ -125,16 +99,13 @@ int main(int argc, char **argv)
 	ASSERT_EQ(n, 6);
 	ASSERT_EQ(of_r0, 2);
 	ASSERT_OK(be_ps_create(c.rpc, c.config, c.naming, "be.ps", &c.ps));
-	while (done < 300) {
-		fill();
-		ASSERT(be_worker_wait(c.w, 10) >= 0);
-	}
-	ASSERT_EQ(failed, 0);
+	pc_fetches_run(&f, 300);
+	ASSERT_EQ(f.failed, 0);
 
 	/* A clean stop of the replica while fetches stream. */
 	ASSERT_OK(kill(srv[1].pid, SIGTERM));
 	for (start = be__now_ns();;) {
-		fill();
+		pc_fetches_fill(&f);
 		ASSERT(be_worker_wait(c.w, 10) >= 0);
 		r = waitpid(srv[1].pid, &st, WNOHANG);
 		ASSERT(r >= 0);
@@ -149,18 +120,8 @@ int main(int argc, char **argv)
 	n = keys_now(ec, "/r0", &of_r0);
 	ASSERT_EQ(of_r0, 0);
 	ASSERT_EQ(n, 4);
-	for (start = done; done < start + 300;) {
-		fill();
-		ASSERT(be_worker_wait(c.w, 10) >= 0);
-	}
-	for (i = 0; i < NQ; i++)
-		while (qs[i].busy)
-			ASSERT(be_worker_wait(c.w, 10) >= 0);
-	fprintf(stderr, "fetches %llu, failed %llu\n", (unsigned long long)done,
-		(unsigned long long)failed);
-	if (failed)
-		TEST_FAIL("%llu fetches failed, the last with %s", (unsigned long long)failed,
-			  be_strerror(last_err));
+	pc_fetches_run(&f, f.done + 300);
+	pc_fetches_finish(&f);
 
 	pc_server_stop(&c, &srv[0]);
 	be_ps_destroy(c.ps);
