@@ -289,10 +289,7 @@ for f in "${fl[@]}"; do
 		deadline_ms=30 reps="$reps"
 done
 notes+=("ranker: $qps fetches/s x 2 tables x 256 keys, deadline 30 ms; fault on replica r0 at ${seconds}/3 s, repaired after $fault_ms ms")
-notes+=("load average before / after: $load_before / $load_after ($(nproc) cores, shared)")
-paper_json kind=conditions experiment=failover reps="$reps" qps="$qps" seconds="$seconds" \
-	load_before:s="$load_before" load_after:s="$load_after" cores="$(nproc)"
-paper_table_print
+paper_conditions failover qps="$qps" seconds="$seconds"
 
 curves=()
 for f in "${fl[@]}"; do

@@ -301,10 +301,7 @@ for t in "${trs[@]}"; do
 	ratio "be/$t" kernel-tcp/tcp
 done
 [ "$verbs" = 1 ] && ratio be/verbs kernel-tcp/guest-tcp
-notes+=("load average before / after: $load_before / $load_after ($(nproc) cores, shared)")
-paper_json kind=conditions experiment=fetch reps="$reps" qps="$qps" keys="$keys" \
-	seconds="$seconds" load_before:s="$load_before" load_after:s="$load_after" cores="$(nproc)"
-paper_table_print
+paper_conditions fetch qps="$qps" keys="$keys" seconds="$seconds"
 
 # The latency CDF of the last repetition, one curve per implementation.
 curves=()

@@ -142,10 +142,7 @@ for p in "${points[@]}"; do
 		runs_failed="${FAILS[$m]:-0}"
 done
 notes+=("small: $size B ping-pong (one-way = RTT/2) beside a stream of $big messages on the same Engine; ${polling#--} polling")
-notes+=("load average before / after: $load_before / $load_after ($(nproc) cores, shared)")
-paper_json kind=conditions experiment=hol reps="$reps" iters="$iters" polling="${polling#--}" \
-	load_before:s="$load_before" load_after:s="$load_after" cores="$(nproc)"
-paper_table_print
+paper_conditions hol iters="$iters" polling="${polling#--}"
 
 # hol.png: P99 against the fragment size (the default at x = 0 is left
 # out: its size differs per transport), a curve per transport x sched.

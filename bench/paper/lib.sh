@@ -7,7 +7,8 @@
 #   for a in "${PAPER_REST[@]}" ...   # the script's own options
 #   paper_bins be-ps be-ps-load      # every binary must be built
 #   ... measure: paper_ps_start, paper_spawn, paper_jget, paper_add ...
-#   paper_stats_all; paper_table_add ...; paper_json ...; paper_table_print
+#   paper_stats_all; paper_table_add ...; paper_json ...
+#   paper_conditions EXPERIMENT ...  # or paper_table_print
 #   paper_plot / paper_plot_files / paper_plot_cdf
 #
 # Functions, each documented where it is defined: processes (paper_spawn,
@@ -15,7 +16,7 @@
 # paper_naming_add, paper_shm_name, paper_cleanup), numbers (paper_add,
 # paper_stats_all, stats, median, paper_spread, paper_jstats, jfield,
 # paper_jget, paper_load), output (paper_json, paper_table_add,
-# paper_table_print, paper_gnuplot, paper_plot, paper_plot_files,
+# paper_table_print, paper_conditions, paper_gnuplot, paper_plot, paper_plot_files,
 # paper_plot_cdf), paper_die and paper_log.
 #
 # Common options (paper_args):
@@ -348,6 +349,20 @@ paper_table_print() {
 		[ ${#notes[@]} -gt 0 ] && printf '%s\n' "${notes[@]}"
 		true
 	} >&$fd
+}
+
+# paper_conditions EXPERIMENT FIELD...: the end of a run: its load
+# averages ($load_before, $load_after, set by the script around the
+# measurements) as a note under the table, a JSON line kind=conditions
+# experiment=EXPERIMENT reps=$reps FIELD... (paper_json's form) with the
+# load averages and the cores, then paper_table_print.
+paper_conditions() {
+	local e=$1
+	shift
+	notes+=("load average before / after: $load_before / $load_after ($(nproc) cores, shared)")
+	paper_json kind=conditions experiment="$e" reps="$reps" "$@" \
+		load_before:s="$load_before" load_after:s="$load_after" cores="$(nproc)"
+	paper_table_print
 }
 
 # paper_gnuplot: 0 if gnuplot is there, installing gnuplot-nox with

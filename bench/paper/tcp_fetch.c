@@ -92,13 +92,14 @@ static void tf_die(const char *msg)
 	exit(2);
 }
 
-/* Read or write all of @len bytes; 0, or -1 on EOF or error. */
-static int tf_read(int fd, void *buf, size_t len)
+/* Read (@wr 0) or write (@wr 1) all of @len bytes; 0, or -1 on EOF or
+ * error. */
+static int tf_xfer(int fd, void *buf, size_t len, int wr)
 {
 	char *p = buf;
 
 	while (len) {
-		ssize_t n = read(fd, p, len);
+		ssize_t n = wr ? write(fd, p, len) : read(fd, p, len);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -110,21 +111,14 @@ static int tf_read(int fd, void *buf, size_t len)
 	return 0;
 }
 
+static int tf_read(int fd, void *buf, size_t len)
+{
+	return tf_xfer(fd, buf, len, 0);
+}
+
 static int tf_write(int fd, const void *buf, size_t len)
 {
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return tf_xfer(fd, (void *)buf, len, 1);
 }
 
 static void tf_nodelay(int fd)
