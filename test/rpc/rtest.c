@@ -275,6 +275,15 @@ bool rt_result_done(void *arg)
 	return ((struct rt_result *)arg)->calls > 0;
 }
 
+bool rt_late_replies(void *arg)
+{
+	const struct rt_late *l = arg;
+	struct be_rpc_chan_stats cs;
+
+	be_rpc_chan_stats(l->ch, &cs);
+	return cs.c.late_replies >= l->n;
+}
+
 /* ---- streams */
 
 #define RT_MAX_CALLS (1u << 22)

@@ -108,6 +108,14 @@ struct rt_result {
 };
 void rt_done_cb(int status, void *reply, size_t len, void *arg); /* arg: rt_result; keeps reply */
 bool rt_result_done(void *arg); /* for rt_pump(): the rt_result completed */
+/* For rt_pump(): @ch has counted at least @n late replies (answers to
+ * calls that had already completed) - the wait for a reply that must
+ * arrive and be dropped. */
+struct rt_late {
+	struct be_rpc_chan *ch;
+	uint64_t n;
+};
+bool rt_late_replies(void *arg); /* arg: struct rt_late */
 
 /* ---- replicas in child processes */
 

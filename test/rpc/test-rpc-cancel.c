@@ -88,7 +88,11 @@ int main(int argc, char **argv)
 	/* Its reply now is late. */
 	ASSERT_OK(be_rpc_req_reply(held[0], held_buf[0], 100));
 	nheld = 0;
-	rt_pump_ms(ws, 2, 50);
+	{
+		struct rt_late late = { ch, 1 };
+
+		rt_pump(ws, 2, rt_late_replies, &late);
+	}
 	ASSERT_EQ(r.calls, 1);
 	be_rpc_chan_stats(ch, &cs);
 	ASSERT_EQ(cs.c.canceled, 1);

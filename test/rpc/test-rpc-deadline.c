@@ -119,6 +119,7 @@ int main(int argc, char **argv)
 	{
 		struct be_rpc_call_opts o = { 200000, 0 };
 		struct rt_result r = { 0 };
+		struct rt_late late = { ch, 1 };
 		uint64_t t0 = rt_ms();
 
 		hold_ms = 0;
@@ -139,7 +140,7 @@ int main(int argc, char **argv)
 		rt_pump(ws, 2, server_deadline_passed, NULL);
 		held[0].due_ms = 0;
 		answer_due();
-		rt_pump_ms(ws, 2, 50);
+		rt_pump(ws, 2, rt_late_replies, &late);
 		ASSERT_EQ(r.calls, 1);
 		be_rpc_chan_stats(ch, &cs);
 		ASSERT_EQ(cs.c.timeouts, 1);

@@ -84,6 +84,19 @@ void st_pump(struct be_worker **ws, int n, bool (*done)(void *arg), void *arg)
 	}
 }
 
+uint64_t st_hang_start(void)
+{
+	return be__now_ns();
+}
+
+void st_hang_check(uint64_t start, const char *cond)
+{
+	uint64_t hang = st_hang_ns();
+
+	if (be__now_ns() - start > hang)
+		TEST_FAIL("hang: still %s after %d s", cond, (int)(hang / 1000000000ull));
+}
+
 void st_pump_ms(struct be_worker **ws, int n, int ms)
 {
 	uint64_t end = be__now_ns() + (uint64_t)ms * 1000000ull;

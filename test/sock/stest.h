@@ -41,6 +41,19 @@ const char *st_listen_addr(struct st *t);
 void st_pump(struct be_worker **ws, int n, bool (*done)(void *arg), void *arg);
 /* Progress @ws for about @ms milliseconds. */
 void st_pump_ms(struct be_worker **ws, int n, int ms);
+/* ST_PUMP_WHILE(ws, n, cond): progress @ws a millisecond at a time while
+ * the expression @cond holds: st_pump() for a condition written in place,
+ * with the same hang guard. */
+#define ST_PUMP_WHILE(ws, n, cond)                                   \
+	do {                                                         \
+		uint64_t st_start_ = st_hang_start();                \
+		while (cond) {                                       \
+			st_pump_ms(ws, n, 1);                        \
+			st_hang_check(st_start_, #cond);             \
+		}                                                    \
+	} while (0)
+uint64_t st_hang_start(void);
+void st_hang_check(uint64_t start, const char *cond); /* fails on a hang */
 
 /* A bemalloc buffer of @len bytes filled with a pattern of @seed. */
 void *st_msg(size_t len, uint32_t seed);

@@ -91,8 +91,7 @@ int main(int argc, char **argv)
 			ASSERT_OK(be_sock_send(s, st_msg(len, (uint32_t)i), len, st_send_cb,
 					       &sends));
 		}
-		while (sends.done < NMSG)
-			st_pump_ms(ws, 2, 1);
+		ST_PUMP_WHILE(ws, 2, sends.done < NMSG);
 		ASSERT_EQ(sends.ok, NMSG);
 		ASSERT_OK(be_sock_close_notify(s, done_cb, d));
 		ASSERT_EQ(d->calls, 0); /* never inside the call */
@@ -150,8 +149,7 @@ int main(int argc, char **argv)
 		ASSERT_OK(be_sock_close_notify(s, done_cb, &d));
 		st_pump(ws, 2, is_done, &d);
 		ASSERT_EQ(d.status, 0);
-		while (c.done < 1)
-			st_pump_ms(ws, 2, 1);
+		ST_PUMP_WHILE(ws, 2, c.done < 1);
 		ASSERT_EQ(c.canceled, 1);
 	}
 

@@ -238,8 +238,7 @@ int main(int argc, char **argv)
 
 		ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &g));
 		ASSERT_OK(be_sock_send(g, st_msg(10, 1), 10, one_cb, &first));
-		while (srv.recvd == recvd || !first.calls)
-			st_pump_ms(ws, 2, 1);
+		ST_PUMP_WHILE(ws, 2, srv.recvd == recvd || !first.calls);
 		ASSERT_OK(be_sock_send(g, st_msg(1u << 20, 2), 1u << 20, one_cb, &big));
 		ASSERT_OK(be_sock_send(g, st_msg(32, 3), 32, one_cb, &small));
 		while (!small.calls) /* the server does not run: no grant */
@@ -248,8 +247,7 @@ int main(int argc, char **argv)
 		ASSERT_EQ(big.calls, 0);
 		be_sock_close(g);
 		st_pump(ws, 2, srv_one_closed, (void *)(intptr_t)(closed_before + 1));
-		while (!big.calls)
-			st_pump_ms(ws, 2, 1);
+		ST_PUMP_WHILE(ws, 2, !big.calls);
 		ASSERT_EQ(big.status, -ECANCELED);
 		ASSERT_EQ(srv.recvd, recvd + 2);
 		ASSERT_EQ(srv.close_reason, 0);

@@ -30,6 +30,7 @@ int main(int argc, char **argv)
 	struct be_ctx *ctx;
 	char addr[160], json[4096];
 	struct st t;
+	uint64_t start;
 	int want, rc, i;
 
 	st_init(&t, argc, argv);
@@ -52,10 +53,12 @@ int main(int argc, char **argv)
 	/* Traffic still flows: the waits poll. */
 	ASSERT_OK(be_sock_send(c, st_msg(64, 2), 64, st_send_cb, &sends));
 	want = 2;
+	start = st_hang_start();
 	while (srv.recvd < want) {
 		be_worker_wait(ws[1], 0);
 		rc = be_worker_wait(ws[0], 1000);
 		ASSERT(rc >= 0 || rc == -EIO);
+		st_hang_check(start, "srv.recvd < want");
 	}
 
 	fail_arm = 0;

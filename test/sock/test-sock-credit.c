@@ -347,8 +347,7 @@ static void test_churn(struct st *t)
 	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
 	ASSERT_OK(be_sock_connect(ws[1], addr, &churn_cli_cbs, &cend[1], &cend[1].s));
 	churn_burst(&cend[1], 1);
-	while (!cend[0].s || cend[0].next < 1)
-		st_pump_ms(ws, 2, 1);
+	ST_PUMP_WHILE(ws, 2, !cend[0].s || cend[0].next < 1);
 	for (round = 0; round < 400; round++) {
 		int side, k;
 

@@ -428,8 +428,7 @@ int main(int argc, char **argv)
 		both[1] = wc;
 		ASSERT_OK(be_sock_connect(wc, addr, NULL, NULL, &s));
 		ASSERT_OK(be_sock_send(s, st_msg(1000, 1), 1000, st_send_cb, &sends));
-		while (srv.recvd < 1 || sends.done < 1)
-			st_pump_ms(both, 2, 1);
+		ST_PUMP_WHILE(both, 2, srv.recvd < 1 || sends.done < 1);
 		ASSERT_EQ(sends.ok, 1);
 		be_sock_close(s);
 		/* wc's close waits for w's answer: progress w meanwhile. */

@@ -157,8 +157,7 @@ int main(int argc, char **argv)
 		for (j = 0; j < NMSG; j++)
 			ASSERT_OK(be_sock_send(srv.socks[i], st_msg(msg_len(j), j), msg_len(j),
 					       st_send_cb, &ssends));
-	while (ssends.done < NSOCK * NMSG)
-		st_pump_ms(ws, 2, 1);
+	ST_PUMP_WHILE(ws, 2, ssends.done < NSOCK * NMSG);
 	ASSERT_EQ(ssends.ok, NSOCK * NMSG);
 	for (i = 0; i < NSOCK; i++)
 		for (j = NMSG; j < NMSG + NLAST; j++)
@@ -185,8 +184,7 @@ int main(int argc, char **argv)
 		st_pump(all, 3, cli_all_closed, NULL);
 		/* The listener stopped listening; a connection request
 		 * already under way is rejected. */
-		while (!clis[NSOCK].closed || !clis[NSOCK + 1].closed)
-			st_pump_ms(all, 3, 1);
+		ST_PUMP_WHILE(all, 3, !clis[NSOCK].closed || !clis[NSOCK + 1].closed);
 	}
 	ASSERT_EQ(be_worker_engine_count(ws[0]), 0);
 	ASSERT_EQ(be_worker_shutdown(ws[0], 0), 0); /* done stays done */
