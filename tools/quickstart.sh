@@ -28,7 +28,7 @@ mode=${1:-}
 
 # Debian packages: the build (libc6-dev also for the static link of the
 # examples test), verbs (rdma-core), and the comparison tools.
-build_pkgs=(gcc libc6-dev make cmake pkg-config libibverbs-dev librdmacm-dev ibverbs-providers)
+build_pkgs=(gcc libc6-dev make cmake pkg-config libssl-dev libibverbs-dev librdmacm-dev ibverbs-providers)
 bench_pkgs=(ucx-utils libfabric-bin perftest g++ libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc)
 # gnuplot: the demo's latency CDF and the PNGs of bench/paper/.
 plot_pkgs=(gnuplot-nox)

@@ -191,7 +191,37 @@ struct be_config {
 	 * still in flight there may be lost. 0: no wait.
 	 * BE_CLOSE_TIMEOUT_MS, default 10000. */
 	uint32_t close_timeout_ms;
+	/*
+	 * Admission (docs/SECURITY.md). A shared secret of 1 to
+	 * BE_AUTH_SECRET_MAX bytes: when set, every Engine this context
+	 * makes proves it to its peer, and has the peer prove it, before
+	 * anything else crosses (a challenge-response, docs/PROTOCOL.md,
+	 * "Admission"); a peer without it is refused, and a connect to one
+	 * fails with -EACCES. auth_secret_len 0: no secret. Set the bytes
+	 * here, or the text of BE_AUTH_SECRET, or name a file in
+	 * auth_secret_file (BE_AUTH_SECRET_FILE): be_ctx_create() reads it
+	 * (its first line, without the newline) and fails with -EACCES when
+	 * group or others may read or write it (mode must be 0600 or 0400),
+	 * -EINVAL when it is empty or longer than BE_AUTH_SECRET_MAX, or
+	 * its open()'s -errno. A secret set here wins over the file.
+	 */
+	uint8_t auth_secret[64];
+	uint32_t auth_secret_len;
+	char auth_secret_file[256];
+	/*
+	 * Which local users may connect over shm, by the uid the kernel
+	 * reports for the peer process (SO_PEERCRED): "" (the default) only
+	 * this process's effective uid, "*" anyone, or a comma-separated list
+	 * of uids ("0,1000"; "self" names ours). A listener refuses other
+	 * peers with reason "not admitted" and a connector refuses a listener
+	 * of another uid (-EACCES): an abstract socket name is anyone's to
+	 * take. BE_ADMIT_UIDS.
+	 */
+	char admit_uids[128];
 };
+
+/* Longest shared secret (be_config.auth_secret). */
+#define BE_AUTH_SECRET_MAX 64
 
 /* be_config_init() - defaults + BE_* environment. Borrows @cfg. */
 BE_EXPORT void be_config_init(struct be_config *cfg);
@@ -354,6 +384,40 @@ struct be_sock_cbs {
  */
 BE_EXPORT int be_listen(struct be_worker *w, const char *addr, const struct be_sock_cbs *cbs,
 			void *user, struct be_listener **out);
+
+/*
+ * The peer of a connection a listener is asked to admit. @addr is its
+ * address with scheme ("tcp://10.0.0.2:41822", "shm://pid:4242"); on shm
+ * (@has_cred) the kernel's word for its process: @uid, @gid, @pid;
+ * @authenticated is 1 when it proved the context's shared secret.
+ * Borrowed for the call.
+ */
+struct be_peer_info {
+	const char *addr;
+	int has_cred;
+	uint32_t uid, gid;
+	int32_t pid;
+	int authenticated;
+};
+
+/*
+ * Admission hook of a listener: return 0 to admit @peer, or a negative
+ * errno to refuse it (the Engine is not made; the peer's connect fails
+ * with -EACCES, and the refusal is logged and counted as "admit_refused"
+ * in be_worker_stats_json()). It runs on the worker's thread, once per
+ * connection, after the uid rule (shm) and the shared secret (if any)
+ * passed and before any Socket, credit or memory reaches the peer; it
+ * must not block. Every be_* function but be_listener_close() of @l and
+ * be_worker_destroy() may be called from it.
+ */
+typedef int (*be_admit_cb)(struct be_listener *l, const struct be_peer_info *peer, void *user);
+
+/*
+ * be_listener_set_admit() - install @cb (NULL: none) with @user on @l for
+ * the connections it accepts from now on. Returns 0 or -EINVAL.
+ * Threads: worker.
+ */
+BE_EXPORT int be_listener_set_admit(struct be_listener *l, be_admit_cb cb, void *user);
 
 /* be_listener_addr() - the bound address, with scheme, into @buf.
  * Returns 0 or -ENOSPC / -errno. Threads: worker. */
@@ -528,7 +592,8 @@ BE_EXPORT int be_sock_stats_json(struct be_sock *s, char *buf, size_t len);
  * be_worker_wait() uses now ("spin_ns": adaptive, 0 .. spin_us) and its
  * receive buffers per transport ("recv": buffers posted, receives
  * reserved by the Engines' grants, bytes, failed reposts
- * "repost_errors") as one JSON object into @buf,
+ * "repost_errors"), and the connections its listeners refused
+ * ("admit_refused": uid rule, shared secret, hook) as one JSON object into @buf,
  * NUL-terminated. Returns the length it needs without the NUL (like
  * snprintf), or -EINVAL. Threads: worker.
  */

@@ -43,13 +43,14 @@ static void engine_hello(struct be__engine *e, struct be__hello *h)
 	*h = (struct be__hello){
 		.magic = BE_PROTO_MAGIC,
 		.version = BE_PROTO_VERSION,
+		.flags = (uint16_t)((cfg->auth_secret_len ? BE_HELLO_F_AUTH : 0) |
+				    (engine_can_oneway(e) ? BE_HELLO_F_ONEWAY : 0)),
 		.recv_buf_size = cfg->recv_buf_size,
 		.eager_max = cfg->eager_max,
 		.credits = e->granted_to_peer,
 		.max_sockets = cfg->max_sockets,
 		.max_msg_size = cfg->max_msg_size,
 		.keepalive_ms = cfg->keepalive_ms,
-		.flags = engine_can_oneway(e) ? BE_HELLO_F_ONEWAY : 0,
 	};
 }
 
@@ -60,12 +61,40 @@ static void engine_set_peer(struct be__engine *e, const struct be__hello *h)
 	e->peer = *h;
 	be__credit_init(&e->cr, h->credits, e->granted_to_peer);
 	e->cr.grant_max = BE_MAX(cfg->credits, e->granted_to_peer);
-	e->sbuf_size = h->recv_buf_size;
+	/* Until admitted only AUTH frames go: staging buffers of the least
+	 * size a peer may announce, whatever this one asked for (admit.c). */
+	e->sbuf_size = BE_MIN(h->recv_buf_size, BE_PROTO_MIN_RECV_BUF);
 	e->eager_max = BE_MIN(cfg->eager_max, h->recv_buf_size - BE_FRAME_HDR);
 	e->oneway = (h->flags & BE_HELLO_F_ONEWAY) && engine_can_oneway(e);
+}
+
+/*
+ * be__engine_admitted() - @e admitted its peer (admit.c): its staging
+ * buffers take the peer's size, the transport may share what admitted
+ * peers get (shm: our regions), and once the transport is up too the
+ * Engine is established and sends what waited.
+ */
+void be__engine_admitted(struct be__engine *e)
+{
+	int rc;
+
+	e->sbuf_size = e->peer.recv_buf_size;
 	/* Staging buffers for control frames even when bemalloc is at its
 	 * limit later: a receiver out of memory must still say so. */
+	be__sendbuf_free_all(e);
 	be__sendbuf_prealloc(e, 2);
+	if (e->ops->conn_admit) {
+		rc = e->ops->conn_admit(e->conn);
+		if (rc) {
+			be__engine_fail(e, rc, "the transport could not admit the peer");
+			return;
+		}
+	}
+	e->state = BE_ES_ESTABLISHED;
+	e->st.state = BE_ES_ESTABLISHED;
+	e->last_rx_ns = e->last_tx_ns = be__now_ns();
+	be_log_dbg("engine %s: established", e->addr);
+	be__engine_kick(e);
 }
 
 static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, const char *addr)
@@ -213,8 +242,10 @@ int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *add
 	e->granted_to_peer = cfg->credits_init;
 	e->connector = true;
 	e->reusable = true;
+	e->admit = BE_ADM_WAIT_XPORT;
 	engine_hello(e, &h);
 	be__hello_encode(&h, priv);
+	memcpy(e->hello_c, priv, sizeof(e->hello_c));
 	attr = engine_conn_attr(e);
 	rc = e->ops->connect(wd->evch, rest, &attr, priv, sizeof(priv), &e->conn);
 	if (rc) {
@@ -287,6 +318,11 @@ static void engine_on_request(struct be__wdev *wd, struct be_xevent *ev)
 	}
 	snprintf(key, sizeof(key), "%s://", l->scheme);
 	wd->cd->ops->conn_peer_addr(ev->conn, key + strlen(key), sizeof(key) - strlen(key));
+	reason = be__admit_request(wd->w, l, ev, &peer, key);
+	if (reason) {
+		engine_reject(wd, ev->conn, (uint32_t)reason);
+		return;
+	}
 	e = engine_new(wd->w, wd, key);
 	if (!e) {
 		engine_reject(wd, ev->conn, BE_REJECT_RESOURCES);
@@ -303,9 +339,17 @@ static void engine_on_request(struct be__wdev *wd, struct be_xevent *ev)
 	e->acb = l->cbs;
 	e->auser = l->user;
 	e->listener = l;
+	e->auth = cfg->auth_secret_len && (peer.flags & BE_HELLO_F_AUTH);
+	e->admit = e->auth ? BE_ADM_WAIT_HELLO : BE_ADM_DONE;
+	e->has_cred = ev->has_cred;
+	e->peer_uid = ev->peer_uid;
+	e->peer_gid = ev->peer_gid;
+	e->peer_pid = ev->peer_pid;
 	engine_set_peer(e, &peer);
 	engine_hello(e, &h);
 	be__hello_encode(&h, priv);
+	memcpy(e->hello_c, ev->priv, sizeof(e->hello_c));
+	memcpy(e->hello_s, priv, sizeof(e->hello_s));
 	attr = engine_conn_attr(e);
 	rc = wd->cd->ops->accept(ev->conn, &attr, priv, sizeof(priv));
 	if (rc) {
@@ -325,7 +369,7 @@ static void engine_on_established(struct be__engine *e, struct be_xevent *ev)
 	struct be__hello peer;
 	const char *why = "";
 
-	if (e->state != BE_ES_CONNECTING)
+	if (e->state != BE_ES_CONNECTING || e->xestab)
 		return;
 	if (e->connector) {
 		int reason = be__hello_decode(ev->priv, ev->priv_len, 0, &peer, &why);
@@ -336,11 +380,10 @@ static void engine_on_established(struct be__engine *e, struct be_xevent *ev)
 		}
 		engine_set_peer(e, &peer);
 	}
-	e->state = BE_ES_ESTABLISHED;
-	e->st.state = BE_ES_ESTABLISHED;
-	e->last_rx_ns = e->last_tx_ns = be__now_ns();
-	be_log_dbg("engine %s: established", e->addr);
-	be__engine_kick(e);
+	e->xestab = true;
+	e->refs++;
+	be__admit_established(e, ev);
+	be__engine_unref(e);
 }
 
 void be__engine_on_event(struct be__wdev *wd, struct be_xevent *ev)
@@ -375,7 +418,10 @@ void be__engine_on_event(struct be__wdev *wd, struct be_xevent *ev)
 				 be__reject_str(h.reason));
 		else
 			snprintf(msg, sizeof(msg), "rejected by the peer");
-		be__engine_fail(e, -ECONNREFUSED, msg);
+		/* Not admitted: the connect fails with -EACCES, so an
+		 * application tells it from a peer out of room. */
+		be__engine_fail(e, h.reason == BE_REJECT_ADMISSION || h.reason == BE_REJECT_AUTH ?
+					   -EACCES : -ECONNREFUSED, msg);
 		break;
 	case BE_XEV_UNREACHABLE:
 		be__engine_fail(e, ev->status ? ev->status : -EHOSTUNREACH, "peer unreachable");

@@ -52,6 +52,7 @@ struct be__sendbuf {
 	uint32_t used;
 	uint32_t nframes;
 	uint32_t lkey;             /* of buf on the Engine's device */
+	uint32_t size;             /* bytes of buf: the Engine's sbuf_size when made */
 	bool reserve;              /* opened with the reserve credit: credit frames only */
 	bool close_ack;            /* holds a SOCK_CLOSE(ACK): its arrival must be seen */
 	struct be__list msgs;      /* eager messages to complete with it */
@@ -163,6 +164,28 @@ struct be__engine {
 	bool rx_seen, tx_seen;
 	uint64_t idle_since_ns;    /* connector with no Socket: since when (0: busy) */
 	struct be_engine_stats st;
+
+	/* Admission (admit.c): nothing but AUTH frames crosses, and the
+	 * transport shares nothing (conn_admit), until admit is DONE. */
+	uint8_t admit;             /* enum be__admit_state */
+	bool xestab;               /* the transport reported ESTABLISHED */
+	bool auth;                 /* both hold a secret: AUTH frames prove it */
+	bool has_cred;             /* acceptor on shm: the peer's uid, gid, pid */
+	uint32_t peer_uid, peer_gid;
+	int32_t peer_pid;
+	uint8_t nonce_c[BE_AUTH_NONCE], nonce_s[BE_AUTH_NONCE];
+	uint8_t hello_c[BE_PROTO_HELLO_LEN], hello_s[BE_PROTO_HELLO_LEN]; /* as sent */
+};
+
+enum be__admit_state {
+	BE_ADM_DONE = 0,           /* admitted (or no admission left to run) */
+	BE_ADM_WAIT_XPORT,         /* connector: until the transport's ESTABLISHED */
+	BE_ADM_WAIT_HELLO,         /* acceptor: for the connector's nonce */
+	BE_ADM_GOT_HELLO,          /* acceptor: ... came before our ESTABLISHED */
+	BE_ADM_WAIT_CHALLENGE,     /* connector: for the acceptor's nonce */
+	BE_ADM_WAIT_PROOF,         /* acceptor: for the connector's MAC */
+	BE_ADM_WAIT_ACCEPT,        /* connector: for the acceptor's MAC */
+	BE_ADM_REFUSING,           /* acceptor: REFUSED queued; the Engine ends once it left */
 };
 
 /* A socket's scheduling queue: its own, or its Engine's FIFO when
@@ -220,6 +243,21 @@ void be__sock_deliver_rest(struct be_sock *s);
 void be__credit_elastic_grow(struct be__engine *e, bool starved);
 void be__credit_elastic_tick(struct be__engine *e);
 const char *be__credit_elastic_frame(struct be__engine *e, const struct be__frame *f);
+
+/* admit.c: admission (docs/SECURITY.md). request: an acceptor's checks
+ * before it makes an Engine (uid rule, the secret offered, the hook when
+ * no secret runs): 0 or a reject reason, counted and logged. established:
+ * the transport is up (the connector checked its peer's hello); runs or
+ * starts the rest. frame: a frame while not admitted, or an AUTH frame;
+ * NULL or the protocol violation. sent: a send completed (an Engine that
+ * refused ends once its REFUSED left). */
+int be__admit_request(struct be_worker *w, struct be_listener *l, const struct be_xevent *ev,
+		      const struct be__hello *peer, const char *addr);
+void be__admit_established(struct be__engine *e, const struct be_xevent *ev);
+const char *be__admit_frame(struct be__engine *e, const struct be__frame *f);
+void be__admit_sent(struct be__engine *e);
+/* engine.c: the Engine admitted its peer: it goes ESTABLISHED. */
+void be__engine_admitted(struct be__engine *e);
 
 /* large.c */
 int be__large_on_req(struct be__engine *e, struct be_sock *s, const struct be__frame *f);

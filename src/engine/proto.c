@@ -120,6 +120,9 @@ const char *be__reject_str(uint32_t reason)
 	case BE_REJECT_PARAMS: return "handshake parameters out of range";
 	case BE_REJECT_RESOURCES: return "no resources left";
 	case BE_REJECT_SHUTDOWN: return "listener closing";
+	case BE_REJECT_ADMISSION: return "not admitted";
+	case BE_REJECT_AUTH: return "a shared secret is required";
+	case BE_REJECT_LIMIT: return "too many connections from this peer";
 	}
 	return "unknown reason";
 }
@@ -140,6 +143,8 @@ uint32_t be__frame_body_len(uint8_t type)
 		return 24;
 	case BE_FR_WRITE_ONEWAY:
 		return 16;
+	case BE_FR_AUTH:
+		return BE_AUTH_BODY;
 	default:
 		return 0;
 	}
@@ -150,7 +155,7 @@ const char *be__frame_type_str(uint8_t type)
 	static const char *const names[] = {
 		"?", "DATA", "SOCK_OPEN", "SOCK_OPEN_ACK", "SOCK_CLOSE", "WRITE_REQ",
 		"WRITE_RESP", "WRITE_NOMEM", "CREDIT", "KEEPALIVE", "CREDIT_GROW",
-		"CREDIT_REVOKE", "CREDIT_RELEASE", "WRITE_ONEWAY",
+		"CREDIT_REVOKE", "CREDIT_RELEASE", "WRITE_ONEWAY", "AUTH",
 	};
 
 	return type <= BE_FR_MAX_TYPE ? names[type] : "?";
@@ -202,6 +207,9 @@ uint32_t be__frame_encode(uint8_t *buf, const struct be__frame *f, const void *p
 		wr64(b, f->length);
 		wr32(b + 8, f->token);
 		wr32(b + 12, 0);
+		break;
+	case BE_FR_AUTH:
+		memcpy(b, f->auth, BE_AUTH_BODY);
 		break;
 	default:
 		break;
@@ -286,6 +294,9 @@ int be__frame_next(const uint8_t *buf, size_t len, size_t *off, uint32_t max_dat
 			*why = "WRITE_ONEWAY slot out of range or reserved field set";
 			return BE_EPROTO_PEER;
 		}
+		break;
+	case BE_FR_AUTH:
+		memcpy(f->auth, f->body, BE_AUTH_BODY);
 		break;
 	default:
 		break;

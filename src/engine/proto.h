@@ -36,6 +36,10 @@ enum be__reject_reason {
 	BE_REJECT_PARAMS = 3,      /* parameters out of range */
 	BE_REJECT_RESOURCES = 4,   /* no receive buffers / engines left */
 	BE_REJECT_SHUTDOWN = 5,    /* listener closing */
+	BE_REJECT_ADMISSION = 6,   /* not admitted: uid rule, accept hook, shared secret */
+	BE_REJECT_AUTH = 7,        /* the listener needs a shared secret; none offered */
+	BE_REJECT_LIMIT = 8,       /* too many Engines or handshakes from this peer */
+	BE_REJECT_MAX = 8,
 };
 
 struct be__hello {
@@ -53,7 +57,8 @@ struct be__hello {
 
 /* Hello flags: optional features the sender supports. */
 #define BE_HELLO_F_ONEWAY 0x0001u /* accepts WRITE_ONEWAY (receiver-allocated writes) */
-#define BE_HELLO_F_ALL 0x0001u
+#define BE_HELLO_F_AUTH 0x0002u   /* holds a shared secret and proves it (AUTH frames) */
+#define BE_HELLO_F_ALL 0x0003u
 
 /* One-way large messages in progress per Engine and direction: their
  * slots are 0 .. BE_ONEWAY_SLOTS - 1 (docs/PROTOCOL.md, section 4). */
@@ -88,7 +93,22 @@ enum be__frame_type {
 	BE_FR_CREDIT_REVOKE = 11,  /* body: u32 n: give back up to n receives */
 	BE_FR_CREDIT_RELEASE = 12, /* body: u32 k: k receives given back (answers a revoke) */
 	BE_FR_WRITE_ONEWAY = 13,   /* body: u64 length, u32 slot, u32 0: its data follows */
-	BE_FR_MAX_TYPE = 13,
+	BE_FR_AUTH = 14,       /* admission (msg: step): body 32-byte nonce, 32-byte MAC */
+	BE_FR_MAX_TYPE = 14,
+};
+
+/* AUTH frames: the challenge-response of the shared secret, before the
+ * Engine carries anything else (docs/PROTOCOL.md, "Admission"). The step
+ * is in the header's msg field, the socket id is 0. */
+#define BE_AUTH_NONCE 32u
+#define BE_AUTH_MAC 32u
+#define BE_AUTH_BODY (BE_AUTH_NONCE + BE_AUTH_MAC)
+enum be__auth_step {
+	BE_AUTH_HELLO = 1,   /* connector: its nonce */
+	BE_AUTH_CHALLENGE,   /* acceptor: its nonce */
+	BE_AUTH_PROOF,       /* connector: its MAC */
+	BE_AUTH_ACCEPT,      /* acceptor: its MAC; the connector is admitted */
+	BE_AUTH_REFUSED,     /* acceptor: not admitted; nonce[0] the reject reason */
 };
 
 #define BE_FRF_OPENER 0x01u    /* sender opened the socket (selects its id space) */
@@ -112,6 +132,7 @@ struct be__frame {
 	uint32_t rkey;    /* WRITE_RESP */
 	uint32_t token;   /* WRITE_RESP; WRITE_ONEWAY: the slot */
 	uint32_t count;   /* CREDIT_GROW, CREDIT_REVOKE, CREDIT_RELEASE */
+	uint8_t auth[BE_AUTH_BODY]; /* AUTH: nonce, then MAC (encoding only; decoding: body) */
 };
 
 /* Frames that carry nothing but credit and liveness: the receives they

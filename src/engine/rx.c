@@ -232,6 +232,12 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 	void *nb = NULL;
 	int rc = 0;
 
+	/* Before admission only AUTH frames (admit.c). */
+	if (BE_UNLIKELY(e->admit != BE_ADM_DONE || f->type == BE_FR_AUTH)) {
+		const char *why = be__admit_frame(e, f);
+
+		return why ? rx_fail(e, f, why) : 0;
+	}
 	switch (f->type) {
 	case BE_FR_DATA:
 	case BE_FR_SOCK_OPEN_ACK:
@@ -445,7 +451,8 @@ void be__engine_on_recv_wc(struct be__wdev *wd, const struct be_xwc *wc)
 				"protocol error: peer used more receives than it was granted");
 		return;
 	}
-	be__credit_elastic_grow(e, false);
+	if (e->state == BE_ES_ESTABLISHED)
+		be__credit_elastic_grow(e, false);
 	e->rx_seen = true;
 	if (wc->opcode == BE_XWC_RECV_IMM) {
 		be__worker_repost_later(e, buf, true);

@@ -106,8 +106,9 @@ static struct be__sendbuf *tx_sendbuf_new(struct be__engine *e)
 
 	if (!sb)
 		return NULL;
-	sb->buf = be_alloc(e->sbuf_size);
-	if (!sb->buf || be__engine_lkey(e, sb->buf, e->sbuf_size, &sb->lkey)) {
+	sb->size = e->sbuf_size;
+	sb->buf = be_alloc(sb->size);
+	if (!sb->buf || be__engine_lkey(e, sb->buf, sb->size, &sb->lkey)) {
 		be_free(sb->buf);
 		free(sb);
 		return NULL;
@@ -152,7 +153,8 @@ void be__sendbuf_prealloc(struct be__engine *e, int n)
 
 static void tx_sendbuf_put(struct be__engine *e, struct be__sendbuf *sb)
 {
-	if (e->nsbfree >= TX_SBFREE_MAX) {
+	/* One of the small buffers of the admission (admit.c) is not kept. */
+	if (e->nsbfree >= TX_SBFREE_MAX || sb->size != e->sbuf_size) {
 		be_free(sb->buf);
 		free(sb);
 		return;
@@ -610,11 +612,39 @@ static bool tx_give_turn(struct be__engine *e, struct be__sq *sq, struct be__lis
 	return true;
 }
 
+/* Before admission (admit.c) only the control queue goes, which then
+ * holds AUTH frames alone; a REFUSED is signaled, since the Engine ends
+ * once it arrived. */
+static void tx_admit_pass(struct be__engine *e)
+{
+	e->in_pass = true;
+	e->refs++;
+	while (!be__list_empty(&e->ctrlq) && e->state == BE_ES_CONNECTING) {
+		struct be__ctrl *c = be__list_entry(be__list_first(&e->ctrlq), struct be__ctrl,
+						    link);
+
+		if (tx_emit(e, &c->f, NULL, false))
+			break;
+		if (c->f.type == BE_FR_AUTH && c->f.msg == BE_AUTH_REFUSED)
+			e->cur->close_ack = true;
+		be__list_del_init(&c->link);
+		free(c);
+	}
+	if (e->state == BE_ES_CONNECTING)
+		tx_flush(e);
+	e->in_pass = false;
+	be__engine_unref(e);
+}
+
 void be__engine_run(struct be__engine *e)
 {
 	struct be__list later, waiting, frags;
 	bool blocked = false;
 
+	if (e->state == BE_ES_CONNECTING && e->xestab && !e->in_pass) {
+		tx_admit_pass(e);
+		return;
+	}
 	if (e->state != BE_ES_ESTABLISHED || e->in_pass)
 		return;
 	e->in_pass = true;
@@ -760,6 +790,10 @@ void be__engine_on_send_wc(struct be__engine *e, const struct be_xwc *wc)
 	}
 	while (be__window_pop(&e->win, wc->wr_id, &r))
 		tx_retire(e, &r, 0);
+	if (BE_UNLIKELY(e->admit == BE_ADM_REFUSING)) {
+		be__admit_sent(e);
+		return;
+	}
 	if (!be__list_empty(&e->active) || !be__list_empty(&e->ctrlq) ||
 	    be__credit_update_due(&e->cr))
 		be__engine_kick(e);

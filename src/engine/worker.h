@@ -112,6 +112,7 @@ struct be_worker {
 	uint32_t nmsg_cache;
 	bool ev_ready;                   /* epoll saw an event channel readable */
 	uint64_t cq_arm_errors;          /* cq_arm failures (be_worker_wait returned them) */
+	uint64_t admit_refused;          /* connections not admitted (admit.c) */
 	bool timers_due;                 /* read the clock at the next progress */
 	uint64_t ev_polled_ns;           /* last timed poll of the event channels */
 	bool idle_wake;                  /* the last wait slept and found nothing */
@@ -130,6 +131,8 @@ struct be_listener {
 	struct be_xlistener *xl;
 	struct be_sock_cbs cbs;
 	void *user;
+	be_admit_cb admit;               /* be_listener_set_admit(), NULL: none */
+	void *admit_user;
 	char scheme[16];
 	struct be__list link;            /* w->listeners */
 };

@@ -15,9 +15,14 @@
  * spinning catches a ping-pong's answer without burning a core when idle.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <be/be.h>
 #include <be/sock.h>
 #include "engine/ctx.h"
 #include "engine/proto.h"
@@ -34,6 +39,19 @@ static void config_env64(const char *name, uint64_t *v)
 		be_log_warn("config: ignoring malformed %s", name);
 	else if (rc > 0)
 		*v = x;
+}
+
+static void config_env_str(const char *name, char *v, size_t len)
+{
+	const char *s = getenv(name);
+
+	if (!s)
+		return;
+	if (strlen(s) >= len) {
+		be_log_warn("config: ignoring %s: too long", name);
+		return;
+	}
+	snprintf(v, len, "%s", s);
 }
 
 static void config_env32(const char *name, uint32_t *v)
@@ -103,6 +121,106 @@ void be_config_init(struct be_config *cfg)
 	config_env32("BE_NOMEM_BACKOFF_MAX_US", &cfg->nomem_backoff_max_us);
 	config_env32("BE_ENGINE_IDLE_MS", &cfg->engine_idle_ms);
 	config_env32("BE_CLOSE_TIMEOUT_MS", &cfg->close_timeout_ms);
+	config_env_str("BE_AUTH_SECRET_FILE", cfg->auth_secret_file, sizeof(cfg->auth_secret_file));
+	config_env_str("BE_ADMIT_UIDS", cfg->admit_uids, sizeof(cfg->admit_uids));
+	{
+		const char *sec = getenv("BE_AUTH_SECRET");
+		size_t n = sec ? strlen(sec) : 0;
+
+		if (n > sizeof(cfg->auth_secret))
+			be_log_warn("config: ignoring BE_AUTH_SECRET: longer than %zu bytes",
+				    sizeof(cfg->auth_secret));
+		else if (n) {
+			memcpy(cfg->auth_secret, sec, n);
+			cfg->auth_secret_len = (uint32_t)n;
+		}
+	}
+}
+
+/*
+ * Read the shared secret from @path into @cfg: a regular file that only
+ * its owner may read or write (a secret others can read is no secret, and
+ * one others can write lets them pick it), its first line without the
+ * newline, 1 .. BE_AUTH_SECRET_MAX bytes. Returns 0, -EACCES (mode),
+ * -EINVAL (not a regular file, empty, too long) or open's -errno.
+ */
+static int config_read_secret(struct be_config *cfg, const char *path)
+{
+	uint8_t buf[BE_AUTH_SECRET_MAX + 2];
+	struct stat st;
+	ssize_t n;
+	size_t len;
+	int fd, rc = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		rc = -errno;
+		be_log_err("config: auth_secret_file %s: %s", path, be_strerror(rc));
+		return rc;
+	}
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		be_log_err("config: auth_secret_file %s is not a regular file", path);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+		be_log_err("config: auth_secret_file %s: mode %03o lets others read or write "
+			   "it; make it 0600", path, (unsigned)(st.st_mode & 0777));
+		rc = -EACCES;
+		goto out;
+	}
+	n = read(fd, buf, sizeof(buf));
+	if (n < 0) {
+		rc = -errno;
+		goto out;
+	}
+	len = (size_t)n;
+	if (len && buf[len - 1] == '\n')
+		len--;
+	if (len && buf[len - 1] == '\r')
+		len--;
+	if (!len || len > BE_AUTH_SECRET_MAX || memchr(buf, '\n', len)) {
+		be_log_err("config: auth_secret_file %s: the secret must be one line of 1 to %d "
+			   "bytes", path, BE_AUTH_SECRET_MAX);
+		rc = -EINVAL;
+		goto out;
+	}
+	memcpy(cfg->auth_secret, buf, len);
+	cfg->auth_secret_len = (uint32_t)len;
+out:
+	memset(buf, 0, sizeof(buf));
+	close(fd);
+	return rc;
+}
+
+/* "", "*", or a comma-separated list of uids and "self". */
+static int config_check_uids(const char *s)
+{
+	if (!*s || strcmp(s, "*") == 0)
+		return 0;
+	while (*s) {
+		size_t n = strcspn(s, ",");
+
+		if (!(n == 4 && strncmp(s, "self", 4) == 0)) {
+			size_t i;
+
+			if (!n || n > 10)
+				return -EINVAL;
+			for (i = 0; i < n; i++)
+				if (s[i] < '0' || s[i] > '9')
+					return -EINVAL;
+			if (strtoull(s, NULL, 10) > UINT32_MAX)
+				return -EINVAL;
+		}
+		s += n;
+		if (*s == ',' && *++s == '\0')
+			return -EINVAL;
+	}
+	return 0;
 }
 
 static void config_clamp32(const char *name, uint32_t *v, uint32_t now, const char *why)
@@ -164,5 +282,16 @@ int be__config_check(struct be_config *cfg)
 			       cfg->nomem_backoff_us, "at least nomem_backoff_us");
 	if (cfg->max_sockets > (1u << 24))
 		config_clamp32("max_sockets", &cfg->max_sockets, 1u << 24, "at most 2^24");
+	if (cfg->auth_secret_len > BE_AUTH_SECRET_MAX ||
+	    !memchr(cfg->auth_secret_file, '\0', sizeof(cfg->auth_secret_file)) ||
+	    !memchr(cfg->admit_uids, '\0', sizeof(cfg->admit_uids)) ||
+	    config_check_uids(cfg->admit_uids))
+		return -EINVAL;
+	if (!cfg->auth_secret_len && cfg->auth_secret_file[0]) {
+		int rc = config_read_secret(cfg, cfg->auth_secret_file);
+
+		if (rc)
+			return rc;
+	}
 	return 0;
 }

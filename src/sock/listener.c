@@ -62,6 +62,16 @@ err_free:
 	return rc;
 }
 
+int be_listener_set_admit(struct be_listener *l, be_admit_cb cb, void *user)
+{
+	if (!l)
+		return -EINVAL;
+	BE_WORKER_ASSERT_THREAD(l->w);
+	l->admit = cb;
+	l->admit_user = user;
+	return 0;
+}
+
 int be_listener_addr(struct be_listener *l, char *buf, size_t len)
 {
 	size_t n = strlen(l->scheme) + 3;

@@ -225,6 +225,12 @@ struct be_xevent {
 	int up;
 	uint8_t priv[BE_XPORT_PRIV_MAX];
 	uint8_t priv_len;
+	/* CONNECT_REQUEST, ESTABLISHED: the peer's process as the kernel
+	 * names it (shm: SO_PEERCRED), when has_cred; the Engine's admission
+	 * checks it (docs/SECURITY.md). */
+	bool has_cred;
+	uint32_t peer_uid, peer_gid;
+	int32_t peer_pid;
 };
 
 struct be_xconn_attr {
@@ -315,6 +321,14 @@ struct be_xport_ops {
 	 * said -EAGAIN reads again, and asks rx_alloc again, from the next
 	 * cq_poll on. Returns 0 or -errno. */
 	int (*conn_rx_resume)(struct be_xconn *conn);
+
+	/* Optional. The Engine admitted the peer of @conn (ESTABLISHED, and
+	 * the shared secret and the rules of docs/SECURITY.md passed): the
+	 * transport may now give the peer what it shares with every admitted
+	 * peer (shm: the announcements of the registered regions, which
+	 * before this point no peer receives). Returns 0 or -errno (the
+	 * Engine then fails). NULL: nothing to share. */
+	int (*conn_admit)(struct be_xconn *conn);
 };
 
 /*

@@ -74,7 +74,8 @@ static void frame_check(const struct be__frame *f, const uint8_t *buf, size_t le
 	ASSERT(g.type == f->type && g.flags == f->flags && g.credits == f->credits &&
 	       g.sock == f->sock && g.msg == f->msg && g.len == f->len && g.status == f->status &&
 	       g.length == f->length && g.addr == f->addr && g.rkey == f->rkey &&
-	       g.token == f->token && g.count == f->count);
+	       g.token == f->token && g.count == f->count &&
+	       !memcmp(g.auth, f->auth, sizeof(g.auth)));
 }
 
 static void frames_one(const uint8_t *p, size_t n, uint32_t max_data)

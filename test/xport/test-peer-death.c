@@ -47,6 +47,7 @@ static void child(int argc, char **argv, const char *addr, int progress)
 	a = xt_attr(&s, 16);
 	ASSERT_OK(t.ops->connect(s.ch, addr, &a, &tg, sizeof(tg), &c));
 	xt_expect_event(&t, &s, BE_XEV_ESTABLISHED, &ev);
+	xt_admit(t.ops, c);
 	for (;;) {
 		if (progress)
 			xt_progress(&t);
@@ -81,6 +82,7 @@ static void round_(struct xt *t, struct xt_side *srv, struct be_xlistener *l, in
 	memcpy(&tg, ev.priv, sizeof(tg));
 	s = ev.conn;
 	ASSERT_OK(t->ops->accept(s, &sa, NULL, 0));
+	xt_admit(t->ops, s);
 	xt_expect_event(t, srv, BE_XEV_ESTABLISHED, &ev);
 
 	src = xt_alloc(t, BIG);

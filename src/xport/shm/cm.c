@@ -80,6 +80,12 @@ static void cm_queue(struct shm_conn *c, enum be_xev_type type, int status,
 		memcpy(ev.priv, priv, priv_len);
 		ev.priv_len = priv_len;
 	}
+	if (c->has_cred) {
+		ev.has_cred = true;
+		ev.peer_uid = c->peer_uid;
+		ev.peer_gid = c->peer_gid;
+		ev.peer_pid = c->peer_pid;
+	}
 	if (c->base.evch) /* NULL: the evch was destroyed first (a caller bug) */
 		be__shm_evch_queue(to_sevch(c->base.evch), &ev);
 }
@@ -195,6 +201,21 @@ static void cm_timer_fired(struct shm_evch *ch)
 			cm_handshake_failed(c, BE_XEV_UNREACHABLE, -ETIMEDOUT, NULL, 0);
 	}
 	cm_timer_arm(ch);
+}
+
+/* The peer's process from the kernel (SO_PEERCRED): what the Engine's
+ * admission checks (its uid) and what logs name (its pid). */
+static void cm_peer_cred(struct shm_conn *c)
+{
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+
+	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0)
+		return;
+	c->peer_pid = cred.pid;
+	c->peer_uid = cred.uid;
+	c->peer_gid = cred.gid;
+	c->has_cred = true;
 }
 
 /* ---- conn objects ----------------------------------------------------- */
@@ -719,8 +740,6 @@ static void cm_accept_sockets(struct shm_listener *l)
 
 	for (;;) {
 		struct shm_conn *c;
-		struct ucred cred;
-		socklen_t clen = sizeof(cred);
 		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
@@ -738,8 +757,7 @@ static void cm_accept_sockets(struct shm_listener *l)
 		c->fd = fd;
 		c->listener = l;
 		c->state = SHM_CS_WAIT_REQ;
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
-			c->peer_pid = cred.pid;
+		cm_peer_cred(c);
 		snprintf(c->peer_name, sizeof(c->peer_name), "pid:%d", (int)c->peer_pid);
 		if (be__wake_watch(&ch->wake, fd, EPOLLIN | EPOLLRDHUP, &c->ph)) {
 			be__shm_conn_destroy(&c->base);
@@ -897,20 +915,11 @@ int be__shm_connect(struct be_xevch *xch, const char *addr, const struct be_xcon
 		ret = -errno;
 		goto unreachable;
 	}
-	{
-		struct ucred cred;
-		socklen_t clen = sizeof(cred);
-
-		if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
-			c->peer_pid = cred.pid;
-	}
+	cm_peer_cred(c);
 	fds[0] = segfd;
 	fds[1] = c->rcq->wake.efd;
 	fds[2] = c->scq->wake.efd;
 	ret = cm_send_simple(c, SHM_MSG_REQ, priv, priv_len, fds, 3);
-	if (ret)
-		goto unreachable;
-	ret = be__shm_push_attach(c);
 	if (ret)
 		goto unreachable;
 	close(segfd);
@@ -950,20 +959,15 @@ int be__shm_accept(struct be_xconn *xc, const struct be_xconn_attr *attr, const 
 	ret = be__shm_conn_attach_cqs(c);
 	if (ret)
 		goto err_sq;
-	ret = be__shm_push_attach(c);
-	if (ret)
-		goto err_cqs;
 	fds[0] = c->rcq->wake.efd;
 	fds[1] = c->scq->wake.efd;
 	ret = cm_send_simple(c, SHM_MSG_ACC, priv, priv_len, fds, 2);
 	if (ret)
-		goto err_push;
+		goto err_cqs;
 	c->state = SHM_CS_CONNECTED;
 	cm_queue(c, BE_XEV_ESTABLISHED, 0, NULL, 0);
 	return 0;
 
-err_push:
-	be__shm_push_detach(c);
 err_cqs:
 	be__shm_conn_detach_cqs(c);
 err_sq:
@@ -971,6 +975,27 @@ err_sq:
 	c->scq = c->rcq = NULL;
 	c->srq = NULL;
 	return ret;
+}
+
+/*
+ * be__shm_conn_admit() - the Engine admitted the peer: from now on it
+ * learns of our regions (a snapshot now, then every registration). Before
+ * this no region fd reaches the peer, so a process that connects (or
+ * listens under a name a client connects to) but is not admitted never
+ * maps our memory. Idempotent.
+ */
+int be__shm_conn_admit(struct be_xconn *xc)
+{
+	struct shm_conn *c;
+
+	if (!xc)
+		return -EINVAL;
+	c = to_sconn(xc);
+	if (c->state != SHM_CS_CONNECTED)
+		return -ENOTCONN;
+	if (be__list_linked(&c->push_link))
+		return 0;
+	return be__shm_push_attach(c);
 }
 
 int be__shm_reject(struct be_xconn *xc, const void *priv, size_t priv_len)

@@ -9,4 +9,7 @@
  */
 #include "xport/shm/shm.h"
 
-const struct be_xport_ops be__xport_shm_ops = { BE__XPORT_OPS(shm) };
+const struct be_xport_ops be__xport_shm_ops = {
+	BE__XPORT_OPS(shm),
+	.conn_admit = be__shm_conn_admit,
+};

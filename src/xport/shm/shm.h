@@ -193,6 +193,8 @@ struct shm_conn {
 	struct shm_listener *listener;
 	struct shm_dev *dev;
 	pid_t peer_pid;
+	bool has_cred;             /* peer_uid, peer_gid from SO_PEERCRED */
+	uint32_t peer_uid, peer_gid;
 	char peer_name[SHM_NAME_MAX + 1];
 
 	struct be__list ev_link;                 /* evch->conns */
@@ -301,6 +303,9 @@ int be__shm_sendmsg(int fd, const struct shm_msg *m, size_t len, const int *fds,
 size_t be__shm_msg_len(uint16_t type, uint16_t count);
 
 /* cm.c */
+/* conn_admit (xport.h): the Engine admitted the peer; announce our
+ * regions to it from now on. */
+int be__shm_conn_admit(struct be_xconn *xc);
 /* Reads and handles every pending socket message of @c (region pushes,
  * BYE, hang-up). Used by evch_get, by cq_poll's hang-up check and by
  * post_send on an unknown rkey. */

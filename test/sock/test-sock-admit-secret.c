@@ -1,0 +1,186 @@
+/*
+ * Check admission by shared secret (docs/SECURITY.md): a client that
+ * proves the listener's secret connects and talks; one with another
+ * secret, or none, is refused before any Socket reaches the listener's
+ * application: its socket gets on_close(-EACCES), the listener's worker
+ * counts and logs the refusal ("admit_refused"). A client with a secret
+ * refuses a listener that holds none (-EACCES) or another one. The
+ * secret may come from a file, which must not be readable by others.
+ * Before the fix any client could connect to any listener.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "stest.h"
+
+static struct st_server srv;
+
+struct cli {
+	int closed;     /* 1 until on_close */
+	int reason;
+	int recvd;
+};
+
+static void cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	((struct cli *)user)->recvd++;
+	be_free(buf);
+}
+
+static void cli_close(struct be_sock *s, int reason, void *user)
+{
+	struct cli *c = user;
+
+	c->closed = 0;
+	c->reason = reason;
+}
+
+static const struct be_sock_cbs cli_cbs = { .on_recv = cli_recv, .on_close = cli_close };
+
+static bool cli_done(void *arg)
+{
+	struct cli *c = arg;
+
+	return !c->closed || c->recvd > 0;
+}
+
+static void set_secret(struct be_config *cfg, const char *s)
+{
+	cfg->auth_secret_len = s ? (uint32_t)strlen(s) : 0;
+	if (s)
+		memcpy(cfg->auth_secret, s, strlen(s));
+}
+
+static long long refused(struct be_worker *w)
+{
+	char json[8192];
+
+	ASSERT_GT(be_worker_stats_json(w, json, sizeof(json)), 0);
+	return st_json_num(json, "admit_refused");
+}
+
+/* Connect a client of a context with @secret to @addr and send one
+ * message (the server echoes). Returns the socket's outcome: 0 when the
+ * echo came back, else the reason of its on_close. */
+static int try_client(struct st *t, struct be_worker *sw, const char *addr, const char *secret)
+{
+	struct be_config cfg = t->cfg;
+	struct be_worker *ws[2];
+	struct be_ctx *ctx;
+	struct be_sock *s;
+	struct cli c = { .closed = 1 };
+	struct st_sends sends = { 0 };
+
+	set_secret(&cfg, secret);
+	ASSERT_OK(be_ctx_create(&cfg, &ctx));
+	ws[0] = sw;
+	ASSERT_OK(be_worker_create(ctx, &ws[1]));
+	ASSERT_OK(be_sock_connect(ws[1], addr, &cli_cbs, &c, &s));
+	ASSERT_OK(be_sock_send(s, st_msg(64, 7), 64, st_send_cb, &sends));
+	st_pump(ws, 2, cli_done, &c);
+	be_sock_close(s);
+	/* Shut the client down; the server's worker only runs for it. */
+	while (be_worker_shutdown(ws[1], 0) == -ETIMEDOUT)
+		ASSERT(be_worker_progress(ws[0]) >= 0);
+	be_worker_destroy(ws[1]);
+	ASSERT_OK(be_ctx_destroy(ctx));
+	return c.recvd ? 0 : c.reason;
+}
+
+/* A listener of a context with @secret on a worker of its own. */
+static void server(struct st *t, const char *secret, struct be_ctx **ctx, struct be_worker **w,
+		   struct be_listener **l, char *addr, size_t len)
+{
+	struct be_config cfg = t->cfg;
+
+	set_secret(&cfg, secret);
+	ASSERT_OK(be_ctx_create(&cfg, ctx));
+	ASSERT_OK(be_worker_create(*ctx, w));
+	ASSERT_OK(be_listen(*w, st_listen_addr(t), &st_server_cbs, &srv, l));
+	ASSERT_OK(be_listener_addr(*l, addr, len));
+}
+
+static void server_down(struct be_ctx *ctx, struct be_worker *w, struct be_listener *l)
+{
+	int i;
+
+	for (i = 0; i < srv.nsocks; i++)
+		be_sock_close(srv.socks[i]);
+	srv.nsocks = 0;
+	be_listener_close(l);
+	st_shutdown(&w, 1);
+	be_worker_destroy(w);
+	ASSERT_OK(be_ctx_destroy(ctx));
+}
+
+static void test_secret_file(struct st *t)
+{
+	char path[] = "/tmp/be-secret-XXXXXX";
+	struct be_config cfg = t->cfg;
+	struct be_ctx *ctx;
+	int fd = mkstemp(path);
+
+	ASSERT(fd >= 0);
+	ASSERT_EQ(write(fd, "s3cret\n", 7), 7);
+	close(fd);
+	cfg.auth_secret_len = 0;
+	snprintf(cfg.auth_secret_file, sizeof(cfg.auth_secret_file), "%s", path);
+	/* Readable by others: refused. */
+	ASSERT_OK(chmod(path, 0644));
+	ASSERT_EQ(be_ctx_create(&cfg, &ctx), -EACCES);
+	ASSERT_OK(chmod(path, 0620));
+	ASSERT_EQ(be_ctx_create(&cfg, &ctx), -EACCES);
+	/* The owner's alone: its first line is the secret. */
+	ASSERT_OK(chmod(path, 0600));
+	ASSERT_OK(be_ctx_create(&cfg, &ctx));
+	ASSERT_UEQ(be_ctx_config(ctx)->auth_secret_len, 6);
+	ASSERT(memcmp(be_ctx_config(ctx)->auth_secret, "s3cret", 6) == 0);
+	ASSERT_OK(be_ctx_destroy(ctx));
+	/* Empty: no secret is not a secret. */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	ASSERT(fd >= 0);
+	close(fd);
+	ASSERT_EQ(be_ctx_create(&cfg, &ctx), -EINVAL);
+	unlink(path);
+	ASSERT_EQ(be_ctx_create(&cfg, &ctx), -ENOENT);
+}
+
+int main(int argc, char **argv)
+{
+	struct be_listener *l;
+	struct be_worker *w;
+	struct be_ctx *ctx;
+	char addr[160];
+	struct st t;
+
+	st_init(&t, argc, argv);
+	srv.echo = true;
+	test_secret_file(&t);
+
+	server(&t, "the right secret", &ctx, &w, &l, addr, sizeof(addr));
+	/* The same secret: admitted, the echo comes back. */
+	ASSERT_EQ(try_client(&t, w, addr, "the right secret"), 0);
+	ASSERT_EQ(srv.accepted, 1);
+	ASSERT_EQ(refused(w), 0);
+	/* Another secret: refused after the proof, no socket accepted. */
+	ASSERT_EQ(try_client(&t, w, addr, "the wrong secret"), -EACCES);
+	ASSERT_EQ(refused(w), 1);
+	/* None: refused at the request. */
+	ASSERT_EQ(try_client(&t, w, addr, NULL), -EACCES);
+	ASSERT_EQ(refused(w), 2);
+	ASSERT_EQ(srv.accepted, 1);
+	server_down(ctx, w, l);
+
+	/* A listener without a secret: a client that holds one refuses it. */
+	server(&t, NULL, &ctx, &w, &l, addr, sizeof(addr));
+	ASSERT_EQ(try_client(&t, w, addr, "the right secret"), -EACCES);
+	ASSERT_EQ(try_client(&t, w, addr, NULL), 0);
+	ASSERT_EQ(srv.accepted, 2);
+	server_down(ctx, w, l);
+	return 0;
+}
