@@ -335,3 +335,54 @@ long long st_json_num(const char *json, const char *key)
 	p = strstr(json, pat);
 	return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
+
+struct st_try {
+	int closed; /* 1 until on_close */
+	int reason;
+	int recvd;
+};
+
+static void st_try_recv(struct be_sock *s, void *buf, size_t len, void *user)
+{
+	((struct st_try *)user)->recvd++;
+	be_free(buf);
+}
+
+static void st_try_close(struct be_sock *s, int reason, void *user)
+{
+	struct st_try *c = user;
+
+	c->closed = 0;
+	c->reason = reason;
+}
+
+static bool st_try_done(void *arg)
+{
+	struct st_try *c = arg;
+
+	return !c->closed || c->recvd > 0;
+}
+
+int st_try_client(const struct be_config *cfg, struct be_worker *sw, const char *addr)
+{
+	static const struct be_sock_cbs cbs = { .on_recv = st_try_recv, .on_close = st_try_close };
+	struct st_try c = { .closed = 1 };
+	struct st_sends sends = { 0 };
+	struct be_worker *ws[2];
+	struct be_ctx *ctx;
+	struct be_sock *s;
+
+	ASSERT_OK(be_ctx_create(cfg, &ctx));
+	ws[0] = sw;
+	ASSERT_OK(be_worker_create(ctx, &ws[1]));
+	ASSERT_OK(be_sock_connect(ws[1], addr, &cbs, &c, &s));
+	ASSERT_OK(be_sock_send(s, st_msg(64, 7), 64, st_send_cb, &sends));
+	st_pump(ws, 2, st_try_done, &c);
+	be_sock_close(s);
+	/* Shut the client down; the server's worker only runs for it. */
+	while (be_worker_shutdown(ws[1], 0) == -ETIMEDOUT)
+		ASSERT(be_worker_progress(ws[0]) >= 0);
+	be_worker_destroy(ws[1]);
+	ASSERT_OK(be_ctx_destroy(ctx));
+	return c.recvd ? 0 : c.reason;
+}

@@ -122,4 +122,13 @@ const struct be_xport_ops *st_ops_real(void);
 /* The number after "@key": in a JSON text (the first one), or -1. */
 long long st_json_num(const char *json, const char *key);
 
+/*
+ * st_try_client() - a client of its own (a context from @cfg, a worker)
+ * connects to @addr, where worker @sw listens with st_server_cbs and
+ * echo on, and sends one message; both workers progress until the echo
+ * comes back or the socket closes, then the client is shut down and
+ * freed. Returns 0 (echoed) or the reason of the socket's on_close.
+ */
+int st_try_client(const struct be_config *cfg, struct be_worker *sw, const char *addr);
+
 #endif /* BE_TEST_SOCK_STEST_H */

@@ -19,34 +19,14 @@
 #include "stest.h"
 
 static struct st_server srv;
+static int hook_calls, hook_auth;
 
-struct cli {
-	int closed;     /* 1 until on_close */
-	int reason;
-	int recvd;
-};
-
-static void cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
+/* The accept hook runs once the secret is proven, and says so. */
+static int admit_cb(struct be_listener *l, const struct be_peer_info *peer, void *user)
 {
-	((struct cli *)user)->recvd++;
-	be_free(buf);
-}
-
-static void cli_close(struct be_sock *s, int reason, void *user)
-{
-	struct cli *c = user;
-
-	c->closed = 0;
-	c->reason = reason;
-}
-
-static const struct be_sock_cbs cli_cbs = { .on_recv = cli_recv, .on_close = cli_close };
-
-static bool cli_done(void *arg)
-{
-	struct cli *c = arg;
-
-	return !c->closed || c->recvd > 0;
+	hook_calls++;
+	hook_auth = peer->authenticated;
+	return 0;
 }
 
 static void set_secret(struct be_config *cfg, const char *s)
@@ -64,32 +44,12 @@ static long long refused(struct be_worker *w)
 	return st_json_num(json, "admit_refused");
 }
 
-/* Connect a client of a context with @secret to @addr and send one
- * message (the server echoes). Returns the socket's outcome: 0 when the
- * echo came back, else the reason of its on_close. */
 static int try_client(struct st *t, struct be_worker *sw, const char *addr, const char *secret)
 {
 	struct be_config cfg = t->cfg;
-	struct be_worker *ws[2];
-	struct be_ctx *ctx;
-	struct be_sock *s;
-	struct cli c = { .closed = 1 };
-	struct st_sends sends = { 0 };
 
 	set_secret(&cfg, secret);
-	ASSERT_OK(be_ctx_create(&cfg, &ctx));
-	ws[0] = sw;
-	ASSERT_OK(be_worker_create(ctx, &ws[1]));
-	ASSERT_OK(be_sock_connect(ws[1], addr, &cli_cbs, &c, &s));
-	ASSERT_OK(be_sock_send(s, st_msg(64, 7), 64, st_send_cb, &sends));
-	st_pump(ws, 2, cli_done, &c);
-	be_sock_close(s);
-	/* Shut the client down; the server's worker only runs for it. */
-	while (be_worker_shutdown(ws[1], 0) == -ETIMEDOUT)
-		ASSERT(be_worker_progress(ws[0]) >= 0);
-	be_worker_destroy(ws[1]);
-	ASSERT_OK(be_ctx_destroy(ctx));
-	return c.recvd ? 0 : c.reason;
+	return st_try_client(&cfg, sw, addr);
 }
 
 /* A listener of a context with @secret on a worker of its own. */
@@ -163,10 +123,13 @@ int main(int argc, char **argv)
 	test_secret_file(&t);
 
 	server(&t, "the right secret", &ctx, &w, &l, addr, sizeof(addr));
+	ASSERT_OK(be_listener_set_admit(l, admit_cb, NULL));
 	/* The same secret: admitted, the echo comes back. */
 	ASSERT_EQ(try_client(&t, w, addr, "the right secret"), 0);
 	ASSERT_EQ(srv.accepted, 1);
 	ASSERT_EQ(refused(w), 0);
+	ASSERT_EQ(hook_calls, 1);
+	ASSERT_EQ(hook_auth, 1);
 	/* Another secret: refused after the proof, no socket accepted. */
 	ASSERT_EQ(try_client(&t, w, addr, "the wrong secret"), -EACCES);
 	ASSERT_EQ(refused(w), 1);
@@ -174,6 +137,7 @@ int main(int argc, char **argv)
 	ASSERT_EQ(try_client(&t, w, addr, NULL), -EACCES);
 	ASSERT_EQ(refused(w), 2);
 	ASSERT_EQ(srv.accepted, 1);
+	ASSERT_EQ(hook_calls, 1);
 	server_down(ctx, w, l);
 
 	/* A listener without a secret: a client that holds one refuses it. */
