@@ -159,7 +159,8 @@ static void cm_timer_arm(struct shm_evch *ch)
 	be__list_for_each(e, &ch->conns) {
 		struct shm_conn *c = be__list_entry(e, struct shm_conn, ev_link);
 
-		if (c->state == SHM_CS_CONNECTING && (!at || c->deadline_ns < at))
+		if ((c->state == SHM_CS_CONNECTING || c->state == SHM_CS_WAIT_REQ) &&
+		    (!at || c->deadline_ns < at))
 			at = c->deadline_ns;
 	}
 	ch->timer_at = at;
@@ -191,14 +192,20 @@ static void cm_handshake_failed(struct shm_conn *c, enum be_xev_type type, int s
 static void cm_timer_fired(struct shm_evch *ch)
 {
 	uint64_t now = be__now_ns();
-	struct be__list *e;
+	struct be__list *e, *next;
 
 	be__wake_drain(ch->wake.tfd);
-	be__list_for_each(e, &ch->conns) {
+	be__list_for_each_safe(e, next, &ch->conns) {
 		struct shm_conn *c = be__list_entry(e, struct shm_conn, ev_link);
 
-		if (c->state == SHM_CS_CONNECTING && c->deadline_ns <= now)
+		if (c->deadline_ns > now)
+			continue;
+		if (c->state == SHM_CS_CONNECTING) {
 			cm_handshake_failed(c, BE_XEV_UNREACHABLE, -ETIMEDOUT, NULL, 0);
+		} else if (c->state == SHM_CS_WAIT_REQ) {
+			be_log_info("shm: %s sent no request in time; closed", c->peer_name);
+			be__shm_conn_destroy(&c->base);
+		}
 	}
 	cm_timer_arm(ch);
 }
@@ -259,6 +266,8 @@ void be__shm_conn_destroy(struct be_xconn *xc)
 		return;
 	c = to_sconn(xc);
 	ch = c->base.evch ? to_sevch(c->base.evch) : NULL;
+	if (c->state == SHM_CS_WAIT_REQ && ch)
+		ch->nhandshake--;
 	if (c->state == SHM_CS_CONNECTED && c->fd >= 0) {
 		struct shm_msg m;
 
@@ -278,7 +287,7 @@ void be__shm_conn_destroy(struct be_xconn *xc)
 	if (ch) {
 		be__list_del_init(&c->ev_link);
 		be__xevq_purge(&ch->evq, ch->wake.efd, &c->base, NULL, NULL);
-		if (c->state == SHM_CS_CONNECTING)
+		if (c->state == SHM_CS_CONNECTING || c->state == SHM_CS_WAIT_REQ)
 			cm_timer_arm(ch);
 	}
 	if (c->rtab) {
@@ -516,6 +525,8 @@ static int cm_handle(struct shm_conn *c, const struct shm_msg *m, size_t len, in
 		nfds = 0;
 		plen = (uint8_t)m->u.cm.priv_len;
 		c->state = SHM_CS_REQ_RCVD;
+		if (c->base.evch)
+			to_sevch(c->base.evch)->nhandshake--;
 		cm_queue(c, BE_XEV_CONNECT_REQUEST, 0, m->u.cm.priv, plen);
 		return 0;
 	case SHM_MSG_ACC:
@@ -734,6 +745,28 @@ void be__shm_listener_close(struct be_xlistener *xl)
 	free(l);
 }
 
+/* Accepted sockets of @uid that sent no REQ yet. */
+static uint32_t cm_handshakes_of(struct shm_evch *ch, uint32_t uid)
+{
+	struct be__list *e;
+	uint32_t n = 0;
+
+	be__list_for_each(e, &ch->conns) {
+		struct shm_conn *c = be__list_entry(e, struct shm_conn, ev_link);
+
+		n += c->state == SHM_CS_WAIT_REQ && c->has_cred && c->peer_uid == uid;
+	}
+	return n;
+}
+
+/*
+ * Accept what waits on @l. A socket must send its REQ within
+ * SHM_HELLO_TIMEOUT_MS, and at most SHM_MAX_HANDSHAKE sockets (of one
+ * uid: SHM_MAX_HANDSHAKE_UID) wait for theirs at once; beyond, new ones
+ * are closed at once. So sockets that connect and say nothing cannot
+ * pin file descriptors and memory without bound, and one user's cannot
+ * keep another's connects out.
+ */
 static void cm_accept_sockets(struct shm_listener *l)
 {
 	struct shm_evch *ch = to_sevch(l->base.evch);
@@ -756,13 +789,24 @@ static void cm_accept_sockets(struct shm_listener *l)
 		}
 		c->fd = fd;
 		c->listener = l;
-		c->state = SHM_CS_WAIT_REQ;
 		cm_peer_cred(c);
 		snprintf(c->peer_name, sizeof(c->peer_name), "pid:%d", (int)c->peer_pid);
+		if (ch->nhandshake >= SHM_MAX_HANDSHAKE ||
+		    (c->has_cred && cm_handshakes_of(ch, c->peer_uid) >= SHM_MAX_HANDSHAKE_UID)) {
+			be_log_warn("shm: %u handshakes pending on %s (uid %u); refusing %s",
+				    ch->nhandshake, l->name, c->peer_uid, c->peer_name);
+			be__shm_conn_destroy(&c->base);
+			continue;
+		}
+		c->state = SHM_CS_WAIT_REQ;
+		ch->nhandshake++;
+		c->deadline_ns = be__now_ns() + (uint64_t)SHM_HELLO_TIMEOUT_MS * 1000000ull;
 		if (be__wake_watch(&ch->wake, fd, EPOLLIN | EPOLLRDHUP, &c->ph)) {
 			be__shm_conn_destroy(&c->base);
 			continue;
 		}
+		if (!ch->timer_at || c->deadline_ns < ch->timer_at)
+			cm_timer_arm(ch);
 	}
 }
 

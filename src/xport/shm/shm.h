@@ -53,6 +53,9 @@
 #define SHM_MTU (1u << 20)
 #define SHM_SPEED_MBPS 100000u
 #define SHM_CONNECT_TIMEOUT_MS 10000
+#define SHM_HELLO_TIMEOUT_MS 5000   /* an accepted socket must send its REQ by then */
+#define SHM_MAX_HANDSHAKE 1024u     /* accepted sockets without a REQ yet, per evch */
+#define SHM_MAX_HANDSHAKE_UID 64u   /* ... of one uid (SO_PEERCRED) */
 #define SHM_HUP_CHECK_POLLS 4096u   /* cq_poll calls between hang-up checks */
 #define SHM_NAME_MAX 96
 
@@ -92,6 +95,7 @@ struct shm_evch {
 	struct be__list conns;    /* every conn of this evch (ev_link), newest first */
 	struct be__list listeners; /* closed by evch_destroy */
 	uint64_t timer_at;        /* armed deadline, 0 = none */
+	uint32_t nhandshake;      /* conns in SHM_CS_WAIT_REQ */
 };
 
 struct shm_wc_node {
@@ -243,7 +247,7 @@ struct shm_conn {
 	struct shm_rregion *rtab;
 	uint32_t rtab_hi;
 
-	uint64_t deadline_ns;      /* CONNECTING */
+	uint64_t deadline_ns;      /* CONNECTING, WAIT_REQ */
 	uint8_t priv[BE_XPORT_PRIV_MAX];
 	uint8_t priv_len;
 };
