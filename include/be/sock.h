@@ -172,6 +172,12 @@ struct be_config {
 	 * it the peer is told "no memory" and retries later (one message
 	 * always fits). 0: no limit. BE_MAX_GRANT_BYTES, default 256 MiB. */
 	uint64_t max_grant_bytes;
+	/* Bytes a worker lends at once to the large messages of all its
+	 * peers together, so that many peers cannot add up what one may not
+	 * hold; beyond it they are told "no memory" and retry (a message
+	 * always fits while the worker lends nothing). 0: no limit.
+	 * BE_MAX_WORKER_GRANT_BYTES, default 1 GiB. */
+	uint64_t max_worker_grant_bytes;
 	/* Large messages of one Socket in progress at once, from their
 	 * WriteRequest to their last fragment (0: 1). BE_MAX_REQS, default 4. */
 	uint32_t max_reqs;
@@ -592,8 +598,10 @@ BE_EXPORT int be_sock_stats_json(struct be_sock *s, char *buf, size_t len);
  * be_worker_wait() uses now ("spin_ns": adaptive, 0 .. spin_us) and its
  * receive buffers per transport ("recv": buffers posted, receives
  * reserved by the Engines' grants, bytes, failed reposts
- * "repost_errors"), and the connections its listeners refused
- * ("admit_refused": uid rule, shared secret, hook) as one JSON object into @buf,
+ * "repost_errors"), the connections its listeners refused
+ * ("admit_refused": uid rule, shared secret, hook), and the bytes it
+ * lends to its peers' large messages ("grant_bytes", peak
+ * "grant_bytes_max", see max_worker_grant_bytes) as one JSON object into @buf,
  * NUL-terminated. Returns the length it needs without the NUL (like
  * snprintf), or -EINVAL. Threads: worker.
  */

@@ -14,9 +14,12 @@
  * from nomem_backoff_us to nomem_backoff_max_us. A message is never
  * dropped: it fails only when its socket closes or its Engine dies.
  *
- * Bound: at most max_grant_bytes are lent to one peer at once; a request
- * beyond it is answered WRITE_NOMEM like a failed allocation, so a peer
- * (hostile or just eager) cannot make us allocate without bound.
+ * Bound: at most max_grant_bytes are lent to one peer at once, and
+ * max_worker_grant_bytes to all the peers of a worker together; a request
+ * beyond either is answered WRITE_NOMEM like a failed allocation, so a
+ * peer (hostile or just eager), or many, cannot make us allocate without
+ * bound. One message always fits when nothing is lent, so every message
+ * up to max_msg_size goes eventually.
  *
  * Lifetime of a granted buffer: the peer may write it until it sends the
  * WRITE_WITH_IMM, or until it sends SOCK_CLOSE for the socket (RC order:
@@ -81,6 +84,7 @@ static void large_slot_put(struct be__engine *e, uint32_t slot)
 	struct be__grant *g = &e->grants[slot];
 
 	e->grant_bytes -= g->rx->len;
+	e->w->grant_bytes -= g->rx->len;
 	g->rx = NULL;
 	g->sock = NULL;
 	g->next_free = e->grant_free;
@@ -101,8 +105,13 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 	uint32_t slot;
 	void *buf;
 
-	/* Bound what a peer can make us allocate (one grant always fits). */
-	if (e->grants_live && e->grant_bytes + r->len > e->w->ctx->cfg.max_grant_bytes) {
+	const struct be_config *cfg = &e->w->ctx->cfg;
+	struct be_worker *w = e->w;
+
+	/* Bound what a peer, and all peers of the worker, can make us
+	 * allocate (one grant always fits). */
+	if ((e->grants_live && e->grant_bytes + r->len > cfg->max_grant_bytes) ||
+	    (w->grant_bytes && w->grant_bytes + r->len > cfg->max_worker_grant_bytes)) {
 		a.type = BE_FR_WRITE_NOMEM;
 		e->st.nomem_sent++;
 		return be__engine_ctrl(e, &a);
@@ -128,6 +137,9 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 	e->grants[slot].gen = (e->grants[slot].gen + 1) & ((1u << (32 - BE_TOKEN_SLOT_BITS)) - 1);
 	e->grants_live++;
 	e->grant_bytes += r->len;
+	w->grant_bytes += r->len;
+	if (w->grant_bytes > w->grant_bytes_max)
+		w->grant_bytes_max = w->grant_bytes;
 	r->buf = buf;
 	r->granted = true;
 	r->slot = slot;

@@ -88,6 +88,7 @@ void be_config_init(struct be_config *cfg)
 		.max_sockets = 65536,
 		.max_msg_size = 1ull << 30,
 		.max_grant_bytes = 256ull << 20,
+		.max_worker_grant_bytes = 1ull << 30,
 		.max_reqs = 4,
 		.nomem_backoff_us = 1000,
 		.nomem_backoff_max_us = 100000,
@@ -116,6 +117,7 @@ void be_config_init(struct be_config *cfg)
 	config_env32("BE_MAX_SOCKETS", &cfg->max_sockets);
 	config_env64("BE_MAX_MSG", &cfg->max_msg_size);
 	config_env64("BE_MAX_GRANT_BYTES", &cfg->max_grant_bytes);
+	config_env64("BE_MAX_WORKER_GRANT_BYTES", &cfg->max_worker_grant_bytes);
 	config_env32("BE_MAX_REQS", &cfg->max_reqs);
 	config_env32("BE_NOMEM_BACKOFF_US", &cfg->nomem_backoff_us);
 	config_env32("BE_NOMEM_BACKOFF_MAX_US", &cfg->nomem_backoff_max_us);
@@ -275,6 +277,8 @@ int be__config_check(struct be_config *cfg)
 		cfg->max_reqs = 1;
 	if (!cfg->max_grant_bytes)
 		cfg->max_grant_bytes = UINT64_MAX;
+	if (!cfg->max_worker_grant_bytes)
+		cfg->max_worker_grant_bytes = UINT64_MAX;
 	if (!cfg->nomem_backoff_us)
 		config_clamp32("nomem_backoff_us", &cfg->nomem_backoff_us, 1, "at least 1");
 	if (cfg->nomem_backoff_max_us < cfg->nomem_backoff_us)
