@@ -282,7 +282,7 @@ static int tx_emit(struct be__engine *e, struct be__frame *f, const void *payloa
 	uint32_t size = be__frame_size(f->type == BE_FR_DATA ? f->len : be__frame_body_len(f->type));
 	int rc;
 
-	if (e->cur && (e->cur->used + size > e->sbuf_size || (e->cur->reserve && !reserve))) {
+	if (e->cur && (e->cur->used + size > e->cur->size || (e->cur->reserve && !reserve))) {
 		rc = tx_flush(e);
 		if (rc)
 			return rc;

@@ -9,15 +9,22 @@
  *   connector                               acceptor
  *   REQ(ring size, priv) + fds{segment memfd,
  *       recv cq eventfd, send cq eventfd}  ─►  map segment; CONNECT_REQUEST
- *   REG_ADD* (snapshot of its regions)     ─►  map regions
- *                                          ◄─  REG_ADD* (its snapshot)
  *                                          ◄─  ACC(priv) + fds{its eventfds}
  *   ESTABLISHED(priv)                          ESTABLISHED (at accept)
  *   (or REJ(priv) → REJECTED)
+ *   ... the Engine admits its peer (conn_admit), on each side:
+ *   REG_ADD* (snapshot of its regions)     ─►  map regions
+ *                                          ◄─  REG_ADD* (its snapshot)
  *
  * The acceptor is connected as soon as it accepted: everything the
  * connector needs is in the ACC, and the connector posts nothing before it
- * has read it.
+ * has read it. No region fd goes to a peer before the Engine admitted it
+ * (be__shm_conn_admit): an unadmitted process, or one squatting the name a
+ * client connects to, never maps our memory. A WRITE into a region waits
+ * for its announcement as it always did (regs_queued, dev.c), and a key
+ * reaches the peer only after admission. An accepted socket must send
+ * its REQ within SHM_HELLO_TIMEOUT_MS, and only so many may wait for
+ * theirs (cm_accept_sockets()).
  *
  * After that the socket carries only region pushes (REG_ADD/REG_DEL, see
  * dev.c) and BYE. A BYE, a hang-up (the peer died: the kernel closes
