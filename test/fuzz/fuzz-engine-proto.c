@@ -165,12 +165,16 @@ void fuzz_seeds(void (*put)(const char *dir, const char *name, const void *p, si
 		{ .type = BE_FR_CREDIT_GROW, .count = 8 },
 		{ .type = BE_FR_CREDIT_REVOKE, .count = 4 },
 		{ .type = BE_FR_CREDIT_RELEASE, .flags = BE_FRF_STARVED, .count = 4 },
+		{ .type = BE_FR_AUTH, .msg = BE_AUTH_PROOF, .auth = { 1, 2, 3, [63] = 0xff } },
 	};
 	uint8_t buf[1 + 4096];
 	char name[32];
 	size_t n, i;
 
 	put_hello(put, dir, "hello-connect", 0, &h);
+	h.flags = BE_HELLO_F_AUTH;
+	put_hello(put, dir, "hello-connect-auth", 0, &h);
+	h.flags = 0;
 	h.credits = 64;
 	h.recv_buf_size = 65536;
 	put_hello(put, dir, "hello-accept", 0, &h);
