@@ -26,6 +26,10 @@ struct target {
 	uint32_t len;
 };
 
+/* The child says when it admitted the parent (shm: its region is
+ * announced from then on), since its key went out before that. */
+static int admitted[2];
+
 /* The child: connect, announce its target, then idle or progress. */
 static void child(int argc, char **argv, const char *addr, int progress)
 {
@@ -48,6 +52,7 @@ static void child(int argc, char **argv, const char *addr, int progress)
 	ASSERT_OK(t.ops->connect(s.ch, addr, &a, &tg, sizeof(tg), &c));
 	xt_expect_event(&t, &s, BE_XEV_ESTABLISHED, &ev);
 	xt_admit(t.ops, c);
+	ASSERT_EQ(write(admitted[1], "a", 1), 1);
 	for (;;) {
 		if (progress)
 			xt_progress(&t);
@@ -72,6 +77,7 @@ static void round_(struct xt *t, struct xt_side *srv, struct be_xlistener *l, in
 
 	ASSERT_OK(t->ops->listener_addr(l, addr, sizeof(addr)));
 	fflush(stderr);
+	ASSERT_OK(pipe(admitted));
 	pid = fork();
 	ASSERT(pid >= 0);
 	if (pid == 0)
@@ -84,6 +90,13 @@ static void round_(struct xt *t, struct xt_side *srv, struct be_xlistener *l, in
 	ASSERT_OK(t->ops->accept(s, &sa, NULL, 0));
 	xt_admit(t->ops, s);
 	xt_expect_event(t, srv, BE_XEV_ESTABLISHED, &ev);
+	{
+		char a;
+
+		ASSERT_EQ(read(admitted[0], &a, 1), 1);
+		close(admitted[0]);
+		close(admitted[1]);
+	}
 
 	src = xt_alloc(t, BIG);
 	xt_fill(src, BIG, 1);
