@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util/log.h"
+#include "xport/fake/fake.h"
 #include "xport/wake.h"
 #include "xport/xport.h"
 
@@ -17,6 +18,7 @@ static const struct be_xport_ops *const xport_builtin[] = {
 #endif
 	&be__xport_shm_ops,
 	&be__xport_tcp_ops,
+	&be__xport_fake_ops, /* tests: faults over tcp or shm (fake/fake.h) */
 };
 
 const struct be_xport_ops *be__xport_find(const char *name)
