@@ -1,0 +1,33 @@
+/*
+ * Check that a connection breaking after 300 KiB of a 1 MiB message
+ * (injected: the WR that would carry byte 300 Ki + 1 and every later one
+ * fail, the first with the status a dead path gives an RC QP) fails its
+ * Engine exactly once: the send completes with -ETIMEDOUT (retries
+ * exceeded), as does on_close; the receiver delivers nothing of the
+ * partly written message, frees its buffer and closes with an error;
+ * the worker's other Engine is unaffected.
+ */
+#include <errno.h>
+
+#include "duo.h"
+
+int main(int argc, char **argv)
+{
+	const struct be__fake_faults f = { .do_break = true, .break_after = 300u << 10 };
+	struct be__fake_stats fs;
+	struct duo s = { 0 };
+
+	duo_init(&s, argc, argv);
+	duo_start(&s);
+	ASSERT_OK(be__fake_conn_set(ft_conn(s.c), &f));
+	ASSERT_OK(be_sock_send(s.c, st_msg(DUO_LARGE, 3), DUO_LARGE, st_send_cb, &s.sends));
+	duo_wait_failed(&s, 2);
+	ASSERT_EQ(s.sends.last_err, -ETIMEDOUT);
+	ASSERT_EQ(s.cli.reason, -ETIMEDOUT);
+	ASSERT_EQ(s.srv.recvd, 1); /* nothing of it arrived */
+	be__fake_stats(&fs);
+	ASSERT_EQ(fs.wr_failed, 1);
+	ASSERT_EQ(fs.failed_op, BE_XWC_WRITE);
+	duo_finish(&s);
+	return 0;
+}

@@ -1,0 +1,36 @@
+/*
+ * Check that an RDMA WRITE failing in the middle of a large message
+ * (injected: the fourth WR from the large send on is a WRITE of its
+ * fragments and completes with a general error) fails its Engine
+ * exactly once: the send completes with -ECONNRESET, as does the
+ * socket's on_close; the receiver delivers nothing of the message, frees
+ * what it had granted or allocated for it (the ASan build checks) and
+ * closes its socket with an error; every receive buffer is back; the
+ * worker's other Engine still carries large messages. On shm the
+ * message takes the WriteRequest path (large.c), on tcp the one-way
+ * path (oneway.c).
+ */
+#include <errno.h>
+
+#include "duo.h"
+
+int main(int argc, char **argv)
+{
+	const struct be__fake_faults f = { .fail_wr = 4, .fail_status = BE_XWC_GENERAL_ERR };
+	struct be__fake_stats fs;
+	struct duo s = { 0 };
+
+	duo_init(&s, argc, argv);
+	duo_start(&s);
+	ASSERT_OK(be__fake_conn_set(ft_conn(s.c), &f));
+	ASSERT_OK(be_sock_send(s.c, st_msg(DUO_LARGE, 3), DUO_LARGE, st_send_cb, &s.sends));
+	duo_wait_failed(&s, 2);
+	ASSERT_EQ(s.sends.last_err, -ECONNRESET);
+	ASSERT_EQ(s.cli.reason, -ECONNRESET);
+	ASSERT_EQ(s.srv.recvd, 1); /* nothing of it arrived */
+	be__fake_stats(&fs);
+	ASSERT_EQ(fs.wr_failed, 1);
+	ASSERT_EQ(fs.failed_op, BE_XWC_WRITE);
+	duo_finish(&s);
+	return 0;
+}

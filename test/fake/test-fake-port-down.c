@@ -1,0 +1,111 @@
+/*
+ * Check what a port going down does (injected on the fake device): the
+ * device reports the port down, every Engine over it fails (on both
+ * ends: the sockets get on_close with the Engine's error, a timeout or a
+ * reset, exactly once) and every send, including those queued after the
+ * port went, completes exactly once; a connect while the port is down
+ * fails with on_close(-ENETDOWN); once the port is up again a new
+ * connect works.
+ */
+#include <errno.h>
+
+#include "engine/ctx.h"
+#include "ftest.h"
+
+#define MSG 1000
+
+static struct st_server srv;
+static struct ft_client cli, cli2, cli3;
+static struct st_sends sends, sends2, sends3;
+
+static bool warm(void *arg)
+{
+	return srv.recvd == 1 && sends.ok == 1;
+}
+
+static bool both_failed(void *arg)
+{
+	return cli.closes && srv.closed && sends.done == *(int *)arg;
+}
+
+static bool refused(void *arg)
+{
+	return cli2.closes && sends2.done == 1;
+}
+
+static bool delivered(void *arg)
+{
+	return srv.recvd == *(int *)arg && sends3.ok == 1;
+}
+
+static int port_up(struct be_ctx *ctx)
+{
+	struct be_xdev_attr a;
+	struct be__cdev *cd;
+
+	ASSERT_OK(be__ctx_dev(ctx, "fake", &cd));
+	ASSERT_OK(cd->ops->dev_query(cd->dev, &a));
+	return a.port[0].up;
+}
+
+static bool is_err(int reason)
+{
+	return reason == -ETIMEDOUT || reason == -ECONNRESET;
+}
+
+int main(int argc, char **argv)
+{
+	struct be_worker *ws[2];
+	struct be_listener *l;
+	struct be_sock *c, *c2, *c3;
+	struct be_ctx *ctx;
+	char addr[160];
+	struct ft t;
+	int i, want;
+
+	ft_init(&t, argc, argv);
+	ft_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
+	ASSERT_OK(be_sock_connect(ws[1], addr, &ft_client_cbs, &cli, &c));
+	ASSERT_OK(be_sock_send(c, st_msg(MSG, 1), MSG, st_send_cb, &sends));
+	st_pump(ws, 2, warm, NULL);
+	ASSERT_EQ(port_up(ctx), 1);
+
+	ASSERT_OK(be__fake_port(0, false));
+	ASSERT_EQ(port_up(ctx), 0);
+	for (i = 0; i < 5; i++)
+		ASSERT_OK(be_sock_send(c, st_msg(MSG, 10 + i), MSG, st_send_cb, &sends));
+	want = 6;
+	st_pump(ws, 2, both_failed, &want);
+	ASSERT_EQ(cli.closes, 1);
+	ASSERT(is_err(cli.reason));
+	ASSERT_EQ(srv.closed, 1);
+	ASSERT(is_err(srv.close_reason));
+	ASSERT_EQ(sends.done, 6);
+	ASSERT_EQ(sends.ok + sends.other, 6);
+
+	/* Down: a connect cannot reach anything. */
+	ASSERT_OK(be_sock_connect(ws[1], addr, &ft_client_cbs, &cli2, &c2));
+	ASSERT_OK(be_sock_send(c2, st_msg(MSG, 2), MSG, st_send_cb, &sends2));
+	st_pump(ws, 2, refused, NULL);
+	ASSERT_EQ(cli2.closes, 1);
+	ASSERT_EQ(cli2.reason, -ENETDOWN);
+	ASSERT_EQ(sends2.last_err, -ENETDOWN);
+
+	/* Up again: connects work. */
+	ASSERT_OK(be__fake_port(0, true));
+	ASSERT_EQ(port_up(ctx), 1);
+	want = srv.recvd + 1;
+	ASSERT_OK(be_sock_connect(ws[1], addr, &ft_client_cbs, &cli3, &c3));
+	ASSERT_OK(be_sock_send(c3, st_msg(MSG, 3), MSG, st_send_cb, &sends3));
+	st_pump(ws, 2, delivered, &want);
+	ASSERT_EQ(cli3.closes, 0);
+	st_pump_ms(ws, 2, 20);
+	ft_check_srq(ws[0]);
+	ft_check_srq(ws[1]);
+
+	be_sock_close(c);
+	be_sock_close(c2);
+	be_sock_close(c3);
+	st_unpair(ctx, ws, &srv, l);
+	return 0;
+}

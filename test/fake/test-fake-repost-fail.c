@@ -1,0 +1,78 @@
+/*
+ * Check that a receive buffer the SRQ refuses to take back (injected:
+ * the server's next receive repost fails with -ENOMEM) is not lost: the
+ * Engine whose receive it was fails with that error (its socket's
+ * on_close), the worker counts it ("repost_errors"), keeps the buffer
+ * and posts it again once the SRQ takes it, so every receive buffer is
+ * back; the client's sends each complete exactly once, and a new
+ * connection is served.
+ */
+#include <errno.h>
+
+#include "engine/worker.h"
+#include "ftest.h"
+
+#define MSG 1000
+
+static struct st_server srv;
+static struct ft_client cli, cli2;
+static struct st_sends sends;
+
+static bool recvd(void *arg)
+{
+	return srv.recvd == *(int *)arg;
+}
+
+static bool failed(void *arg)
+{
+	return srv.closed == 1 && cli.closes == 1 && sends.done == *(int *)arg;
+}
+
+int main(int argc, char **argv)
+{
+	struct be_worker *ws[2];
+	struct be_listener *l;
+	struct be_sock *c, *c2;
+	struct be_ctx *ctx;
+	struct be__wdev *wd;
+	struct be__fake_stats fs;
+	char addr[160], json[4096];
+	struct ft t;
+	int want;
+
+	ft_init(&t, argc, argv);
+	ft_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
+	ASSERT_OK(be_sock_connect(ws[1], addr, &ft_client_cbs, &cli, &c));
+	ASSERT_OK(be_sock_send(c, st_msg(MSG, 1), MSG, st_send_cb, &sends));
+	want = 1;
+	st_pump(ws, 2, recvd, &want);
+	ASSERT_OK(be__worker_wdev(ws[0], "fake", &wd));
+
+	be__fake_srq_post_fail(1, -ENOMEM);
+	ASSERT_OK(be_sock_send(c, st_msg(MSG, 2), MSG, st_send_cb, &sends));
+	want = 2;
+	st_pump(ws, 2, failed, &want);
+	be__fake_stats(&fs);
+	ASSERT_EQ(fs.srq_post_failed, 1);
+	ASSERT_EQ(srv.recvd, 2); /* the message itself was delivered */
+	ASSERT_EQ(srv.close_reason, -ENOMEM);
+	ASSERT_NE(cli.reason, 0);
+	ASSERT_EQ(sends.done, 2);
+	ASSERT_GT(be_worker_stats_json(ws[0], json, sizeof(json)), 0);
+	ASSERT_EQ(st_json_num(json, "repost_errors"), 1);
+
+	/* The SRQ takes buffers again: a new connection works, and the
+	 * refused buffer is posted again. */
+	be_sock_close(c);
+	ASSERT_OK(be_sock_connect(ws[1], addr, &ft_client_cbs, &cli2, &c2));
+	ASSERT_OK(be_sock_send(c2, st_msg(MSG, 3), MSG, st_send_cb, &sends));
+	want = 3;
+	st_pump(ws, 2, recvd, &want);
+	st_pump_ms(ws, 2, 20);
+	ASSERT_EQ(wd->nunposted, 0);
+	ft_check_srq(ws[0]);
+	ft_check_srq(ws[1]);
+	be_sock_close(c2);
+	st_unpair(ctx, ws, &srv, l);
+	return 0;
+}
