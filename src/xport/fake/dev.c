@@ -17,6 +17,7 @@ int be__fake_dev_open(const char *name, struct be_xdev **out)
 
 	if (!out)
 		return -EINVAL;
+	be__fake_env_load();
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;

@@ -9,8 +9,11 @@
  * queue, WR and receive faults).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "util/log.h"
 
 #include "xport/fake/fake.h"
 
@@ -203,4 +206,71 @@ void be__fake_count(uint64_t *field)
 	pthread_mutex_lock(&be__fake.lock);
 	(*field)++;
 	pthread_mutex_unlock(&be__fake.lock);
+}
+
+/*
+ * The environment, for processes a test cannot call into (read once, when
+ * the first fake device opens): BE_FAKE_SEED=n, and BE_FAKE_CONN, the
+ * faults every conn starts with, as comma-separated key=value pairs:
+ * fail_wr, fail_status, fail_post (an errno, positive or not),
+ * break_after, fail_recv, recv_status, delay, jitter, stall_rx.
+ * An unknown key is logged and ignored.
+ */
+static void fake_env_conn(const char *spec)
+{
+	struct be__fake_faults f = { 0 };
+	char buf[256], *save = NULL, *kv;
+
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(kv, '=');
+		unsigned long long v;
+
+		if (!eq) {
+			be_log_warn("fake: BE_FAKE_CONN: \"%s\" is not key=value", kv);
+			continue;
+		}
+		*eq = '\0';
+		v = strtoull(eq + 1, NULL, 0);
+		if (!strcmp(kv, "fail_wr"))
+			f.fail_wr = v;
+		else if (!strcmp(kv, "fail_status"))
+			f.fail_status = (enum be_xwc_status)v;
+		else if (!strcmp(kv, "fail_post"))
+			f.fail_post = -abs(atoi(eq + 1));
+		else if (!strcmp(kv, "break_after")) {
+			f.do_break = true;
+			f.break_after = v;
+		} else if (!strcmp(kv, "fail_recv"))
+			f.fail_recv = v;
+		else if (!strcmp(kv, "recv_status"))
+			f.recv_status = (enum be_xwc_status)v;
+		else if (!strcmp(kv, "delay"))
+			f.delay_polls = (uint32_t)v;
+		else if (!strcmp(kv, "jitter"))
+			f.jitter_polls = (uint32_t)v;
+		else if (!strcmp(kv, "stall_rx"))
+			f.stall_rx = v != 0;
+		else
+			be_log_warn("fake: BE_FAKE_CONN: unknown key %s", kv);
+	}
+	be__fake_conn_new(&f);
+}
+
+static void fake_env_once(void)
+{
+	const char *seed = getenv("BE_FAKE_SEED");
+	const char *conn = getenv("BE_FAKE_CONN");
+
+	if (seed)
+		be__fake_seed(strtoull(seed, NULL, 0));
+	if (conn)
+		fake_env_conn(conn);
+}
+
+void be__fake_env_load(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, fake_env_once);
 }

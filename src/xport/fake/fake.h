@@ -32,6 +32,13 @@
  * over the inner cq's fd and an eventfd kicked while the queue has
  * completions due. The evch works the same way for events.
  *
+ * Out of process (a server a test starts): BE_FAKE_INNER chooses the
+ * inner transport, BE_FAKE_SEED the seed and BE_FAKE_CONN the faults
+ * every conn starts with ("fail_wr=3,fail_status=8", "jitter=16",
+ * "break_after=65536": the keys are the fields below, delay and jitter
+ * for delay_polls and jitter_polls), read when the first fake device
+ * opens.
+ *
  * Threads: the fault API may be called from any thread (a mutex guards
  * the settings); a setting on one conn (be__fake_conn_set) belongs to
  * the conn's worker thread, or to any thread while that worker is not
@@ -293,6 +300,8 @@ uint64_t be__fake_rand(void);
 /* Take the matching event rule: 0 pass, 1 drop, 2 delay (*gets). */
 int be__fake_rule_take(enum be_xev_type type, int *gets);
 const struct be_xport_ops *be__fake_inner_ops(void);
+/* Apply BE_FAKE_SEED and BE_FAKE_CONN (once per process). */
+void be__fake_env_load(void);
 /* Add one to a counter of be__fake.st. */
 void be__fake_count(uint64_t *field);
 
