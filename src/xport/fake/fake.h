@@ -143,12 +143,13 @@ void be__fake_srq_post_fail(uint64_t nth, int err);
 /*
  * be__fake_port() - set port @port of every fake device up or down.
  * dev_query reports it; every fake evch gets BE_XEV_PORT_CHANGE (the
- * next time its owner polls it: its fd is made readable). A port going
- * down is taken as the port down for good: each established conn breaks
- * as when an RC QP exhausts its retries (its first failed WR completes
- * with BE_XWC_RETRY_EXC_ERR, the rest flush, DISCONNECTED follows), each
- * conn still connecting gets BE_XEV_UNREACHABLE with -ENETDOWN, and a
- * connect while it is down does too. Returns 0 or -EINVAL.
+ * next time its owner polls it: its fd is made readable). Conns use
+ * port 0 (shm and tcp have no other), so port 0 going down is the link
+ * gone for good: each established conn breaks as when an RC QP exhausts
+ * its retries (its first failed WR completes with BE_XWC_RETRY_EXC_ERR,
+ * the rest flush, DISCONNECTED follows), each conn still connecting gets
+ * BE_XEV_UNREACHABLE with -ENETDOWN, and a connect while it is down does
+ * too; other ports are only reported. Returns 0 or -EINVAL.
  */
 int be__fake_port(int port, bool up);
 
