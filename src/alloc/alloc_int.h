@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <be/alloc.h>
+#include "alloc/reg.h"
 #include "util/common.h"
 #include "util/list.h"
 

@@ -66,7 +66,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <be/alloc.h>
+#include "alloc/reg.h"
 #include "util/evq.h"
 
 struct be_xport_ops;

@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <be/alloc.h>
+#include "alloc/reg.h"
 
 #define TH_MAX_CALLS 4096
 

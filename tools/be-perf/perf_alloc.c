@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include <be/be.h>
+#include "alloc/reg.h"
 #include "perf.h"
 
 #define ALLOC_MAX_SIZES 16
