@@ -3,10 +3,11 @@
  *
  * be is an RDMA communication library in layers:
  *
+ *   ps.h                      the parameter server's client: fetch, push
  *   rpc.h                     calls with deadlines over replica sets, failover
  *   sock.h                    Sockets multiplexed over Engines (the BE core)
  *   alloc.h                   bemalloc: message buffers already registered for RDMA
- *   transports               verbs, shm, tcp (internal, src/xport)
+ *   transports                verbs, shm, tcp (internal, src/xport)
  *
  * Errors: every function that can fail returns 0 or a positive count on
  * success and a negative errno code on failure (-ENOMEM, -EINVAL, ...),
