@@ -7,7 +7,7 @@
  *
  *   device      an opened NIC (verbs), the shm transport, or the tcp one.
  *               Ports with link speed and MTU. Memory registration
- *               (bemalloc's reg hook, see xport_dev_reg_hook()).
+ *               (bemalloc's reg hook: the dev_reg_hook op).
  *   evch        an event channel (rdma_event_channel): connection events
  *               of the listeners and connections created on it. One per
  *               worker, so each worker sees only its own events.
