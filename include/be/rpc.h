@@ -180,9 +180,9 @@ BE_EXPORT void be_rpc_config_init(struct be_rpc_config *cfg);
 
 /*
  * be_rpc_create() - the RPC state of worker @w with configuration @cfg
- * (copied; NULL: be_rpc_config_init()). Starts one timer thread that only
+  * (copied; NULL: be_rpc_config_init()). Starts one timer thread that only
  * sleeps until the next deadline and then queues a tick on @w with
- * be_worker_call() (sock.h has no timer a higher layer can use).
+ * be_worker_call().
  * Returns 0, -EINVAL (bad configuration), -ENOMEM, -errno of
  * pthread_create. Threads: worker.
  */

@@ -99,15 +99,14 @@ struct be_sock;
 #define BE_WINDOW_FRAGS 16
 /* be_config.send_window = BE_SEND_WINDOW_OFF: no send window (nor mixed
  * window); only the send queue (sq_depth WRs) bounds what an Engine has
- * posted. For measuring what the window buys (bench/paper/incast.sh),
- * never a default. */
+ * posted. Never a default (docs/TUNING.md, "Fragments and the send
+ * window"). */
 #define BE_SEND_WINDOW_OFF UINT64_MAX
 
 struct be_config {
 	/* Largest message sent eagerly (copied into a SEND); larger ones are
 	 * written with RDMA WRITE into a buffer the receiver allocates.
-	 * Clamped to recv_buf_size - 16 (logged). BE_EAGER_MAX, default 8192:
-	 * a 4 KiB parameter-server request with its headers goes eagerly. */
+	 	 * Clamped to recv_buf_size - 16 (logged). BE_EAGER_MAX, default 8192. */
 	uint32_t eager_max;
 	/* Bytes of each buffer on a worker's shared receive queue: the
 	 * largest SEND a peer may send. 256 B .. 16 MiB, rounded up to a
