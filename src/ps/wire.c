@@ -1,6 +1,6 @@
 /*
  * wire.c - encoding and validating pull and push messages (wire.h,
- * docs/PS.md "Wire format").
+ * docs/PS.md "Pull and push messages").
  *
  * Decoders read the header field by field, then walk the sections: each
  * count is compared with what is left in the buffer and with the limits

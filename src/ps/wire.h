@@ -1,7 +1,7 @@
 /*
  * wire.h - the parameter server's pull and push messages (internal): pure
- * encoding and validation, no state, no allocation. docs/PS.md ("Wire
- * format") is the reference; this is its implementation.
+ * encoding and validation, no state, no allocation. docs/PS.md ("Pull
+ * and push messages") is the reference; this is its implementation.
  *
  * A message is a 40-byte header and up to BE_PS_MAX_SECTIONS sections,
  * one per table, each a 16-byte section header and its arrays, padded to
