@@ -8,6 +8,7 @@
 #ifndef BE_TEST_TEST_H
 #define BE_TEST_TEST_H
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,21 @@ static inline const char *test_arg(int argc, char **argv, const char *name, cons
 		if (!strcmp(argv[i], name))
 			return argv[i + 1];
 	return def;
+}
+
+/* test_dir_count() - the entries of directory @dir but "." and ".."
+ * (and hidden ones): files, open descriptors in /proc/self/fd, ... */
+static inline int test_dir_count(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	ASSERT(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
 }
 
 #endif /* BE_TEST_TEST_H */

@@ -9,7 +9,6 @@
  * was registered on the attached device, and no descriptor leaks.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -35,15 +34,7 @@ static struct th_dev dev;
 
 static int fd_count(void)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	ASSERT(d);
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
+	return test_dir_count("/proc/self/fd");
 }
 
 int main(void)

@@ -26,26 +26,20 @@ static void test_hello(void)
 	ASSERT_EQ(be__hello_decode(buf, sizeof(buf) - 1, 0, &d, &why), BE_REJECT_BAD_HELLO);
 	ASSERT_EQ(be__hello_decode(NULL, 0, 0, &d, &why), BE_REJECT_BAD_HELLO);
 
-	bad = h;
-	bad.magic ^= 1;
-	be__hello_encode(&bad, buf);
-	ASSERT_EQ(be__hello_decode(buf, sizeof(buf), 0, &d, &why), BE_REJECT_BAD_HELLO);
-	bad = h;
-	bad.version = 99;
-	be__hello_encode(&bad, buf);
-	ASSERT_EQ(be__hello_decode(buf, sizeof(buf), 0, &d, &why), BE_REJECT_VERSION);
-	bad = h;
-	bad.credits = 1;
-	be__hello_encode(&bad, buf);
-	ASSERT_EQ(be__hello_decode(buf, sizeof(buf), 0, &d, &why), BE_REJECT_PARAMS);
-	bad = h;
-	bad.recv_buf_size = 100;
-	be__hello_encode(&bad, buf);
-	ASSERT_EQ(be__hello_decode(buf, sizeof(buf), 0, &d, &why), BE_REJECT_PARAMS);
-	bad = h;
-	bad.recv_buf_size = 8193;
-	be__hello_encode(&bad, buf);
-	ASSERT_EQ(be__hello_decode(buf, sizeof(buf), 0, &d, &why), BE_REJECT_PARAMS);
+	/* @h with one field changed decodes to reject reason @want. */
+#define HELLO_BAD(field, value, want)                                                     \
+	do {                                                                              \
+		bad = h;                                                                  \
+		bad.field = (value);                                                      \
+		be__hello_encode(&bad, buf);                                              \
+		ASSERT_EQ(be__hello_decode(buf, sizeof(buf), 0, &d, &why), (want));       \
+	} while (0)
+	HELLO_BAD(magic, h.magic ^ 1, BE_REJECT_BAD_HELLO);
+	HELLO_BAD(version, 99, BE_REJECT_VERSION);
+	HELLO_BAD(credits, 1, BE_REJECT_PARAMS);
+	HELLO_BAD(recv_buf_size, 100, BE_REJECT_PARAMS);
+	HELLO_BAD(recv_buf_size, 8193, BE_REJECT_PARAMS);
+#undef HELLO_BAD
 	/* A reject carries a reason and only magic/version are checked. */
 	bad = (struct be__hello){ .magic = BE_PROTO_MAGIC, .version = BE_PROTO_VERSION,
 				  .reason = BE_REJECT_RESOURCES };

@@ -11,7 +11,6 @@
  * accepted. CRC-32C gives the standard check value, in hardware and by
  * table, in one piece or many.
  */
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,18 +80,6 @@ static void same_shard(const struct be__ps_shard *a, const struct be__ps_shard *
 	}
 }
 
-static int count_files(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	int n = 0;
-
-	ASSERT(d);
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
 
 static void test_round_trip(const char *dir)
 {
@@ -114,7 +101,7 @@ static void test_round_trip(const char *dir)
 	push_all(sh, 3, 1, 10);
 	ASSERT_UEQ(sh->version, 4);
 	ASSERT_OK(be__ps_ckpt_save(sh, dir, &why));
-	ASSERT_EQ(count_files(dir), 1);
+	ASSERT_EQ(test_dir_count(dir), 1);
 	ASSERT_OK(be__ps_ckpt_load(&c, 9, dir, &back, &why));
 	same_shard(sh, back);
 	be__ps_shard_destroy(back);
@@ -122,7 +109,7 @@ static void test_round_trip(const char *dir)
 	/* Save again after more pushes: replaced, still one file. */
 	push_all(sh, 2, 8, 1000);
 	ASSERT_OK(be__ps_ckpt_save(sh, dir, &why));
-	ASSERT_EQ(count_files(dir), 1);
+	ASSERT_EQ(test_dir_count(dir), 1);
 	ASSERT_OK(be__ps_ckpt_load(&c, 9, dir, &back, &why));
 	same_shard(sh, back);
 	be__ps_shard_destroy(back);
@@ -289,7 +276,7 @@ int main(void)
 	pt_tmpdir(dir, sizeof(dir));
 	test_round_trip(dir);
 	test_damage(dir);
-	ASSERT_EQ(count_files(dir), 0);
+	ASSERT_EQ(test_dir_count(dir), 0);
 	pt_rmdir(dir);
 	return 0;
 }

@@ -219,42 +219,12 @@ void rt_client_stop(struct rt_client *c)
 	be_worker_destroy(c->w);
 }
 
-static void rt_fill(void *p, size_t len, uint32_t seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-	uint8_t *b = p;
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		b[i] = (uint8_t)x;
-	}
-}
-
-int rt_check(const void *p, size_t len, uint32_t seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-	const uint8_t *b = p;
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		if (b[i] != (uint8_t)x)
-			return 0;
-	}
-	return 1;
-}
-
 void *rt_req(size_t len, uint32_t seed)
 {
 	void *p = be_rpc_buf_alloc(len);
 
 	ASSERT(p);
-	rt_fill(p, len, seed);
+	st_fill(p, len, seed);
 	return p;
 }
 

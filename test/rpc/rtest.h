@@ -87,9 +87,10 @@ struct rt_client {
 void rt_client_start(struct rt *t, struct rt_client *c, struct be_ctx *ctx);
 void rt_client_stop(struct rt_client *c);
 
-/* A request payload of @len bytes with the pattern of @seed. */
+/* A request payload of @len bytes with the pattern of @seed (st_fill()),
+ * and its check. */
 void *rt_req(size_t len, uint32_t seed);
-int rt_check(const void *p, size_t len, uint32_t seed);
+#define rt_check st_check
 
 /*
  * rt_echo_calls() - @n echo calls on @ch (at most 30 in flight), pumping
