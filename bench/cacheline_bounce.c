@@ -28,7 +28,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "perf.h" /* perf_summarize(), tools/be-perf/perf_stats.c */
+#include "perf.h" /* perf_summarize(), perf_now_ns(), perf_pin_cpu(): perf_stats.c */
 #include <unistd.h>
 
 struct line {
@@ -40,23 +40,6 @@ struct shared {
 	struct line ping;
 	struct line pong;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set);
-}
 
 static void line_send(struct line *l, const uint8_t *payload, uint64_t seq)
 {
@@ -117,7 +100,7 @@ int main(int argc, char **argv)
 	}
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (pin(cpu[1])) {
+		if (perf_pin_cpu(cpu[1])) {
 			perror("cacheline_bounce: pin peer");
 			_exit(1);
 		}
@@ -127,18 +110,18 @@ int main(int argc, char **argv)
 		}
 		_exit(0);
 	}
-	if (pin(cpu[0])) {
+	if (perf_pin_cpu(cpu[0])) {
 		perror("cacheline_bounce: pin");
 		kill(pid, SIGKILL);
 		return 1;
 	}
 	for (i = 1; i <= warmup + iters; i++) {
 		if (i == warmup + 1)
-			prev = now_ns();
+			prev = perf_now_ns();
 		line_send(&sh->ping, buf, i);
 		line_wait(&sh->pong, buf, i);
 		if (i > warmup) {
-			uint64_t t = now_ns();
+			uint64_t t = perf_now_ns();
 
 			v[i - warmup - 1] = (double)(t - prev) / 2e3;
 			prev = t;

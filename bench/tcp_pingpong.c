@@ -33,26 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "perf.h" /* perf_summarize(), tools/be-perf/perf_stats.c */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int pin(int cpu)
-{
-	cpu_set_t set;
-
-	if (cpu < 0)
-		return 0;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set);
-}
+#include "perf.h" /* perf_summarize(), perf_now_ns(), perf_pin_cpu(): perf_stats.c */
 
 static int xfer_all(int fd, void *buf, size_t len, int wr)
 {
@@ -172,7 +153,7 @@ int main(int argc, char **argv)
 	}
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (pin(cpu[1]))
+		if (cpu[1] >= 0 && perf_pin_cpu(cpu[1]))
 			_exit(1);
 		_exit(serve(lfd, bw, size, warmup + iters));
 	}
@@ -180,7 +161,7 @@ int main(int argc, char **argv)
 	buf = malloc(size);
 	v = bw ? NULL : calloc(iters, sizeof(*v));
 	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (!buf || (!bw && !v) || pin(cpu[0]) || fd < 0 ||
+	if (!buf || (!bw && !v) || (cpu[0] >= 0 && perf_pin_cpu(cpu[0])) || fd < 0 ||
 	    connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		perror("tcp_pingpong: connect");
 		kill(pid, SIGKILL);
@@ -192,11 +173,11 @@ int main(int argc, char **argv)
 	if (!bw) {
 		for (i = 0; i < warmup + iters; i++) {
 			if (i == warmup)
-				prev = now_ns();
+				prev = perf_now_ns();
 			if (xfer_all(fd, buf, size, 1) || xfer_all(fd, buf, size, 0))
 				goto io_err;
 			if (i >= warmup) {
-				uint64_t t = now_ns();
+				uint64_t t = perf_now_ns();
 
 				v[i - warmup] = (double)(t - prev) / 2e3;
 				prev = t;
@@ -207,13 +188,13 @@ int main(int argc, char **argv)
 			if (xfer_all(fd, buf, size, 1))
 				goto io_err;
 		getrusage(RUSAGE_SELF, &ru0);
-		t0 = now_ns();
+		t0 = perf_now_ns();
 		for (i = 0; i < iters; i++)
 			if (xfer_all(fd, buf, size, 1))
 				goto io_err;
 		if (xfer_all(fd, buf, 1, 0))
 			goto io_err;
-		prev = now_ns() - t0;
+		prev = perf_now_ns() - t0;
 		getrusage(RUSAGE_SELF, &ru1);
 	}
 	close(fd);

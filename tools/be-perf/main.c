@@ -37,14 +37,6 @@ void perf_register(struct perf_cmd *cmd)
 	*p = cmd;
 }
 
-uint64_t perf_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 double perf_cpu_seconds(void)
 {
 	struct rusage ru;

@@ -47,9 +47,12 @@ struct perf_summary {
 /* Sorts @v in place and summarises it. */
 void perf_summarize(double *v, size_t n, struct perf_summary *out);
 
-/* Monotonic time in ns; user+system CPU seconds of this process. */
+/* Monotonic time in ns (perf_stats.c); user+system CPU seconds of this
+ * process (main.c). */
 uint64_t perf_now_ns(void);
 double perf_cpu_seconds(void);
+/* perf_pin_cpu() - pin the calling process to @cpu. 0 or -errno. */
+int perf_pin_cpu(int cpu);
 
 /*
  * perf_listen_addr() - the default listen address of a test on

@@ -23,17 +23,6 @@
 #include "perf.h"
 #include "perf_peer.h"
 
-int perf_pin_cpu(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
-		return -errno;
-	return 0;
-}
-
 int perf_peer_spawn(struct perf_peer *p, int cpu, int (*fn)(void *arg, int ready_fd), void *arg)
 {
 	int fds[2];

@@ -70,7 +70,5 @@ int perf_peer_run(const char *cmd, int server, const char *addr, int timeout_s,
 		  int (*server_fn)(void *arg, int ready_fd),
 		  int (*client)(void *arg, const char *addr, struct perf_peer *peer), void *arg);
 
-/* perf_pin_cpu() - pin the calling process to @cpu. 0 or -errno. */
-int perf_pin_cpu(int cpu);
 
 #endif /* BE_PERF_PEER_H */

@@ -1,11 +1,16 @@
 /*
- * perf_stats.c - percentiles of latency samples, shared by be-perf and the
- * stand-alone programs in bench/ (compiled with this file) so every
- * figure in docs/PERFORMANCE.md is summarised the same way.
+ * perf_stats.c - percentiles of latency samples, the clock they are taken
+ * with and CPU pinning, shared by be-perf and the stand-alone programs in
+ * bench/ (compiled with this file) so every figure in docs/PERFORMANCE.md
+ * is taken and summarised the same way.
  */
+#define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "perf.h"
 
@@ -46,4 +51,23 @@ void perf_summarize(double *v, size_t n, struct perf_summary *out)
 	out->p50 = pct(v, n, 0.50);
 	out->p75 = pct(v, n, 0.75);
 	out->p99 = pct(v, n, 0.99);
+}
+
+uint64_t perf_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int perf_pin_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		return -errno;
+	return 0;
 }
