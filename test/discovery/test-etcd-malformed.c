@@ -26,14 +26,25 @@ static const struct be_etcd_limits lim = {
 	"{\"key\":\"" k "\",\"create_revision\":\"" c "\",\"mod_revision\":\"" m \
 	"\",\"version\":\"" ver "\",\"value\":\"" v "\"}"
 
+/* The parser's verdict @rc (error text @err) on input @s, a @what: accepted
+ * (@why NULL) or refused with -EBADMSG and a reason containing @why. */
+static void verdict(const char *what, const char *s, int rc, const char *err, const char *why)
+{
+	if (!why && rc)
+		TEST_FAIL("refused a valid %s (%s): %s", what, err, s);
+	if (why && rc != -EBADMSG)
+		TEST_FAIL("%s accepted (%d): %s", what, rc, s);
+	if (why && !strstr(err, why))
+		TEST_FAIL("reason \"%s\" lacks \"%s\" for %s", err, why, s);
+}
+
 static void range_ok(const char *s, size_t n_kvs)
 {
 	struct be_etcd_range r;
 	char err[256] = "";
 	int rc = be__etcd_parse_range(s, strlen(s), &lim, &r, err, sizeof(err));
 
-	if (rc)
-		TEST_FAIL("refused a valid range (%s): %s", err, s);
+	verdict("range", s, rc, err, NULL);
 	ASSERT_EQ(r.n, n_kvs);
 	ASSERT_EQ(r.revision, 10);
 	be__etcd_range_free(&r);
@@ -45,10 +56,7 @@ static void range_bad(const char *s, const char *why)
 	char err[256] = "";
 	int rc = be__etcd_parse_range(s, strlen(s), &lim, &r, err, sizeof(err));
 
-	if (rc != -EBADMSG)
-		TEST_FAIL("range accepted (%d): %s", rc, s);
-	if (!strstr(err, why))
-		TEST_FAIL("reason \"%s\" lacks \"%s\" for %s", err, why, s);
+	verdict("range", s, rc, err, why);
 	ASSERT_EQ(r.n, 0);
 	ASSERT_PTR_EQ(r.kvs, NULL);
 }
@@ -178,8 +186,7 @@ static void watch_ok(const char *s, enum be_etcd_wmsg_kind kind, size_t n, int e
 	char err[256] = "";
 	int rc = be__etcd_parse_watch(s, strlen(s), &lim, &m, err, sizeof(err));
 
-	if (rc)
-		TEST_FAIL("refused a valid watch line (%s): %s", err, s);
+	verdict("watch line", s, rc, err, NULL);
 	ASSERT_EQ(m.kind, kind);
 	ASSERT_EQ(m.n, n);
 	ASSERT_EQ(m.error, error);
@@ -192,10 +199,7 @@ static void watch_bad(const char *s, const char *why)
 	char err[256] = "";
 	int rc = be__etcd_parse_watch(s, strlen(s), &lim, &m, err, sizeof(err));
 
-	if (rc != -EBADMSG)
-		TEST_FAIL("watch line accepted (%d): %s", rc, s);
-	if (!strstr(err, why))
-		TEST_FAIL("reason \"%s\" lacks \"%s\" for %s", err, why, s);
+	verdict("watch line", s, rc, err, why);
 	ASSERT_EQ(m.n, 0);
 	ASSERT_PTR_EQ(m.events, NULL);
 }

@@ -9,6 +9,20 @@
 
 #include "xtest.h"
 
+/* One event of @type for @conn on @ch, taken when its fd woke (@revents):
+ * 1 if it was there, 0 when the fd had not woken or nothing was queued. */
+static int ev_take(struct xt *t, short revents, struct be_xevch *ch, int type,
+		   struct be_xconn *conn)
+{
+	struct be_xevent ev;
+
+	if (!revents || t->ops->evch_get(ch, &ev) != 1)
+		return 0;
+	ASSERT_EQ(ev.type, type);
+	ASSERT_PTR_EQ(ev.conn, conn);
+	return 1;
+}
+
 static int readable(int fd, int ms)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
@@ -80,16 +94,8 @@ int main(int argc, char **argv)
 
 			if (poll(pf, 2, 10000) <= 0)
 				TEST_FAIL("no evch fd woke for ESTABLISHED");
-			if (pf[0].revents && t->ops->evch_get(p.srv.ch, &ev) == 1) {
-				ASSERT_EQ(ev.type, BE_XEV_ESTABLISHED);
-				ASSERT_PTR_EQ(ev.conn, p.s);
-				est_s++;
-			}
-			if (pf[1].revents && t->ops->evch_get(p.cli.ch, &ev) == 1) {
-				ASSERT_EQ(ev.type, BE_XEV_ESTABLISHED);
-				ASSERT_PTR_EQ(ev.conn, p.c);
-				est_c++;
-			}
+			est_s += ev_take(t, pf[0].revents, p.srv.ch, BE_XEV_ESTABLISHED, p.s);
+			est_c += ev_take(t, pf[1].revents, p.cli.ch, BE_XEV_ESTABLISHED, p.c);
 		}
 		ASSERT(est_s == 1 && est_c == 1);
 	}
@@ -158,16 +164,8 @@ int main(int argc, char **argv)
 				TEST_FAIL("no fd woke for DISCONNECTED");
 			/* A peer's hang-up may need its cq polled (tcp). */
 			t->ops->cq_poll(p.cli.cq, wc, 4);
-			if (pf[0].revents && t->ops->evch_get(p.srv.ch, &ev) == 1) {
-				ASSERT_EQ(ev.type, BE_XEV_DISCONNECTED);
-				ASSERT_PTR_EQ(ev.conn, p.s);
-				dis_s++;
-			}
-			if (pf[1].revents && t->ops->evch_get(p.cli.ch, &ev) == 1) {
-				ASSERT_EQ(ev.type, BE_XEV_DISCONNECTED);
-				ASSERT_PTR_EQ(ev.conn, p.c);
-				dis_c++;
-			}
+			dis_s += ev_take(t, pf[0].revents, p.srv.ch, BE_XEV_DISCONNECTED, p.s);
+			dis_c += ev_take(t, pf[1].revents, p.cli.ch, BE_XEV_DISCONNECTED, p.c);
 		}
 		ASSERT(dis_s == 1 && dis_c == 1);
 	}
