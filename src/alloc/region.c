@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,52 +35,50 @@
 
 _Atomic(_Atomic(struct be__region *) *) be__pagemap_root[1u << ALLOC_PAGEMAP_ROOT_BITS];
 
-static int pagemap_set_locked(uintptr_t base, size_t len, struct be__region *r)
+/*
+ * One pass over the pagemap entries of [@base, @base + @len): with @grow,
+ * allocate the leaves that are missing (-ENOMEM when one cannot be);
+ * without, point the entries at @r (NULL clears them), skipping a leaf
+ * never allocated (only a clear can meet one).
+ */
+static int pagemap_pass_locked(uintptr_t base, size_t len, bool grow, struct be__region *r)
 {
 	unsigned shift = be__pool.block_shift;
 	unsigned leaf_bits = ALLOC_ADDR_BITS - shift - ALLOC_PAGEMAP_ROOT_BITS;
 	uintptr_t idx, end = (base + len - 1) >> shift;
 
-	/* Allocate every leaf first so a failure leaves no half entry. */
 	for (idx = base >> shift; idx <= end; idx++) {
 		_Atomic(struct be__region *) *leaf;
 
 		leaf = atomic_load_explicit(&be__pagemap_root[idx >> leaf_bits],
 					    memory_order_relaxed);
-		if (leaf)
-			continue;
-		leaf = calloc((size_t)1 << leaf_bits, sizeof(*leaf));
-		if (!leaf)
-			return -ENOMEM;
-		atomic_store_explicit(&be__pagemap_root[idx >> leaf_bits], leaf,
-				      memory_order_release);
-	}
-	for (idx = base >> shift; idx <= end; idx++) {
-		_Atomic(struct be__region *) *leaf;
-
-		leaf = atomic_load_explicit(&be__pagemap_root[idx >> leaf_bits],
-					    memory_order_relaxed);
-		atomic_store_explicit(&leaf[idx & (((uintptr_t)1 << leaf_bits) - 1)], r,
-				      memory_order_release);
+		if (grow && !leaf) {
+			leaf = calloc((size_t)1 << leaf_bits, sizeof(*leaf));
+			if (!leaf)
+				return -ENOMEM;
+			atomic_store_explicit(&be__pagemap_root[idx >> leaf_bits], leaf,
+					      memory_order_release);
+		} else if (!grow && leaf) {
+			atomic_store_explicit(&leaf[idx & (((uintptr_t)1 << leaf_bits) - 1)], r,
+					      memory_order_release);
+		}
 	}
 	return 0;
 }
 
+static int pagemap_set_locked(uintptr_t base, size_t len, struct be__region *r)
+{
+	/* Allocate every leaf first so a failure leaves no half entry. */
+	int rc = pagemap_pass_locked(base, len, true, NULL);
+
+	if (!rc)
+		pagemap_pass_locked(base, len, false, r);
+	return rc;
+}
+
 static void pagemap_clear_locked(uintptr_t base, size_t len)
 {
-	unsigned shift = be__pool.block_shift;
-	unsigned leaf_bits = ALLOC_ADDR_BITS - shift - ALLOC_PAGEMAP_ROOT_BITS;
-	uintptr_t idx, end = (base + len - 1) >> shift;
-
-	for (idx = base >> shift; idx <= end; idx++) {
-		_Atomic(struct be__region *) *leaf;
-
-		leaf = atomic_load_explicit(&be__pagemap_root[idx >> leaf_bits],
-					    memory_order_relaxed);
-		if (leaf)
-			atomic_store_explicit(&leaf[idx & (((uintptr_t)1 << leaf_bits) - 1)],
-					      NULL, memory_order_release);
-	}
+	pagemap_pass_locked(base, len, false, NULL);
 }
 
 /*
