@@ -177,6 +177,23 @@ struct be_config {
 	 * always fits while the worker lends nothing). 0: no limit.
 	 * BE_MAX_WORKER_GRANT_BYTES, default 1 GiB. */
 	uint64_t max_worker_grant_bytes;
+	/*
+	 * Limits per peer identity, over all the Engines a listener accepted
+	 * from it (docs/SECURITY.md): on shm the peer's uid, on tcp and verbs
+	 * its host address (port aside); a shared secret names no one. 0: no
+	 * limit. Engines: beyond, a new connection is refused (the peer's
+	 * connect fails with -ECONNREFUSED; counted as "limit_refused" in
+	 * be_worker_stats_json()); BE_MAX_PEER_ENGINES, default 128.
+	 * Sockets the peer opened: beyond, a new one is refused as on_accept
+	 * would (the opener gets on_close(-ECONNREFUSED));
+	 * BE_MAX_PEER_SOCKETS, default 65536. Bytes lent to its large
+	 * messages: beyond, "no memory" and a retry, as above (one message
+	 * always fits while the identity holds none);
+	 * BE_MAX_PEER_GRANT_BYTES, default 256 MiB.
+	 */
+	uint32_t max_peer_engines;
+	uint32_t max_peer_sockets;
+	uint64_t max_peer_grant_bytes;
 	/* Large messages of one Socket in progress at once, from their
 	 * WriteRequest to their last fragment (0: 1). BE_MAX_REQS, default 4. */
 	uint32_t max_reqs;
@@ -598,7 +615,8 @@ BE_EXPORT int be_sock_stats_json(struct be_sock *s, char *buf, size_t len);
  * receive buffers per transport ("recv": buffers posted, receives
  * reserved by the Engines' grants, bytes, failed reposts
  * "repost_errors"), the connections its listeners refused
- * ("admit_refused": uid rule, shared secret, hook), and the bytes it
+ * ("admit_refused": uid rule, shared secret, hook; "limit_refused":
+ * max_peer_engines), and the bytes it
  * lends to its peers' large messages ("grant_bytes", peak
  * "grant_bytes_max", see max_worker_grant_bytes) as one JSON object into @buf,
  * NUL-terminated. Returns the length it needs without the NUL (like

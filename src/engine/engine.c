@@ -154,6 +154,7 @@ static void engine_free(struct be__engine *e)
 	free(e->free_ids);
 	free(e->grants);
 	be__oneway_free(e);
+	be__peer_put(e);
 	free(e);
 }
 
@@ -302,6 +303,7 @@ static void engine_on_request(struct be__wdev *wd, struct be_xevent *ev)
 	struct be_xconn_attr attr;
 	struct be__hello peer, h;
 	struct be__engine *e;
+	struct be__peer *pid;
 	char key[BE_XPORT_ADDR_MAX + 16] = "";
 	const char *why = "";
 	int reason, rc;
@@ -319,18 +321,22 @@ static void engine_on_request(struct be__wdev *wd, struct be_xevent *ev)
 	snprintf(key, sizeof(key), "%s://", l->scheme);
 	wd->cd->ops->conn_peer_addr(ev->conn, key + strlen(key), sizeof(key) - strlen(key));
 	reason = be__admit_request(wd->w, l, ev, &peer, key);
+	if (!reason)
+		reason = be__peer_request(wd->w, ev, key, &pid);
 	if (reason) {
 		engine_reject(wd, ev->conn, (uint32_t)reason);
 		return;
 	}
 	e = engine_new(wd->w, wd, key);
 	if (!e) {
+		be__peer_forget(wd->w, pid);
 		engine_reject(wd, ev->conn, BE_REJECT_RESOURCES);
 		return;
 	}
 	if (be__wdev_reserve(wd, cfg->credits_init)) {
 		be_log_warn("engine %s: rejected: no receive buffers left", key);
 		engine_free(e);
+		be__peer_forget(wd->w, pid);
 		engine_reject(wd, ev->conn, BE_REJECT_RESOURCES);
 		return;
 	}
@@ -357,10 +363,12 @@ static void engine_on_request(struct be__wdev *wd, struct be_xevent *ev)
 		be__wdev_unreserve(wd, e->granted_to_peer);
 		wd->cd->ops->conn_destroy(ev->conn);
 		engine_free(e);
+		be__peer_forget(wd->w, pid);
 		return;
 	}
 	e->conn->user = e;
 	engine_link(e);
+	be__peer_attach(e, pid);
 	be_log_dbg("engine %s: accepted", key);
 }
 
@@ -493,6 +501,8 @@ int be__engine_sock_attach(struct be__engine *e, struct be_sock *s, bool mine, u
 	s->refs++;
 	e->refs++;
 	e->nsocks++;
+	if (!mine && e->pid)
+		e->pid->socks++;
 	e->st.sockets_opened++;
 	return 0;
 }
@@ -517,6 +527,8 @@ void be__engine_sock_detach(struct be__engine *e, struct be_sock *s)
 			e->free_ids[e->nfree_ids++] = s->id;
 	} else {
 		e->theirs[s->id] = NULL;
+		if (e->pid)
+			e->pid->socks--;
 	}
 	be__list_del_init(&s->sq.link);
 	s->e = NULL;
@@ -652,6 +664,7 @@ void be__engine_reap(struct be__engine *e)
 	be__wdev_unreserve(e->wd, e->granted_to_peer);
 	be__list_del_init(&e->wlink);
 	e->w->nengines--;
+	be__peer_engine_gone(e);
 	be__engine_unref(e);
 }
 

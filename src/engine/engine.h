@@ -175,6 +175,21 @@ struct be__engine {
 	int32_t peer_pid;
 	uint8_t nonce_c[BE_AUTH_NONCE], nonce_s[BE_AUTH_NONCE];
 	uint8_t hello_c[BE_PROTO_HELLO_LEN], hello_s[BE_PROTO_HELLO_LEN]; /* as sent */
+
+	/* The peer's identity (peer.c): acceptor side only, else NULL. */
+	struct be__peer *pid;
+	bool pid_gone;             /* no longer counted in pid->engines */
+};
+
+/* A peer identity (peer.c): what the Engines one client opened to this
+ * worker hold together. */
+struct be__peer {
+	struct be__list link;      /* w->peers */
+	char id[BE_XPORT_ADDR_MAX + 16]; /* "uid:1000", "tcp://10.0.0.2" */
+	uint32_t refs;             /* Engines of it not yet freed */
+	uint32_t engines;          /* ... not yet reaped (max_peer_engines) */
+	uint32_t socks;            /* Sockets it opened on them (max_peer_sockets) */
+	uint64_t grant_bytes;      /* lent to its WRITEs (max_peer_grant_bytes) */
 };
 
 enum be__admit_state {
@@ -258,6 +273,20 @@ const char *be__admit_frame(struct be__engine *e, const struct be__frame *f);
 void be__admit_sent(struct be__engine *e);
 /* engine.c: the Engine admitted its peer: it goes ESTABLISHED. */
 void be__engine_admitted(struct be__engine *e);
+
+/* peer.c: limits per peer identity (docs/SECURITY.md). request: an
+ * acceptor's check before it makes an Engine: 0 and the identity in
+ * *@out (to attach, or to forget when no Engine is made), or a reject
+ * reason (logged, counted as limit_refused). attach: @e counts toward
+ * @p. engine_gone: @e stops counting as live (reaped). put: @e is freed.
+ * sock_ok: may the peer of @e open one more Socket. */
+int be__peer_request(struct be_worker *w, const struct be_xevent *ev, const char *addr,
+		     struct be__peer **out);
+void be__peer_attach(struct be__engine *e, struct be__peer *p);
+void be__peer_forget(struct be_worker *w, struct be__peer *p);
+void be__peer_engine_gone(struct be__engine *e);
+void be__peer_put(struct be__engine *e);
+bool be__peer_sock_ok(struct be__engine *e);
 
 /* large.c */
 int be__large_on_req(struct be__engine *e, struct be_sock *s, const struct be__frame *f);

@@ -14,9 +14,10 @@
  * from nomem_backoff_us to nomem_backoff_max_us. A message is never
  * dropped: it fails only when its socket closes or its Engine dies.
  *
- * Bound: at most max_grant_bytes are lent to one peer at once, and
- * max_worker_grant_bytes to all the peers of a worker together; a request
- * beyond either is answered WRITE_NOMEM like a failed allocation, so a
+ * Bound: at most max_grant_bytes are lent to one Engine at once,
+ * max_peer_grant_bytes to all the Engines of one peer identity (peer.c),
+ * and max_worker_grant_bytes to all the peers of a worker together; a
+ * request beyond any is answered WRITE_NOMEM like a failed allocation, so a
  * peer (hostile or just eager), or many, cannot make us allocate without
  * bound. One message always fits when nothing is lent, so every message
  * up to max_msg_size goes eventually.
@@ -85,6 +86,8 @@ static void large_slot_put(struct be__engine *e, uint32_t slot)
 
 	e->grant_bytes -= g->rx->len;
 	e->w->grant_bytes -= g->rx->len;
+	if (e->pid)
+		e->pid->grant_bytes -= g->rx->len;
 	g->rx = NULL;
 	g->sock = NULL;
 	g->next_free = e->grant_free;
@@ -108,9 +111,12 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 	const struct be_config *cfg = &e->w->ctx->cfg;
 	struct be_worker *w = e->w;
 
-	/* Bound what a peer, and all peers of the worker, can make us
-	 * allocate (one grant always fits). */
+	/* Bound what a peer's Engine, all the Engines of its identity, and
+	 * all peers of the worker can make us allocate (one grant always
+	 * fits). */
 	if ((e->grants_live && e->grant_bytes + r->len > cfg->max_grant_bytes) ||
+	    (e->pid && e->pid->grant_bytes &&
+	     e->pid->grant_bytes + r->len > cfg->max_peer_grant_bytes) ||
 	    (w->grant_bytes && w->grant_bytes + r->len > cfg->max_worker_grant_bytes)) {
 		a.type = BE_FR_WRITE_NOMEM;
 		e->st.nomem_sent++;
@@ -138,6 +144,8 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 	e->grants_live++;
 	e->grant_bytes += r->len;
 	w->grant_bytes += r->len;
+	if (e->pid)
+		e->pid->grant_bytes += r->len;
 	if (w->grant_bytes > w->grant_bytes_max)
 		w->grant_bytes_max = w->grant_bytes;
 	r->buf = buf;

@@ -168,6 +168,7 @@ static int rx_open(struct be__engine *e, const struct be__frame *f)
 {
 	const struct be_config *cfg = &e->w->ctx->cfg;
 	struct be_sock *s;
+	bool over;
 	int rc;
 
 	if (!(f->flags & BE_FRF_OPENER))
@@ -178,6 +179,9 @@ static int rx_open(struct be__engine *e, const struct be__frame *f)
 		return rx_fail(e, f, "socket id already open");
 	if (!e->acb.on_accept)
 		return rx_fail(e, f, "SOCK_OPEN toward the connecting side");
+	/* Beyond max_peer_sockets the socket is refused, as on_accept would:
+	 * it keeps its id (and counts) until the opener's SOCK_CLOSE. */
+	over = !be__peer_sock_ok(e);
 	s = be__sock_new(e->w, &e->acb, e->auser);
 	if (!s) {
 		be__engine_fail(e, -ENOMEM, "no memory for a socket");
@@ -192,7 +196,10 @@ static int rx_open(struct be__engine *e, const struct be__frame *f)
 	s->accepting = true;
 	be__sock_ref(s);
 	/* A closing Engine (its worker shuts down) takes no new socket. */
-	rc = e->closing ? -ESHUTDOWN : s->cbs.on_accept(e->listener, s, s->user);
+	if (over)
+		be_log_warn("engine %s: socket %u refused: its peer %s holds %u sockets "
+			    "(max_peer_sockets)", e->addr, f->sock, e->pid->id, e->pid->socks - 1);
+	rc = e->closing ? -ESHUTDOWN : over ? -EMFILE : s->cbs.on_accept(e->listener, s, s->user);
 	s->accepting = false;
 	if (e->state == BE_ES_FAILED) {
 		be__sock_unref(s);

@@ -88,6 +88,7 @@ int be__worker_create(struct be_ctx *ctx, struct be_worker **out)
 	w->ctx = ctx;
 	w->spin_ns = (uint64_t)ctx->cfg.spin_us * 1000;
 	be__list_init(&w->engines);
+	be__list_init(&w->peers);
 	be__list_init(&w->reap);
 	be__list_init(&w->kick);
 	be__list_init(&w->later);

@@ -113,6 +113,8 @@ struct be_worker {
 	bool ev_ready;                   /* epoll saw an event channel readable */
 	uint64_t cq_arm_errors;          /* cq_arm failures (be_worker_wait returned them) */
 	uint64_t admit_refused;          /* connections not admitted (admit.c) */
+	uint64_t limit_refused;          /* ... refused by a per-peer limit (peer.c) */
+	struct be__list peers;           /* be__peer: identities of accepted peers */
 	uint64_t grant_bytes;            /* lent to all peers' WRITEs now (large.c) */
 	uint64_t grant_bytes_max;        /* ... its peak */
 	bool timers_due;                 /* read the clock at the next progress */

@@ -89,6 +89,9 @@ void be_config_init(struct be_config *cfg)
 		.max_msg_size = 1ull << 30,
 		.max_grant_bytes = 256ull << 20,
 		.max_worker_grant_bytes = 1ull << 30,
+		.max_peer_engines = 128,
+		.max_peer_sockets = 65536,
+		.max_peer_grant_bytes = 256ull << 20,
 		.max_reqs = 4,
 		.nomem_backoff_us = 1000,
 		.nomem_backoff_max_us = 100000,
@@ -118,6 +121,9 @@ void be_config_init(struct be_config *cfg)
 	config_env64("BE_MAX_MSG", &cfg->max_msg_size);
 	config_env64("BE_MAX_GRANT_BYTES", &cfg->max_grant_bytes);
 	config_env64("BE_MAX_WORKER_GRANT_BYTES", &cfg->max_worker_grant_bytes);
+	config_env32("BE_MAX_PEER_ENGINES", &cfg->max_peer_engines);
+	config_env32("BE_MAX_PEER_SOCKETS", &cfg->max_peer_sockets);
+	config_env64("BE_MAX_PEER_GRANT_BYTES", &cfg->max_peer_grant_bytes);
 	config_env32("BE_MAX_REQS", &cfg->max_reqs);
 	config_env32("BE_NOMEM_BACKOFF_US", &cfg->nomem_backoff_us);
 	config_env32("BE_NOMEM_BACKOFF_MAX_US", &cfg->nomem_backoff_max_us);
@@ -279,6 +285,8 @@ int be__config_check(struct be_config *cfg)
 		cfg->max_grant_bytes = UINT64_MAX;
 	if (!cfg->max_worker_grant_bytes)
 		cfg->max_worker_grant_bytes = UINT64_MAX;
+	if (!cfg->max_peer_grant_bytes)
+		cfg->max_peer_grant_bytes = UINT64_MAX;
 	if (!cfg->nomem_backoff_us)
 		config_clamp32("nomem_backoff_us", &cfg->nomem_backoff_us, 1, "at least 1");
 	if (cfg->nomem_backoff_max_us < cfg->nomem_backoff_us)

@@ -84,9 +84,11 @@ int be_worker_stats_json(struct be_worker *w, char *buf, size_t len)
 		return -EINVAL;
 	BE_WORKER_ASSERT_THREAD(w);
 	json_put(&o, "{\"engines\":%u,\"cq_arm_errors\":%" PRIu64 ",\"spin_ns\":%" PRIu64
-		     ",\"admit_refused\":%" PRIu64 ",\"grant_bytes\":%" PRIu64
+		     ",\"admit_refused\":%" PRIu64 ",\"limit_refused\":%" PRIu64
+		     ",\"grant_bytes\":%" PRIu64
 		     ",\"grant_bytes_max\":%" PRIu64 ",\"recv\":[",
-		 w->nengines, w->cq_arm_errors, w->spin_ns, w->admit_refused, w->grant_bytes,
+		 w->nengines, w->cq_arm_errors, w->spin_ns, w->admit_refused, w->limit_refused,
+		 w->grant_bytes,
 		 w->grant_bytes_max);
 	/* Receive buffers of each transport: posted (they never shrink) and
 	 * reserved by the Engines' grants (elastic: they do). */
