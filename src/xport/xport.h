@@ -329,6 +329,15 @@ struct be_xport_ops {
 	 * before this point no peer receives). Returns 0 or -errno (the
 	 * Engine then fails). NULL: nothing to share. */
 	int (*conn_admit)(struct be_xconn *conn);
+	/* Optional. The name of the device @addr belongs to (@passive: an
+	 * address to listen on) or is reached through (to connect to) into
+	 * @buf; "" when any device will do (a wildcard address, or nothing
+	 * says). May block resolving a name. Returns 0 or -errno for a bad
+	 * address. NULL: the transport has one device (tcp, shm). */
+	int (*addr_dev)(const char *addr, bool passive, char *buf, size_t len);
+	/* Optional, with addr_dev. The name of the @i-th device (from 0) into
+	 * @buf: 0, or -ENODEV past the last one. */
+	int (*dev_name)(int i, char *buf, size_t len);
 };
 
 /*

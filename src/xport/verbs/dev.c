@@ -16,6 +16,14 @@
  * is posted rather than failing when a message arrives. A device a forked
  * child inherited registers nothing: the child opens its own.
  *
+ * Which device. A context opens a verbs_dev on every device (dev_name()
+ * lists them; engine/ctx_dev.c) and uses for each address the one
+ * addr_dev() names before anything is created on it, the one rdma_cm
+ * will pick: for an address to listen on, the device whose netdev holds
+ * it; for an address to connect to, the device holding the source
+ * address of the kernel's route to it (the address itself when it is
+ * local, as in the Soft-RoCE guest, where rxe0 and rxe1 both loop back).
+ *
  * Async events. The device's async fd is read by whichever thread calls
  * evch_get first (be__verbs_async_pump()): an SRQ limit goes to the event
  * channel of the SRQ's worker, a port change to every event channel of
@@ -26,14 +34,18 @@
  * guarded by be__verbs_lock; registration runs under bemalloc's pool lock
  * and takes mr_lock for writing, lookups take it for reading.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "util/log.h"
+#include "xport/addr.h"
 #include "xport/verbs/verbs.h"
 
 #define VERBS_SGE_MAX 8      /* send SGEs per WR we ask for */
@@ -306,6 +318,87 @@ int be__verbs_dev_query(struct be_xdev *d, struct be_xdev_attr *out)
 	out->max_srq_wr = (uint32_t)dev->attr.max_srq_wr;
 	out->max_cqe = (uint32_t)dev->attr.max_cqe;
 	out->has_thread_domain = dev->has_td;
+	return 0;
+}
+
+int be__verbs_dev_name(int i, char *buf, size_t len)
+{
+	struct ibv_device **list;
+	int n, ret = -ENODEV;
+
+	list = ibv_get_device_list(&n);
+	if (!list)
+		return errno ? -errno : -ENODEV;
+	if (i >= 0 && i < n) {
+		snprintf(buf, len, "%s", ibv_get_device_name(list[i]));
+		ret = 0;
+	}
+	ibv_free_device_list(list);
+	return ret;
+}
+
+/* Is @sa the wildcard address (listen on every device)? */
+static bool verbs_addr_any(const struct sockaddr_storage *ss)
+{
+	static const struct in6_addr any6 = IN6ADDR_ANY_INIT;
+
+	if (ss->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return !memcmp(&((const struct sockaddr_in6 *)ss)->sin6_addr, &any6, sizeof(any6));
+}
+
+/*
+ * The local address a connection to @ss leaves from: a UDP socket's
+ * connect() looks up the route and sends nothing. 0, or -errno when there
+ * is no route (rdma_cm will say so when it resolves the address).
+ */
+static int verbs_route_src(struct sockaddr_storage *ss, socklen_t sl)
+{
+	struct sockaddr_storage src;
+	socklen_t srcl = sizeof(src);
+	int fd, ret = 0;
+
+	fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)ss, sl) ||
+	    getsockname(fd, (struct sockaddr *)&src, &srcl))
+		ret = -errno;
+	close(fd);
+	if (!ret)
+		*ss = src;
+	return ret;
+}
+
+int be__verbs_addr_dev(const char *addr, bool passive, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	struct rdma_cm_id *id;
+	socklen_t sl;
+	int ret;
+
+	if (!buf || !len)
+		return -EINVAL;
+	buf[0] = '\0';
+	ret = be__inet_resolve(addr, passive, &ss, &sl);
+	if (ret)
+		return ret;
+	if (!passive && verbs_route_src(&ss, sl))
+		return 0;
+	if (verbs_addr_any(&ss))
+		return 0;
+	/* The port does not matter, and a bound one could be in use. */
+	if (ss.ss_family == AF_INET)
+		((struct sockaddr_in *)&ss)->sin_port = 0;
+	else
+		((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+	/* A synchronous cm_id (no channel) bound to the address: rdma_cm
+	 * names the device that holds it, the way it does for a listener. */
+	if (rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP))
+		return 0;
+	if (!rdma_bind_addr(id, (struct sockaddr *)&ss) && id->verbs)
+		snprintf(buf, len, "%s", ibv_get_device_name(id->verbs->device));
+	rdma_destroy_id(id);
 	return 0;
 }
 

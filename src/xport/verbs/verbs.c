@@ -16,4 +16,6 @@
 const struct be_xport_ops be__xport_verbs_ops = {
 	BE__XPORT_OPS(verbs),
 	.addr_canon = be__inet_canon,
+	.addr_dev = be__verbs_addr_dev,
+	.dev_name = be__verbs_dev_name,
 };
