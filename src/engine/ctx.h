@@ -1,32 +1,37 @@
 /*
- * ctx.h - the context: a configuration and one device per transport
+ * ctx.h - the context: a configuration and the devices of its transports
  * (internal).
  *
- *   be_ctx ──< be__cdev (one per transport: device, bemalloc index,
- *                        the defaults its Engines start from)
+ *   be_ctx ──< be__cdev (one per device in use: tcp, shm, and each verbs
+ *                        NIC; device, bemalloc index, the defaults its
+ *                        Engines start from)
  *
  * Model. The application creates a context (be_ctx_create) and makes its
- * workers on it. A transport's device is opened the first time a worker
- * of the context uses the transport (be__ctx_dev, ctx_dev.c), attached to
- * bemalloc so every block is registered on it, and closed with the
+ * workers on it. A device is opened the first time a worker of the
+ * context uses an address on it (be__ctx_dev, ctx_dev.c): tcp and shm
+ * have one device each, verbs one per RDMA device, the one the address
+ * belongs to (listen) or is reached through (connect). Each is attached
+ * to bemalloc so every block is registered on it, and closed with the
  * context (be__ctx_dev_close_all).
  *
  * Sharing. Every worker of the context, on any thread, reads it: the
  * configuration is fixed at creation and a be__cdev is written once,
  * under the mutex, before it is handed out; the data path never takes the
- * lock. Limit: BE_CTX_MAX_XPORTS transports per context.
+ * lock. Limit: BE_CTX_MAX_DEVS devices per context (bemalloc registers
+ * on at most BE_ALLOC_MAX_DEVICES in the process).
  */
 #ifndef BE_ENGINE_CTX_H
 #define BE_ENGINE_CTX_H
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <be/sock.h>
 #include "xport/xport.h"
 
-#define BE_CTX_MAX_XPORTS 4
+#define BE_CTX_MAX_DEVS 6
 
 /* The defaults of the settings a device bounds (be_config_init()): a
  * default the device cannot take is lowered quietly (info), a depth the
@@ -53,15 +58,18 @@ struct be__cdev {
 struct be_ctx {
 	struct be_config cfg;
 	pthread_mutex_t lock;            /* guards opening devices */
-	struct be__cdev dev[BE_CTX_MAX_XPORTS];
+	struct be__cdev dev[BE_CTX_MAX_DEVS];
 	int ndev;
 	atomic_int workers;
 };
 
-/* Open (once) the device of transport @name; *@out stays valid until the
- * context is destroyed. 0, -EPROTONOSUPPORT, -ENOSPC or the transport's
- * -errno. Threads: any. */
-int be__ctx_dev(struct be_ctx *ctx, const char *name, struct be__cdev **out);
+/* Open (once) the device of transport @name that @addr (the text after
+ * "scheme://"; NULL: any device) is on: @passive, an address to listen
+ * on, else one to connect to. *@out stays valid until the context is
+ * destroyed. 0, -EPROTONOSUPPORT, -ENOSPC, -ENODEV or the transport's
+ * -errno (a bad address). May block resolving a host name. Threads: any. */
+int be__ctx_dev(struct be_ctx *ctx, const char *name, const char *addr, bool passive,
+		struct be__cdev **out);
 /* Detach every device of @ctx from bemalloc and close it. No worker of
  * @ctx may be alive. */
 void be__ctx_dev_close_all(struct be_ctx *ctx);

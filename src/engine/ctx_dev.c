@@ -1,9 +1,19 @@
 /*
- * ctx_dev.c - the devices of a context: each transport's device, opened
- * the first time a worker uses the transport, and the defaults its
+ * ctx_dev.c - the devices of a context: each device of a transport,
+ * opened the first time a worker uses the transport, and the defaults its
  * Engines start from.
  *
- * Model. be__ctx_dev() opens a transport's device once per context,
+ * Which device. tcp and shm have one. verbs has one per RDMA NIC, all
+ * opened together (ctx_dev_open_others_locked()); the address a worker
+ * listens on or connects to names the one it uses (the transport's
+ * addr_dev op: the device rdma_cm will bind the connection to), so one
+ * context serves addresses on every NIC, each on its own device, CQs and
+ * SRQs; that is what lets a replica's calls move from a port on one NIC
+ * to a port on another (docs/RPC.md, port switch). An address that names
+ * no device (a wildcard listen address) takes the transport's device
+ * opened first.
+ *
+ * Model. be__ctx_dev() opens each device once per context,
  * queries it (link speed decides the default fragment size, the transport
  * the send and mixed windows), and attaches it to bemalloc so every block
  * is registered on it. Devices stay open until the context is destroyed
@@ -12,6 +22,7 @@
  * once handed out, so the data path never takes it.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,35 +143,30 @@ static uint64_t ctx_mixed_window(const struct be_xdev_attr *a, uint32_t frag_siz
 	return mw;
 }
 
-int be__ctx_dev(struct be_ctx *ctx, const char *name, struct be__cdev **out)
+/* Is @cd the device @want (a device name; "": any) of transport @ops? */
+static bool ctx_dev_match(const struct be__cdev *cd, const struct be_xport_ops *ops,
+			  const char *want)
 {
-	const struct be_xport_ops *ops = be__xport_find(name);
-	struct be_alloc_reg_hook hook;
-	struct be__cdev *cd = NULL;
-	int i, rc = 0;
+	return !strcmp(cd->name, ops->name) && (!want[0] || !strcmp(cd->attr.name, want));
+}
 
-	if (!ops)
-		return -EPROTONOSUPPORT;
-	pthread_mutex_lock(&ctx->lock);
-	/* By name: one device per transport, whatever ops table it calls
-	 * through (a test may wrap it to inject faults). */
-	for (i = 0; i < ctx->ndev; i++)
-		if (!strcmp(ctx->dev[i].name, ops->name)) {
-			cd = &ctx->dev[i];
-			goto out;
-		}
-	if (ctx->ndev == BE_CTX_MAX_XPORTS) {
-		rc = -ENOSPC;
-		goto out;
-	}
-	cd = &ctx->dev[ctx->ndev];
+/* Open device @want ("": the first) of transport @ops as the context's
+ * next device. The caller holds the lock and checked the room. */
+static int ctx_dev_open_locked(struct be_ctx *ctx, const struct be_xport_ops *ops,
+			       const char *want, struct be__cdev **out)
+{
+	struct be__cdev *cd = &ctx->dev[ctx->ndev];
+	struct be_alloc_reg_hook hook;
+	int rc;
+
 	memset(cd, 0, sizeof(*cd));
 	cd->name = ops->name;
 	cd->ops = ops;
-	rc = ops->dev_open("", &cd->dev);
+	rc = ops->dev_open(want, &cd->dev);
 	if (rc) {
-		be_log_err("ctx: cannot open a %s device: %s", name, be_strerror(rc));
-		goto out;
+		be_log_err("ctx: cannot open the %s device %s: %s", ops->name, want[0] ? want : "",
+			   be_strerror(rc));
+		return rc;
 	}
 	rc = ops->dev_query(cd->dev, &cd->attr);
 	if (rc)
@@ -168,12 +174,11 @@ int be__ctx_dev(struct be_ctx *ctx, const char *name, struct be__cdev **out)
 	ops->dev_reg_hook(cd->dev, &hook);
 	rc = be_alloc_attach_device(&hook);
 	if (rc < 0) {
-		be_log_err("ctx: cannot attach %s to bemalloc: %s", name, be_strerror(rc));
+		be_log_err("ctx: cannot attach %s to bemalloc: %s", cd->attr.name, be_strerror(rc));
 		goto err_close;
 	}
 	cd->alloc_dev = rc;
 	cd->dev->alloc_dev = rc;
-	rc = 0;
 	ctx_dev_limits(ctx, cd);
 	cd->frag_size = ctx->cfg.frag_size ? ctx->cfg.frag_size : ctx_frag_default(&cd->attr);
 	if (ctx->cfg.send_window && cd->frag_size > ctx->cfg.send_window)
@@ -200,14 +205,92 @@ int be__ctx_dev(struct be_ctx *ctx, const char *name, struct be__cdev **out)
 	cd->mixed_window = ctx_mixed_window(&cd->attr, cd->frag_size, cd->send_window);
 	ctx->ndev++;
 	be_log_info("ctx: opened %s device %s, fragment size %u (bulk %u), send window %llu, "
-		    "mixed window %llu", name, cd->attr.name, cd->frag_size, cd->frag_bulk,
+		    "mixed window %llu", ops->name, cd->attr.name, cd->frag_size, cd->frag_bulk,
 		    (unsigned long long)cd->send_window, (unsigned long long)cd->mixed_window);
-	goto out;
+	*out = cd;
+	return 0;
 
 err_close:
 	ops->dev_close(cd->dev);
 	cd->dev = NULL;
-	cd = NULL;
+	return rc;
+}
+
+/* Does the context have a device of transport @ops open? */
+static bool ctx_has_xport_locked(const struct be_ctx *ctx, const struct be_xport_ops *ops)
+{
+	int i;
+
+	for (i = 0; i < ctx->ndev; i++)
+		if (!strcmp(ctx->dev[i].name, ops->name))
+			return true;
+	return false;
+}
+
+/*
+ * The other devices of a transport that has several (verbs), opened with
+ * its first: a port switch to another NIC must not wait for the device to
+ * open and every block of the pool to register on it. Best effort: a
+ * device that does not open is logged and left out (an address on it
+ * tries again), and the room for other transports is kept.
+ */
+static void ctx_dev_open_others_locked(struct be_ctx *ctx, const struct be_xport_ops *ops)
+{
+	char dn[sizeof(ctx->dev[0].attr.name)];
+	struct be__cdev *cd;
+	int i, j;
+
+	for (i = 0; ops->dev_name(i, dn, sizeof(dn)) == 0; i++) {
+		bool open = false;
+
+		for (j = 0; j < ctx->ndev; j++)
+			open |= ctx_dev_match(&ctx->dev[j], ops, dn);
+		if (open)
+			continue;
+		if (ctx->ndev >= BE_CTX_MAX_DEVS - 2) {
+			be_log_warn("ctx: %s device %s and later ones not opened: %d devices open",
+				    ops->name, dn, ctx->ndev);
+			return;
+		}
+		ctx_dev_open_locked(ctx, ops, dn, &cd);
+	}
+}
+
+int be__ctx_dev(struct be_ctx *ctx, const char *name, const char *addr, bool passive,
+		struct be__cdev **out)
+{
+	const struct be_xport_ops *ops = be__xport_find(name);
+	struct be__cdev *cd = NULL;
+	char want[sizeof(ctx->dev[0].attr.name)] = "";
+	bool first;
+	int i, rc = 0;
+
+	if (!ops)
+		return -EPROTONOSUPPORT;
+	/* Which device: outside the lock, it may resolve a name. */
+	if (addr && ops->addr_dev) {
+		rc = ops->addr_dev(addr, passive, want, sizeof(want));
+		if (rc)
+			return rc;
+	}
+	pthread_mutex_lock(&ctx->lock);
+	/* By name: a transport's devices, whatever ops table it calls
+	 * through (a test may wrap it to inject faults). */
+	for (i = 0; i < ctx->ndev; i++)
+		if (ctx_dev_match(&ctx->dev[i], ops, want)) {
+			cd = &ctx->dev[i];
+			goto out;
+		}
+	if (ctx->ndev == BE_CTX_MAX_DEVS) {
+		be_log_err("ctx: cannot open a %s device%s%s: %d devices open already", name,
+			   want[0] ? " " : "", want, BE_CTX_MAX_DEVS);
+		rc = -ENOSPC;
+		goto out;
+	}
+	first = !ctx_has_xport_locked(ctx, ops);
+	rc = ctx_dev_open_locked(ctx, ops, want, &cd);
+	if (!rc && first && ops->dev_name)
+		ctx_dev_open_others_locked(ctx, ops);
 out:
 	pthread_mutex_unlock(&ctx->lock);
 	if (!rc)

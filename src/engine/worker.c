@@ -166,16 +166,17 @@ void be__worker_repost_later(struct be__engine *e, void *buf, bool trig)
 	e->refs++;
 }
 
-/* The wdev of transport @xport: created on first use, its event channel
- * and CQ added to the worker's epoll set. */
-int be__worker_wdev(struct be_worker *w, const char *xport, struct be__wdev **out)
+/* The wdev of the device @addr is on: created on first use, its event
+ * channel and CQ added to the worker's epoll set. */
+int be__worker_wdev(struct be_worker *w, const char *xport, const char *addr, bool passive,
+		    struct be__wdev **out)
 {
 	struct be__cdev *cd;
 	struct be__wdev *wd;
 	const struct be_xport_ops *ops;
 	int rc, idx;
 
-	rc = be__ctx_dev(w->ctx, xport, &cd);
+	rc = be__ctx_dev(w->ctx, xport, addr, passive, &cd);
 	if (rc)
 		return rc;
 	idx = (int)(cd - w->ctx->dev);

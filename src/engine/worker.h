@@ -84,8 +84,8 @@ struct be__call {
 
 struct be_worker {
 	struct be_ctx *ctx;
-	struct be__wdev *wd[BE_CTX_MAX_XPORTS]; /* by the context's device index */
-	struct be__wdev *open[BE_CTX_MAX_XPORTS]; /* the non-NULL of wd[], for progress */
+	struct be__wdev *wd[BE_CTX_MAX_DEVS]; /* by the context's device index */
+	struct be__wdev *open[BE_CTX_MAX_DEVS]; /* the non-NULL of wd[], for progress */
 	int nopen;
 	struct be__list engines;         /* live and failed-not-reaped */
 	struct be__list reap;            /* failed engines awaiting teardown */
@@ -194,10 +194,12 @@ void be__worker_lib_thread_enter(struct be_worker *w);
 int be__wdev_create(struct be_worker *w, struct be__cdev *cd, struct be__wdev **out);
 void be__wdev_destroy(struct be__wdev *wd);
 
-/* The wdev of transport @xport, set up on first use (device opened,
- * queues created, srq_depth buffers posted, fds watched); worker.c.
- * 0 or -errno. */
-int be__worker_wdev(struct be_worker *w, const char *xport, struct be__wdev **out);
+/* The wdev of the device of transport @xport that @addr is on (as
+ * be__ctx_dev(): @passive for a listen address; NULL: any device), set
+ * up on first use (device opened, queues created, srq_depth buffers
+ * posted, fds watched); worker.c. 0 or -errno. */
+int be__worker_wdev(struct be_worker *w, const char *xport, const char *addr, bool passive,
+		    struct be__wdev **out);
 /* An Engine's first grant (@credits receives) and its send queue's CQ
  * entries; -ENOSPC when the SRQ or the CQ cannot take them. */
 int be__wdev_reserve(struct be__wdev *wd, uint32_t credits);

@@ -40,7 +40,7 @@ int be_listen(struct be_worker *w, const char *addr, const struct be_sock_cbs *c
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	rc = be__worker_wdev(w, scheme, &l->wd);
+	rc = be__worker_wdev(w, scheme, p + 3, true, &l->wd);
 	if (rc)
 		goto err_free;
 	l->w = w;

@@ -91,13 +91,17 @@ int be_sock_connect(struct be_worker *w, const char *addr, const struct be_sock_
 		be_log_err("connect %s: %s", addr, be_strerror(rc));
 		return rc;
 	}
-	rc = be__worker_wdev(w, scheme, &wd);
-	if (rc)
-		return rc;
+	/* A new Engine goes on the device its address is reached through
+	 * (one of several RDMA NICs); a live one already has its own. */
+	e = be__engine_find(w, key);
+	if (!e) {
+		rc = be__worker_wdev(w, scheme, key + strlen(scheme) + 3, false, &wd);
+		if (rc)
+			return rc;
+	}
 	s = be__sock_new(w, cbs, user);
 	if (!s)
 		return -ENOMEM;
-	e = be__engine_find(w, key);
 	if (!e) {
 		rc = be__engine_connect(w, wd, addr, key, &e);
 		if (rc)

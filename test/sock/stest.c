@@ -314,7 +314,7 @@ struct be_xport_ops *st_ops_override(struct st *t, struct be_ctx *ctx)
 {
 	struct be__cdev *cd;
 
-	ASSERT_OK(be__ctx_dev(ctx, t->transport, &cd));
+	ASSERT_OK(be__ctx_dev(ctx, t->transport, NULL, false, &cd));
 	st_ops_orig = cd->ops;
 	st_ops_copy = *cd->ops;
 	cd->ops = &st_ops_copy;

@@ -54,7 +54,7 @@ int main(int argc, char **argv)
 	st_init(&t, argc, argv);
 	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
 	st_ops_override(&t, ctx)->srq_post_recv = post_recv;
-	ASSERT_OK(be__worker_wdev(ws[0], t.transport, &wd));
+	ASSERT_OK(be__worker_wdev(ws[0], t.transport, NULL, false, &wd));
 	fail_srq = wd->srq;
 
 	ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &c));
