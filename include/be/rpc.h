@@ -171,6 +171,12 @@ struct be_rpc_config {
 	uint32_t probe_min_ms;
 	uint32_t probe_max_ms;
 	uint32_t probe_timeout_ms;
+	/* 1: once a replica's path is connected, its next address is
+	 * connected too and kept so without calls (one more Engine per
+	 * replica), so that a port switch or a TCP fallback does not wait for
+	 * a connection handshake. 0: addresses connect when first used.
+	 * BE_RPC_STANDBY, default 1. */
+	uint32_t standby;
 };
 
 /* be_rpc_config_init() - defaults + BE_RPC_* environment. Borrows @cfg. */

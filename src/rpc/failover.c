@@ -26,12 +26,18 @@
  * it: a port return, or a fallback return from tcp to RDMA. While being
  * probed an address takes no calls, so a path that is still broken costs
  * one probe, not the calls of a deadline.
+ *
+ * Standby (cfg.standby): the address after the path is kept connected,
+ * without calls, once the path is; a switch then costs no handshake. A
+ * failed standby is probed back the same way.
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "rpc/rpc_int.h"
 #include "util/log.h"
+
+static void rep_standby(struct rpc_replica *rep);
 
 int be__rpc_addr_conn(struct rpc_addr *a, struct rpc_conn **out)
 {
@@ -62,7 +68,43 @@ int be__rpc_addr_conn(struct rpc_addr *a, struct rpc_conn **out)
 	if (a->state == BE_RPC_ADDR_IDLE)
 		a->state = BE_RPC_ADDR_UP;
 	*out = c;
+	if ((int)a->idx == a->rep->path)
+		rep_standby(a->rep);
 	return 0;
+}
+
+/* The standby of @rep: the address after its path, or NULL. */
+static const struct rpc_addr *rep_standby_addr(const struct rpc_replica *rep)
+{
+	if (!rep->ch->cfg.standby || rep->path < 0 || rep->state != BE_RPC_REP_ACTIVE ||
+	    rep->path + 1 >= (int)rep->rec.naddrs)
+		return NULL;
+	return &rep->addrs[rep->path + 1];
+}
+
+/*
+ * Standby: once a replica's path is connected, the next address is
+ * connected too, and kept so without calls, so that a port switch or a
+ * TCP fallback finds its connection up instead of waiting for a
+ * handshake (milliseconds on an RDMA NIC, up to a second in the
+ * Soft-RoCE guest: longer than a deadline). A standby that fails goes
+ * DOWN and is probed back like a preferred address (addr_wanted()).
+ */
+static void rep_standby(struct rpc_replica *rep)
+{
+	struct rpc_addr *a;
+	struct rpc_conn *c;
+	int rc;
+
+	if (!rep_standby_addr(rep))
+		return;
+	a = &rep->addrs[rep->path + 1];
+	if (a->conn || a->state == BE_RPC_ADDR_DOWN || a->state == BE_RPC_ADDR_PROBING ||
+	    rep->ch->destroying || !rep->addrs[rep->path].conn)
+		return;
+	rc = be__rpc_addr_conn(a, &c);
+	if (rc)
+		be__log(BE_LOG_INFO, "rpc: standby %s: %s", a->str, be_strerror(rc));
 }
 
 /* Does probing @a matter now? */
@@ -72,7 +114,7 @@ static bool addr_wanted(const struct rpc_addr *a)
 
 	if (rep->state == BE_RPC_REP_REMOVED || rep->ch->destroying)
 		return false;
-	return rep->path < 0 || (int)a->idx < rep->path;
+	return rep->path < 0 || (int)a->idx < rep->path || a == rep_standby_addr(rep);
 }
 
 static void addr_probe_fire(struct be_rpc *rpc, struct rpc_tmr *t);
@@ -187,6 +229,8 @@ void be__rpc_rep_path(struct rpc_replica *rep)
 	}
 	for (i = 0; i < (int)rep->rec.naddrs; i++)
 		be__rpc_addr_schedule_probe(&rep->addrs[i]);
+	if (path >= 0)
+		rep_standby(rep);
 }
 
 void be__rpc_addr_down(struct rpc_addr *a, int err)

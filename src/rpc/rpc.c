@@ -53,6 +53,7 @@ void be_rpc_config_init(struct be_rpc_config *c)
 	c->probe_min_ms = 5;
 	c->probe_max_ms = 1000;
 	c->probe_timeout_ms = 100;
+	c->standby = 1;
 	env_u32("BE_RPC_TIMEOUT_US", &c->timeout_us);
 	env_u32("BE_RPC_MAX_ATTEMPTS", &c->max_attempts);
 	env_u32("BE_RPC_HEDGE_PCT", &c->hedge_pct);
@@ -68,6 +69,7 @@ void be_rpc_config_init(struct be_rpc_config *c)
 	env_u32("BE_RPC_PROBE_MIN_MS", &c->probe_min_ms);
 	env_u32("BE_RPC_PROBE_MAX_MS", &c->probe_max_ms);
 	env_u32("BE_RPC_PROBE_TIMEOUT_MS", &c->probe_timeout_ms);
+	env_u32("BE_RPC_STANDBY", &c->standby);
 }
 
 int be__rpc_config_check(const struct be_rpc_config *c)
@@ -79,7 +81,7 @@ int be__rpc_config_check(const struct be_rpc_config *c)
 		return -EINVAL;
 	if (!c->addr_timeouts || !c->eject_failures || !c->eject_min_ms ||
 	    c->eject_max_ms < c->eject_min_ms || !c->probe_min_ms ||
-	    c->probe_max_ms < c->probe_min_ms || !c->probe_timeout_ms)
+	    c->probe_max_ms < c->probe_min_ms || !c->probe_timeout_ms || c->standby > 1)
 		return -EINVAL;
 	return 0;
 }
