@@ -191,17 +191,19 @@ void rt_stream_init(struct rt_stream *s, struct be_rpc_chan *ch, uint32_t method
 
 /*
  * rt_path_switch() - the scenario of a replica whose preferred path breaks
- * and is repaired: one replica in another process serving @paths (e.g.
- * "shm,tcp"), a stream of idempotent calls with deadlines of @timeout_us;
- * once it runs, @act(@rep, false, @arg) breaks the first path; once the
- * calls run over the second, @act(@rep, true, @arg) repairs it. Checks
- * that no call fails and that the replica moves over and back (counted
- * as TCP fallbacks and their returns when the first path is not tcp and
- * the second is, else as port switches and returns; at least once, as
- * often back as over), prints the times from the break to the first
- * answer over the second path and from the repair to the first answer
- * over the first (rt_failover_report(): @fault, detect_ms, recover_ms),
- * and leaves the channel's counters in *@out for more checks.
+ * and is repaired: one replica in another process serving @paths (two,
+ * e.g. "shm,tcp"), a stream of idempotent calls, first with the test's
+ * generous deadline until the first path answers (warm-up), then with
+ * deadlines of @timeout_us; @act(@rep, false, @arg) breaks the first
+ * path; once the calls run over the second, @act(@rep, true, @arg)
+ * repairs it. Checks that no call fails and that the replica moves over
+ * and back (counted as TCP fallbacks and their returns when the first
+ * path is not tcp and the second is, else as port switches and returns;
+ * at least once, as often back as over), prints the times from the break
+ * to the first answer over the second path and from the repair to the
+ * first answer over the first (rt_failover_report(): @fault, detect_ms,
+ * recover_ms), and leaves the channel's counters in *@out for more
+ * checks.
  */
 void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 		    void (*act)(struct rt_replica *rep, bool repair, void *arg), void *arg,
