@@ -459,7 +459,9 @@ BE_EXPORT void be_listener_close(struct be_listener *l);
  * be ::1 first and 127.0.0.1 next); the Engine is reused by the name's
  * first address, so spell a name consistently. Sends queue
  * until the Engine is established; a failed connect reaches the socket as
- * on_close(err) and fails its queued sends. Borrows @cbs (copied;
+ * on_close(err) and fails its queued sends. An Engine still connecting
+ * whose last Socket is closed is abandoned, so a connect after that
+ * starts afresh instead of waiting on one that may hang. Borrows @cbs (copied;
  * on_accept unused).
  * Returns 0, -EINVAL (malformed address, port 0), -EHOSTUNREACH (a name
  * that does not resolve), -EPROTONOSUPPORT, -EMFILE (max_sockets

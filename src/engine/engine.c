@@ -4,7 +4,8 @@
  *
  * Model. An Engine is created by be_sock_connect() (connector side,
  * reusable by later connects from the same worker to the same address,
- * however spelled: see be__engine_key) or
+ * however spelled: see be__engine_key; while it connects, only as long
+ * as a Socket waits for it) or
  * by a CONNECT_REQUEST on a listener (acceptor side). Both sides send a
  * hello in the connect private data (proto.h); the acceptor validates the
  * connector's in the request and rejects with a reason, the connector
@@ -535,6 +536,14 @@ void be__engine_sock_detach(struct be__engine *e, struct be_sock *s)
 	s->state = BE_SS_DEAD;
 	e->nsocks--;
 	be__sock_unref(s);
+	/* A connect no Socket waits for any more is abandoned now rather
+	 * than at connect_timeout_ms: be__engine_find() would hand it to
+	 * every later connect to the address, and one that hangs (a Soft-RoCE
+	 * request lost while a port's address comes back is resent only
+	 * seconds later) would make each of them wait for it too. The next
+	 * connect opens a fresh Engine. */
+	if (e->state == BE_ES_CONNECTING && e->connector && !e->nsocks)
+		be__engine_fail(e, -ECANCELED, "connect abandoned: no socket left");
 	be__engine_unref(e);
 }
 
