@@ -56,6 +56,7 @@ int be__rpc_addr_conn(struct rpc_addr *a, struct rpc_conn **out)
 	c->role = RPC_CONN_CLIENT;
 	c->refs = 1;
 	c->addr = a;
+	c->born_ns = rpc_now();
 	rpc_list_init(&c->atts);
 	rpc_list_init(&c->link);
 	rc = be_sock_connect(rpc->w, a->str, &be__rpc_client_cbs, c, &c->s);
@@ -130,6 +131,22 @@ void be__rpc_addr_schedule_probe(struct rpc_addr *a)
 			addr_probe_fire);
 }
 
+/*
+ * A probe's connection that never completed a send nor heard anything may
+ * still be connecting: tens of milliseconds in the Soft-RoCE guest, more
+ * than probe_timeout_ms when the machine is loaded. The next probe waits
+ * on it instead of starting over, until it is probe_max_ms old. Then it
+ * is closed, and since the core abandons a connect no Socket waits for,
+ * the next probe connects afresh: a connect that hangs (a request lost
+ * while a NIC's address came back is resent by the IB CM only seconds
+ * later) holds the address for probe_max_ms, not connect_timeout_ms.
+ */
+static bool addr_conn_connecting(const struct rpc_conn *c, const struct be_rpc_config *cfg)
+{
+	return c->s && !c->established && !c->heard &&
+	       rpc_now() - c->born_ns < (uint64_t)cfg->probe_max_ms * 1000000ull;
+}
+
 static void addr_probe_failed(struct rpc_addr *a)
 {
 	const struct be_rpc_config *cfg = &a->rep->ch->cfg;
@@ -139,7 +156,7 @@ static void addr_probe_failed(struct rpc_addr *a)
 	a->probe_ms = a->probe_ms * 2 > cfg->probe_max_ms ? cfg->probe_max_ms : a->probe_ms * 2;
 	if (a->state == BE_RPC_ADDR_PROBING)
 		a->state = BE_RPC_ADDR_DOWN;
-	if (a->conn) {
+	if (a->conn && !addr_conn_connecting(a->conn, cfg)) {
 		struct rpc_conn *c = a->conn;
 
 		a->conn = NULL;

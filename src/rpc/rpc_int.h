@@ -152,6 +152,7 @@ struct rpc_conn {
 	bool heard;               /* received something (client: a reply) */
 	bool established;         /* a send on it completed with 0 */
 	uint64_t last_rx_ns;      /* client: when the last reply arrived */
+	uint64_t born_ns;         /* client: when be_sock_connect() started it */
 	struct rpc_addr *addr;    /* client: whose connection this is (NULL once detached) */
 	struct rpc_lst *lst;      /* server: the listener that accepted it */
 	struct rpc_list atts;     /* client: attempts waiting for a reply */
