@@ -261,9 +261,12 @@ BE_EXPORT int be_rpc_unlisten(struct be_rpc *rpc, struct be_listener *l, int clo
 
 /*
  * be_rpc_drain() - with @on, answer new requests -ESHUTDOWN (callers
- * retry them on another replica) while requests already taken finish;
- * probes fail, so channels stop choosing this server. Off: serve again.
- * Threads: worker.
+ * retry them on another replica) while requests already taken finish,
+ * and tell every client connected: a notice on each accepted connection
+ * now, and the draining flag on every reply from now on, so their
+ * channels stop choosing this server while another replica of the set
+ * is usable (docs/PROTOCOL.md, section 8). Off: serve again, and say so
+ * the same way. Threads: worker.
  */
 BE_EXPORT void be_rpc_drain(struct be_rpc *rpc, int on);
 
@@ -633,11 +636,16 @@ BE_EXPORT int be_rpc_scatter(struct be_rpc *rpc, struct be_rpc_scatter_item *ite
 /* Message types of the RPC header (docs/PROTOCOL.md, section 8). */
 #define BE_RPC_T_REQUEST 1
 #define BE_RPC_T_REPLY 2
+#define BE_RPC_T_NOTICE 3 /* server to client: its state changed (flags) */
+/* Flag of replies and notices: the server is draining (takes no new
+ * calls). A reply or notice without it: the server serves. */
+#define BE_RPC_F_DRAINING 0x0001u
 
 /* The header of one RPC message, decoded. */
 struct be_rpc_hdr {
-	uint8_t type;          /* BE_RPC_T_REQUEST or BE_RPC_T_REPLY */
-	uint16_t flags;        /* requests: BE_RPC_ONEWAY | IDEMPOTENT | HEDGED | RETRY */
+	uint8_t type;          /* BE_RPC_T_REQUEST, _REPLY or _NOTICE */
+	uint16_t flags;        /* requests: BE_RPC_ONEWAY | IDEMPOTENT | HEDGED | RETRY;
+				* replies, notices: BE_RPC_F_DRAINING */
 	uint8_t attempt;       /* requests: 0..BE_RPC_MAX_ATTEMPT */
 	uint64_t id;
 	uint32_t service, method;
@@ -706,6 +714,7 @@ struct be_rpc_counters {
 	uint64_t ejections;
 	uint64_t returns;         /* ejected replicas back after a probe */
 	uint64_t probes, probe_failures;
+	uint64_t drains;          /* a replica's server said it is draining (from serving) */
 	uint64_t outstanding;     /* now: calls (channel) / attempts (address) in flight */
 };
 
@@ -731,6 +740,8 @@ struct be_rpc_replica_stats {
 	uint64_t outstanding;     /* attempts in flight */
 	uint64_t ejections, returns;
 	uint32_t fails_in_row;
+	int server_draining;      /* 1: its server said it is draining (not chosen
+				   * while another replica is usable) */
 	struct be_rpc_addr_stats addrs[BE_RPC_MAX_ADDRS];
 };
 
@@ -769,6 +780,7 @@ struct be_rpc_server_stats {
 	uint64_t proto_errors;    /* malformed requests */
 	uint64_t replies_dropped; /* the caller's connection was gone */
 	uint64_t pings;
+	uint64_t notices;         /* drain / serve notices sent */
 	uint64_t in_flight;       /* requests held by handlers now */
 	uint64_t conns;           /* accepted connections now */
 };

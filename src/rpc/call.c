@@ -549,13 +549,20 @@ void be__rpc_client_recv(struct rpc_conn *c, void *buf, size_t len)
 		client_proto_error(c, buf, why);
 		return;
 	}
-	if (h.type != BE_RPC_T_REPLY) {
+	if (h.type == BE_RPC_T_REQUEST) {
 		client_proto_error(c, buf, "a request on a client connection");
 		return;
 	}
 	now = rpc_now();
 	c->heard = true;
 	c->last_rx_ns = now;
+	/* Replies and notices say whether the server is draining. */
+	if (c->addr)
+		be__rpc_rep_server_state(c->addr, h.flags & BE_RPC_F_DRAINING);
+	if (h.type == BE_RPC_T_NOTICE) {
+		be_free(buf);
+		return;
+	}
 	a = be__rpc_ids_get(&rpc->atts, h.id, &late);
 	if (!a) {
 		if (!late) {

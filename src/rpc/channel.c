@@ -165,6 +165,7 @@ static void rep_update(struct rpc_replica *rep, const struct be_rpc_record *r)
 		rep->fails_row = 0;
 		rep->eject_level = 0;
 		rep->probe_call = 0;
+		rep->srv_draining = false;
 		rep->state = BE_RPC_REP_ACTIVE;
 		rep->active_since_ns = rpc_now();
 		rep_addrs_init(rep);
@@ -396,11 +397,18 @@ void be_rpc_chan_set_min_version(struct be_rpc_chan *ch, uint64_t v)
 
 /* ---- selection */
 
-static bool rep_eligible(const struct rpc_replica *rep, const struct rpc_call *call)
+/*
+ * A replica whose server said it is draining is left out while another
+ * one is eligible: it refuses new calls (-ESHUTDOWN), so sending it one
+ * costs a retry and a budget token. With none other left it is still
+ * chosen, and the call completes -ESHUTDOWN: every replica tried drains.
+ */
+static bool rep_eligible(const struct rpc_replica *rep, const struct rpc_call *call,
+			 bool draining_too)
 {
 	uint32_t i;
 
-	if (!be__rpc_rep_usable(rep))
+	if (!be__rpc_rep_usable(rep) || (rep->srv_draining && !draining_too))
 		return false;
 	for (i = 0; i < call->natts && i < BE_ARRAY_SIZE(call->tried); i++)
 		if (call->tried[i] == rep)
@@ -409,12 +417,13 @@ static bool rep_eligible(const struct rpc_replica *rep, const struct rpc_call *c
 }
 
 /* The @k-th eligible replica. */
-static struct rpc_replica *pick_nth(struct be_rpc_chan *ch, struct rpc_call *call, uint32_t k)
+static struct rpc_replica *pick_nth(struct be_rpc_chan *ch, struct rpc_call *call, uint32_t k,
+				    bool draining_too)
 {
 	uint32_t i;
 
 	for (i = 0; i < ch->nreps; i++)
-		if (rep_eligible(ch->reps[i], call) && k-- == 0)
+		if (rep_eligible(ch->reps[i], call, draining_too) && k-- == 0)
 			return ch->reps[i];
 	return NULL;
 }
@@ -423,20 +432,41 @@ struct rpc_replica *be__rpc_pick(struct be_rpc_chan *ch, struct rpc_call *call)
 {
 	struct rpc_replica *a, *b;
 	uint32_t i, n = 0, r1, r2;
+	bool draining_too = false;
 	uint64_t r;
 
 	if (ch->nreps == 1)
-		return rep_eligible(ch->reps[0], call) ? ch->reps[0] : NULL;
+		return rep_eligible(ch->reps[0], call, true) ? ch->reps[0] : NULL;
 	for (i = 0; i < ch->nreps; i++)
-		n += rep_eligible(ch->reps[i], call);
+		n += rep_eligible(ch->reps[i], call, false);
+	if (!n) {
+		draining_too = true;
+		for (i = 0; i < ch->nreps; i++)
+			n += rep_eligible(ch->reps[i], call, true);
+	}
 	if (n <= 1)
-		return n ? pick_nth(ch, call, 0) : NULL;
+		return n ? pick_nth(ch, call, 0, draining_too) : NULL;
 	r = be__rpc_rand(ch->rpc);
 	r1 = (uint32_t)(r % n);
 	r2 = (uint32_t)((r >> 32) % (n - 1));
 	if (r2 >= r1)
 		r2++;
-	a = pick_nth(ch, call, r1);
-	b = pick_nth(ch, call, r2);
+	a = pick_nth(ch, call, r1, draining_too);
+	b = pick_nth(ch, call, r2, draining_too);
 	return b->outstanding < a->outstanding ? b : a;
+}
+
+void be__rpc_rep_server_state(struct rpc_addr *a, bool draining)
+{
+	struct rpc_replica *rep = a->rep;
+
+	if (rep->srv_draining == draining)
+		return;
+	rep->srv_draining = draining;
+	if (draining) {
+		a->c.drains++;
+		rep->ch->c.drains++;
+	}
+	be__log(BE_LOG_INFO, "rpc: replica %s: its server %s", rep->rec.replica,
+		draining ? "is draining" : "serves again");
 }

@@ -112,8 +112,8 @@ static const char *hdr_check(const struct be_rpc_hdr *h)
 			return "status in a request";
 		break;
 	case BE_RPC_T_REPLY:
-		if (h->flags)
-			return "flags in a reply";
+		if (h->flags & ~BE_RPC_F_DRAINING)
+			return "unknown reply flags";
 		if (h->attempt)
 			return "attempt in a reply";
 		if (!be__rpc_status_valid(h->status))
@@ -122,6 +122,14 @@ static const char *hdr_check(const struct be_rpc_hdr *h)
 			return "payload in an error reply";
 		if (h->deadline_us)
 			return "deadline in a reply";
+		break;
+	case BE_RPC_T_NOTICE:
+		/* The server's state, in its flags; nothing else. */
+		if (h->flags & ~BE_RPC_F_DRAINING)
+			return "unknown notice flags";
+		if (h->attempt || h->id || h->service || h->method || h->deadline_us ||
+		    h->status || h->len)
+			return "a notice carries only its flags";
 		break;
 	default:
 		return "unknown message type";

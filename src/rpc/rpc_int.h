@@ -201,6 +201,7 @@ struct rpc_replica {
 	uint64_t probe_call;      /* return probe in flight, 0: none */
 	struct rpc_tmr eject_tmr;
 	uint64_t ejections, returns;
+	bool srv_draining;        /* its server said it is draining (notice or reply flag) */
 	struct rpc_list gone;     /* ch->gone while removed and draining */
 };
 
@@ -400,6 +401,9 @@ void be__rpc_rep_failed(struct rpc_replica *rep);
 void be__rpc_rep_ok(struct rpc_replica *rep);
 void be__rpc_rep_probe_done(struct rpc_replica *rep, int status);
 bool be__rpc_rep_usable(const struct rpc_replica *rep);
+/* A reply or notice on @a's connection said its server is @draining, or
+ * serving (channel.c). */
+void be__rpc_rep_server_state(struct rpc_addr *a, bool draining);
 
 /* budget.c */
 void be__rpc_budget_deposit(struct rpc_budget *b, uint64_t now);

@@ -177,11 +177,6 @@ void be__rpc_server_close_all(struct be_rpc *rpc)
 		be__rpc_conn_close(rpc_list_entry(p, struct rpc_conn, link));
 }
 
-void be_rpc_drain(struct be_rpc *rpc, int on)
-{
-	rpc->draining = on != 0;
-}
-
 /* ---- replies */
 
 static void reply_sent(struct be_sock *s, void *buf, int status, void *arg)
@@ -189,11 +184,55 @@ static void reply_sent(struct be_sock *s, void *buf, int status, void *arg)
 	be_free(buf);
 }
 
+/*
+ * Tell the client of @c what our state is now: a NOTICE whose only
+ * content is the draining flag. Best effort: a notice that cannot be
+ * sent (no memory, connection gone) is made up for by the flag on the
+ * next reply on @c.
+ */
+static void notice_send(struct be_rpc *rpc, struct rpc_conn *c)
+{
+	struct be_rpc_hdr nh = { .type = BE_RPC_T_NOTICE,
+				 .flags = rpc->draining ? BE_RPC_F_DRAINING : 0 };
+	void *p;
+
+	if (!c->s)
+		return;
+	p = be_rpc_buf_alloc(0);
+	if (!p)
+		return;
+	be__rpc_hdr_put(p, &nh);
+	if (be_sock_send(c->s, (uint8_t *)p - BE_RPC_HDR_LEN, BE_RPC_HDR_LEN, reply_sent, NULL)) {
+		be_rpc_buf_free(p);
+		return;
+	}
+	rpc->ss.notices++;
+}
+
+/*
+ * Refusing new requests is not enough by itself: a client would go on
+ * choosing this server and spend a retry on each call it sends here. So
+ * every client connected is told at once, and a reply says it too (a
+ * client that connects later, or missed the notice, learns it from its
+ * first answer), and channels choose other replicas while any is usable.
+ */
+void be_rpc_drain(struct be_rpc *rpc, int on)
+{
+	struct rpc_list *p, *t;
+
+	if (rpc->draining == (on != 0))
+		return;
+	rpc->draining = on != 0;
+	rpc_list_for_each_safe(p, t, &rpc->sconns)
+		notice_send(rpc, rpc_list_entry(p, struct rpc_conn, link));
+}
+
 /* Send the reply at @payload (an RPC buffer, taken) for header @rh on
  * @c. Returns 0 or -ENOTCONN (dropped). */
 static int reply_send(struct be_rpc *rpc, struct rpc_conn *c, const struct be_rpc_hdr *rh,
 		      void *payload)
 {
+	struct be_rpc_hdr h = *rh;
 	int rc;
 
 	if (!c->s) {
@@ -201,7 +240,9 @@ static int reply_send(struct be_rpc *rpc, struct rpc_conn *c, const struct be_rp
 		be_rpc_buf_free(payload);
 		return -ENOTCONN;
 	}
-	be__rpc_hdr_put(payload, rh);
+	if (rpc->draining)
+		h.flags |= BE_RPC_F_DRAINING;
+	be__rpc_hdr_put(payload, &h);
 	rc = be_sock_send(c->s, (uint8_t *)payload - BE_RPC_HDR_LEN,
 			  (size_t)rh->len + BE_RPC_HDR_LEN, reply_sent, NULL);
 	if (rc) {
@@ -210,7 +251,7 @@ static int reply_send(struct be_rpc *rpc, struct rpc_conn *c, const struct be_rp
 		return -ENOTCONN;
 	}
 	rpc->ss.replies++;
-	if (rh->status)
+	if (h.status)
 		rpc->ss.errors++;
 	return 0;
 }

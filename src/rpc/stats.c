@@ -82,6 +82,7 @@ int be_rpc_chan_replica_stats(struct be_rpc_chan *ch, unsigned int i,
 	out->ejections = rep->ejections;
 	out->returns = rep->returns;
 	out->fails_in_row = rep->fails_row;
+	out->server_draining = rep->srv_draining;
 	for (j = 0; j < rep->rec.naddrs; j++) {
 		memcpy(out->addrs[j].addr, rep->addrs[j].str, sizeof(out->addrs[j].addr));
 		out->addrs[j].state = rep->addrs[j].state;
@@ -153,6 +154,7 @@ static void json_counters(struct json_out *o, const struct be_rpc_counters *c)
 	F(returns);
 	F(probes);
 	F(probe_failures);
+	F(drains);
 #undef F
 	json_put(o, "\"outstanding\":%" PRIu64, c->outstanding);
 }
@@ -198,9 +200,9 @@ int be_rpc_chan_stats_json(struct be_rpc_chan *ch, char *buf, size_t len)
 			json_put(&o, "null");
 		json_put(&o, ",\"version\":%" PRIu64 ",\"epoch\":%" PRIu64 ",\"outstanding\":%u,"
 			     "\"ejections\":%" PRIu64 ",\"returns\":%" PRIu64 ",\"fails_in_row\":%u,"
-			     "\"addrs\":[",
+			     "\"server_draining\":%s,\"addrs\":[",
 			 rep->rec.version, rep->rec.epoch, rep->outstanding, rep->ejections,
-			 rep->returns, rep->fails_row);
+			 rep->returns, rep->fails_row, rep->srv_draining ? "true" : "false");
 		for (j = 0; j < rep->rec.naddrs; j++) {
 			json_put(&o, "%s{\"addr\":", j ? "," : "");
 			json_str(&o, rep->addrs[j].str);
@@ -233,6 +235,7 @@ int be_rpc_server_stats_json(struct be_rpc *rpc, char *buf, size_t len)
 	F(proto_errors, ",");
 	F(replies_dropped, ",");
 	F(pings, ",");
+	F(notices, ",");
 	F(in_flight, ",");
 	F(conns, "");
 	json_put(&o, ",\"draining\":%s}", rpc->draining ? "true" : "false");

@@ -103,7 +103,7 @@ int main(void)
 	m[2] = 2;
 	check_bad(m, sizeof(m), "version");
 	memcpy(m, good, sizeof(m));
-	m[3] = 3;
+	m[3] = 4;
 	check_bad(m, sizeof(m), "type");
 	memcpy(m, good, sizeof(m));
 	m[4] = 0x10;
@@ -134,8 +134,32 @@ int main(void)
 	put_u32(m + 24, (uint32_t)-EIO);
 	check_bad(m, BE_RPC_HDR_LEN + 3, "payload in an error reply");
 	memcpy(m, good, sizeof(m));
-	m[4] = 1;
-	check_bad(m, BE_RPC_HDR_LEN + 3, "flags in a reply");
+	m[4] = 2;
+	check_bad(m, BE_RPC_HDR_LEN + 3, "unknown flag in a reply");
+	/* Notices: the draining flag and nothing else. */
+	{
+		struct be_rpc_hdr n = { .type = BE_RPC_T_NOTICE, .flags = BE_RPC_F_DRAINING };
+		uint8_t nm[BE_RPC_HDR_LEN], b[BE_RPC_HDR_LEN + 1];
+		int f;
+
+		check_roundtrip(&n);
+		n.flags = 0;
+		check_roundtrip(&n);
+		n.flags = BE_RPC_F_DRAINING;
+		ASSERT_OK(be_rpc_hdr_encode(&n, nm));
+		/* Each field a notice must leave 0, set: refused. */
+		for (f = 4; f < BE_RPC_HDR_LEN; f++) {
+			memcpy(b, nm, sizeof(nm));
+			b[f] ^= f == 4 ? 2 : 1;
+			check_bad(b, BE_RPC_HDR_LEN, "a notice with another field set");
+		}
+		memcpy(b, nm, sizeof(nm));
+		b[BE_RPC_HDR_LEN] = 0;
+		put_u32(b + 28, 1);
+		check_bad(b, BE_RPC_HDR_LEN + 1, "a notice with a payload");
+		n.id = 1;
+		ASSERT_EQ(be_rpc_hdr_encode(&n, nm), -EINVAL);
+	}
 	memcpy(m, good, sizeof(m));
 	m[6] = 1;
 	check_bad(m, BE_RPC_HDR_LEN + 3, "attempt in a reply");
@@ -154,7 +178,7 @@ int main(void)
 			msg[0] = 0x42;
 			msg[1] = 0x52;
 			msg[2] = 1;
-			msg[3] = (uint8_t)(1 + xr() % 2);
+			msg[3] = (uint8_t)(1 + xr() % 3);
 		} else {
 			struct be_rpc_hdr g = (xr() % 2) ? req : rep;
 
