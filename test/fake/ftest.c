@@ -85,6 +85,6 @@ void ft_check_srq(struct be_worker *w)
 {
 	struct be__wdev *wd;
 
-	ASSERT_OK(be__worker_wdev(w, "fake", &wd));
+	ASSERT_OK(be__worker_wdev(w, "fake", NULL, false, &wd));
 	ASSERT_EQ(be__fake_srq_outstanding(wd->srq), (int64_t)wd->nbufs - wd->nunposted);
 }

@@ -43,7 +43,7 @@ static int port_up(struct be_ctx *ctx)
 	struct be_xdev_attr a;
 	struct be__cdev *cd;
 
-	ASSERT_OK(be__ctx_dev(ctx, "fake", &cd));
+	ASSERT_OK(be__ctx_dev(ctx, "fake", NULL, false, &cd));
 	ASSERT_OK(cd->ops->dev_query(cd->dev, &a));
 	return a.port[0].up;
 }

@@ -46,7 +46,7 @@ int main(int argc, char **argv)
 	ASSERT_OK(be_sock_send(c, st_msg(MSG, 1), MSG, st_send_cb, &sends));
 	want = 1;
 	st_pump(ws, 2, recvd, &want);
-	ASSERT_OK(be__worker_wdev(ws[0], "fake", &wd));
+	ASSERT_OK(be__worker_wdev(ws[0], "fake", NULL, false, &wd));
 
 	be__fake_srq_post_fail(1, -ENOMEM);
 	ASSERT_OK(be_sock_send(c, st_msg(MSG, 2), MSG, st_send_cb, &sends));
