@@ -10,6 +10,13 @@
  * (data.c), then returns what the ring holds. An srq is a ring of posted
  * receives, taken from in arrival order by every conn attached to it.
  *
+ * Wakeups. After cq_arm the eventfd is written (once) for work the owner
+ * would not find by polling: a completion or kick made outside cq_poll,
+ * or left behind by a poll that returned less. What a poll makes, it
+ * returns: the owner is awake then, so that costs no eventfd write (and
+ * no read later). cq_ack, called when the sleeper woke on the cq fd,
+ * disarms and reads the eventfd only if it was written.
+ *
  * Threads: the owner of the cq (see xport.h).
  */
 #include <errno.h>
@@ -22,12 +29,26 @@
 
 /* ---- completion queue ------------------------------------------------ */
 
+/* Wake a sleeper on the cq fd. Not while the owner is polling this cq:
+ * it returns what the ring holds, and it arms again (which notifies for
+ * what is left) before it sleeps. */
 static void cq_notify(struct tcp_cq *cq)
 {
-	if (!cq->armed)
+	if (!cq->armed || cq->polling)
 		return;
 	cq->armed = 0;
-	be__wake_kick(cq->wake.efd);
+	if (!cq->efd_set) {
+		cq->efd_set = 1;
+		be__wake_kick(cq->wake.efd);
+	}
+}
+
+static void cq_drain_efd(struct tcp_cq *cq)
+{
+	if (cq->efd_set) {
+		cq->efd_set = 0;
+		be__wake_drain(cq->wake.efd);
+	}
 }
 
 void be__tcp_cq_push(struct tcp_cq *cq, const struct be_xwc *wc)
@@ -151,6 +172,7 @@ static void cq_progress(struct tcp_cq *cq)
 	struct epoll_event evs[64];
 	int n, i;
 
+	cq->polling = 1;
 	be__tcp_cq_flush_acks(cq);
 	while (!be__list_empty(&cq->kick)) {
 		struct tcp_conn *c = be__list_entry(cq->kick.next, struct tcp_conn, kick_link);
@@ -160,10 +182,13 @@ static void cq_progress(struct tcp_cq *cq)
 	}
 	n = epoll_wait(cq->wake.epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
 	for (i = 0; i < n; i++) {
-		if (!evs[i].data.ptr)
+		if (!evs[i].data.ptr) {
+			cq_drain_efd(cq); /* we are awake: stop it waking us */
 			continue;
+		}
 		be__tcp_conn_progress(evs[i].data.ptr);
 	}
+	cq->polling = 0;
 }
 
 int be__tcp_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
@@ -186,6 +211,9 @@ int be__tcp_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 	 * polls again soon and may answer first, carrying the ack. */
 	if (!i && n)
 		be__tcp_cq_flush_acks(cq);
+	/* Armed, and work left that this poll did not return: wake. */
+	if (cq->count || !be__list_empty(&cq->kick))
+		cq_notify(cq);
 	return i;
 }
 
@@ -210,11 +238,18 @@ int be__tcp_cq_arm(struct be_xcq *xcq)
 	return 0;
 }
 
+/* The sleeper woke on the cq fd: it is awake now (no more notifies until
+ * it arms again), and the eventfd is read only if it was written. */
 int be__tcp_cq_ack(struct be_xcq *xcq)
 {
+	struct tcp_cq *cq;
+
 	if (!xcq)
 		return -EINVAL;
-	return be__wake_drain(container_of(xcq, struct tcp_cq, x)->wake.efd);
+	cq = container_of(xcq, struct tcp_cq, x);
+	cq->armed = 0;
+	cq_drain_efd(cq);
+	return 0;
 }
 
 /* ---- shared receive queue -------------------------------------------- */

@@ -135,6 +135,8 @@ struct tcp_cq {
 	struct be__wake wake;     /* cq_fd: sockets + efd, the wakeup for
 				   * completions made locally */
 	int armed;
+	int polling;              /* inside cq_progress: the poller is awake */
+	int efd_set;              /* the eventfd was written, not drained */
 	struct be_xwc *ring;
 	uint32_t cap, head, count;
 	struct be__list conns;    /* conns using this cq (send or recv) */
