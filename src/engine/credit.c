@@ -135,6 +135,8 @@ uint16_t be__credit_collect(struct be__credit *c)
 
 	c->owed -= n;
 	c->peer_in_use -= n;
+	if (n)
+		c->update_waited = false; /* returned: a new update may wait again */
 	c->owed_trig = c->owed_trig > c->owed ? c->owed : c->owed_trig;
 	return (uint16_t)n;
 }

@@ -83,6 +83,7 @@ struct be__credit {
 	uint32_t revoking;      /* receives asked back, answer pending (0: none) */
 	uint32_t growing;       /* receives reserved, their CREDIT_GROW not encoded yet */
 	bool release_pending;   /* sender: our CREDIT_RELEASE is not encoded yet */
+	bool update_waited;     /* a due update waited a pass (be__credit_update_wait) */
 	uint32_t tick_peak;     /* peak peer_in_use since the last tick */
 	uint32_t idle_ticks;    /* ticks in a row with tick_peak <= a quarter */
 	/* Peaks of both grants (for the stats). */
@@ -204,6 +205,29 @@ static inline bool be__credit_update_due(const struct be__credit *c)
 	if (!c->owed)
 		return false;
 	return c->owed_trig >= (thresh ? thresh : 1) || grant <= c->peer_in_use + 1;
+}
+
+/*
+ * be__credit_update_wait() - an update is due: may its explicit CREDIT
+ * frame wait one scheduler pass, for data of ours to carry the credits?
+ * Yes once per update, while the peer holds at most half of its grant
+ * (so it is far from its reserve and not waiting): a request/response
+ * peer's next request, or our answer, usually goes within that pass, and
+ * a CREDIT frame each way per call would double the frames. The caller
+ * schedules the pass; the next due update after a wait goes at once, and
+ * the starvation rule of be__credit_update_due() never waits.
+ */
+static inline bool be__credit_update_wait(struct be__credit *c)
+{
+	uint32_t grant = c->peer_granted - c->revoking;
+
+	if (c->update_waited || (uint64_t)c->peer_in_use * 2 > grant ||
+	    grant <= c->peer_in_use + 1) {
+		c->update_waited = false;
+		return false;
+	}
+	c->update_waited = true;
+	return true;
 }
 
 #endif /* BE_ENGINE_CREDIT_H */

@@ -712,8 +712,14 @@ void be__engine_run(struct be__engine *e)
 		if (e->state == BE_ES_ESTABLISHED)
 			be__worker_later(e->w, e);
 	}
-	/* Owed credits with nothing to carry them: an explicit CREDIT frame. */
-	if (e->state == BE_ES_ESTABLISHED && be__credit_update_due(&e->cr)) {
+	/* Owed credits with nothing to carry them: an explicit CREDIT frame,
+	 * unless the peer has plenty left; then the next pass sends it, if
+	 * nothing of ours (the request or answer a callback is about to
+	 * send) carried the credits by then (credit.h). */
+	if (e->state == BE_ES_ESTABLISHED && be__credit_update_due(&e->cr) &&
+	    be__credit_update_wait(&e->cr)) {
+		be__worker_later(e->w, e);
+	} else if (e->state == BE_ES_ESTABLISHED && be__credit_update_due(&e->cr)) {
 		struct be__frame f = { .type = BE_FR_CREDIT };
 
 		if (tx_emit(e, &f, NULL, true) == 0) {
