@@ -39,7 +39,13 @@
  * returns nothing, or at cq_arm (so a worker that sleeps never stalls a
  * sender). A
  * request/response peer thus answers in between and the ack rides on its
- * response; a one-way stream gets one ACK per batch of reads.
+ * response; a one-way stream gets one ACK per batch of reads. A conn in
+ * the middle of a frame's payload stays queued: the peer sends the rest
+ * without our ack (only the socket limits it), and its arrival wakes us,
+ * so the ack can wait for the end of the frame (a reply's WRITE_ONEWAY
+ * frame and its data then cost one ACK, or none when the next request
+ * carries it). A conn stalled for an RX_ALLOC buffer is not in a
+ * payload: it acks, so the sender can complete and free memory.
  *
  * Errors: a frame that fails validation (bad rkey or range, SEND too
  * large, no receive posted, malformed) is answered with a NAK carrying
@@ -746,13 +752,24 @@ static void conn_drain(struct tcp_conn *c)
 
 void be__tcp_cq_flush_acks(struct tcp_cq *cq)
 {
+	struct be__list mid;
+
+	be__list_init(&mid);
 	while (!be__list_empty(&cq->ackq)) {
 		struct tcp_conn *c = be__list_entry(cq->ackq.next, struct tcp_conn, ack_link);
 
 		be__list_del_init(&c->ack_link);
+		/* In the middle of a frame's payload: its ack waits for the
+		 * frame's end (the rest comes without it), so one ACK or
+		 * the next frame out covers both. */
+		if (c->state == TCP_C_ESTABLISHED && c->rx_left && !c->rx_stalled) {
+			be__list_add_head(&mid, &c->ack_link);
+			continue;
+		}
 		if (c->state == TCP_C_ESTABLISHED && !(c->ep_events & EPOLLOUT))
 			conn_tx(c, 0);
 	}
+	be__list_splice_head(&cq->ackq, &mid);
 }
 
 void be__tcp_conn_progress(struct tcp_conn *c)
