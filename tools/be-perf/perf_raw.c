@@ -214,6 +214,18 @@ static int raw_hello_check(const struct raw_opts *o, const uint8_t *priv, size_t
 }
 
 /* The server role: listen, serve one client, exit. */
+/* The peer is admitted at once, as an Engine admits it before it hands
+ * out a key: the transport may now share what it shares with admitted
+ * peers (shm: its regions' announcements). */
+static int raw_admit(struct raw_ctx *c, const struct raw_opts *o)
+{
+	int rc = c->ops->conn_admit ? c->ops->conn_admit(c->conn) : 0;
+
+	if (rc)
+		fprintf(stderr, "be-perf %s: admit: %s\n", o->cmd, strerror(-rc));
+	return rc;
+}
+
 static int raw_server(const struct raw_opts *o, int ready_fd)
 {
 	struct raw_ctx c;
@@ -284,7 +296,13 @@ static int raw_server(const struct raw_opts *o, int ready_fd)
 		fprintf(stderr, "be-perf %s: accept: %s\n", o->cmd, strerror(-rc));
 		goto out;
 	}
+	rc = raw_admit(&c, o);
+	if (rc)
+		goto out;
 	rc = raw_wait_event(&c, BE_XEV_ESTABLISHED, &ev, o->timeout_ms);
+	if (rc)
+		goto out;
+	rc = raw_ready(&c);
 	if (rc)
 		goto out;
 
@@ -324,6 +342,12 @@ static int raw_connect(struct raw_ctx *c, const struct raw_opts *o, const char *
 	if (rc)
 		return rc;
 	rc = raw_hello_check(o, ev.priv, ev.priv_len, &peer);
+	if (rc)
+		return rc;
+	rc = raw_admit(c, o);
+	if (rc)
+		return rc;
+	rc = raw_ready(c);
 	if (rc)
 		return rc;
 	c->peer_addr = peer.addr;

@@ -98,6 +98,7 @@ struct raw_ctx {
 	uint32_t last_imm;
 	uint32_t *repost;   /* receives taken, to post again (raw_repost()) */
 	uint32_t nrepost;
+	uint64_t ready_rx;  /* the peer's empty "ready" SENDs (raw_ready()) */
 
 	/* raw-bw: post times of the outstanding writes, write latencies. */
 	int sleep;          /* this side's waits end in cq_arm + poll() */
@@ -147,6 +148,10 @@ int raw_done_sq(struct raw_ctx *c, void *arg);
 /* Post one WRITE (or WRITE_WITH_IMM if @with_imm) of @len bytes from sbuf
  * into the peer's buffer, after waiting for send queue room. */
 int raw_write(struct raw_ctx *c, uint32_t len, int with_imm, uint32_t imm, int signaled);
+/* Once both ends admitted the conn: send an empty SEND and wait for the
+ * peer's, so that each end's WRITEs follow what the peer shares only with
+ * admitted peers (shm: its regions). Counters start from 0 afterwards. */
+int raw_ready(struct raw_ctx *c);
 
 /* perf_raw_lat.c */
 int raw_lat_client(struct raw_ctx *c, const struct raw_hello *h, double *samples);

@@ -314,6 +314,11 @@ int raw_poll(struct raw_ctx *c)
 			c->repost[c->nrepost++] = (uint32_t)w->wr_id;
 			break;
 		case BE_XWC_RECV:
+			if (w->byte_len == 0 && !c->ready_rx) {
+				c->ready_rx++;
+				c->repost[c->nrepost++] = (uint32_t)w->wr_id;
+				break;
+			}
 			fprintf(stderr, "be-perf %s: unexpected SEND from the peer\n", c->o->cmd);
 			return -EPROTO;
 		}
@@ -448,6 +453,33 @@ int raw_write(struct raw_ctx *c, uint32_t len, int with_imm, uint32_t imm, int s
 	}
 	c->posted++;
 	return raw_repost(c);
+}
+
+static int raw_done_ready(struct raw_ctx *c, void *arg)
+{
+	(void)arg;
+	return c->ready_rx > 0;
+}
+
+int raw_ready(struct raw_ctx *c)
+{
+	struct be_xsend_wr wr = {
+		.wr_id = c->posted, .opcode = BE_XWR_SEND, .flags = BE_XWR_F_SIGNALED,
+	};
+	struct be_xsend_wr *bad;
+	uint64_t none = 1;
+	int rc = c->ops->post_send(c->conn, &wr, &bad);
+
+	if (rc) {
+		fprintf(stderr, "be-perf %s: post_send: %s\n", c->o->cmd, strerror(-rc));
+		return rc;
+	}
+	c->posted++;
+	rc = raw_progress(c, raw_done_sq, &none);
+	if (!rc)
+		rc = raw_progress(c, raw_done_ready, NULL);
+	c->posted = c->completed = 0;
+	return rc;
 }
 
 /* ---- hang-up, addresses ---------------------------------------------- */
