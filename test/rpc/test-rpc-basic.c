@@ -78,9 +78,21 @@ static bool held(void *arg)
 	return held_req != NULL;
 }
 
+static struct be_rpc_chan *oneway_chan;
+
 static bool oneway_arrived(void *arg)
 {
 	return oneway_seen >= *(int *)arg;
+}
+
+/* A one-way call counts as ok once its send completed, which may come
+ * after the server has the message. */
+static bool chan_ok_reached(void *arg)
+{
+	struct be_rpc_chan_stats cs;
+
+	be_rpc_chan_stats(oneway_chan, &cs);
+	return cs.c.ok >= 8 + 1 + 200 + 1 + 10;
 }
 
 int main(int argc, char **argv)
@@ -179,6 +191,8 @@ int main(int argc, char **argv)
 		ASSERT_OK(be_rpc_call(ch, SVC_ONEWAY, 1, rt_req(300, 77), 300, &ow, NULL, NULL, NULL));
 	want = 10;
 	rt_pump(ws, 2, oneway_arrived, &want);
+	oneway_chan = ch;
+	rt_pump(ws, 2, chan_ok_reached, NULL);
 	/* Bad arguments leave the buffer with the caller. */
 	{
 		void *p = rt_req(8, 1);
