@@ -60,7 +60,7 @@ static bool admit_has_secret(const struct be_worker *w)
 	return w->ctx->cfg.auth_secret_len > 0;
 }
 
-/* Does the rule be_config.admit_uids (checked by be__config_check())
+/* Does the rule be_config.admit_uids (validated when the context is made)
  * allow @uid? */
 static bool admit_uid_ok(const char *rule, uint32_t uid)
 {
