@@ -55,9 +55,7 @@ int main(int argc, char **argv)
 	snprintf(name, sizeof(name), "manyreg-%d", (int)getpid());
 	xt_side_connect(&a, &b, name, 64);
 
-	fd = memfd_create("be-test-arena", MFD_CLOEXEC);
-	ASSERT(fd >= 0);
-	ASSERT_OK(ftruncate(fd, (off_t)NREG * SLICE));
+	fd = xt_memfd("be-test-arena", (size_t)NREG * SLICE);
 	base = mmap(NULL, (size_t)NREG * SLICE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	ASSERT(base != MAP_FAILED);
 	for (i = 0; i < NREG; i++)

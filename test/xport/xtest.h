@@ -219,6 +219,9 @@ struct xt_mem {
 	struct xt *t;
 };
 
+/* A memfd of @len bytes sealed against shrinking, as bemalloc's are (a
+ * peer maps no other kind, src/xport/shm/cm.c). */
+int xt_memfd(const char *name, size_t len);
 void xt_mem_reg(struct xt *t, struct xt_mem *m, size_t len);
 void xt_mem_unreg(struct xt_mem *m);
 static inline uint64_t xt_mem_addr(const struct xt_mem *m, uint64_t off)

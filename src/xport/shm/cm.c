@@ -369,40 +369,57 @@ static void cm_close_fds(int *fds, int n)
 			close(fds[i]);
 }
 
-static void cm_reg_add(struct shm_conn *c, const struct shm_msg_reg *e, int fd)
+/*
+ * cm_reg_add() - map the peer's region @e from @fd (borrowed). A region
+ * that could hurt us is a protocol error (-EPROTO): bad fields, or a
+ * memfd the peer could still shrink (no F_SEAL_SHRINK) or that is already
+ * shorter than the region; writing into a truncated mapping kills the
+ * writer with SIGBUS, so only a sealed memfd is ever mapped, as for the
+ * segment (cm_map_segment()). Out of memory or mappings is logged and the
+ * region left unmapped: a WRITE to it then fails with REM_ACCESS_ERR.
+ */
+static int cm_reg_add(struct shm_conn *c, const struct shm_msg_reg *e, int fd)
 {
 	long pg = sysconf(_SC_PAGESIZE);
 	uint32_t slot = SHM_KEY_SLOT(e->key);
 	struct shm_rregion *r;
 	uint64_t moff, delta;
 	struct stat st;
+	int seals;
 	void *p;
 
 	if (!e->key || slot >= SHM_MAX_REGIONS || !e->len || e->len > (1ull << 46) ||
 	    e->off > (1ull << 50) || e->addr + e->len < e->addr) {
-		be_log_warn("shm: peer announced a bad region (key 0x%x)", e->key);
-		return;
+		be_log_err("shm: peer pid %d announced a bad region (key 0x%x)",
+			   (int)c->peer_pid, e->key);
+		return -EPROTO;
+	}
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		be_log_err("shm: peer pid %d announced region 0x%x in a memfd it may shrink "
+			   "(no F_SEAL_SHRINK): refused", (int)c->peer_pid, e->key);
+		return -EPROTO;
+	}
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < e->off + e->len) {
+		be_log_err("shm: peer pid %d announced region 0x%x larger than its memfd",
+			   (int)c->peer_pid, e->key);
+		return -EPROTO;
 	}
 	if (!c->rtab) {
 		c->rtab = calloc(SHM_MAX_REGIONS, sizeof(*c->rtab));
 		if (!c->rtab) {
 			be_log_err("shm: out of memory for the peer's region table");
-			return;
+			return 0;
 		}
 	}
 	cm_rtab_unmap(c, slot);
 	moff = e->off & ~(uint64_t)(pg - 1);
 	delta = e->off - moff;
-	/* A mapping past the end of the memfd would SIGBUS on access. */
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < e->off + e->len) {
-		be_log_warn("shm: peer region 0x%x is larger than its memfd", e->key);
-		return;
-	}
 	p = mmap(NULL, e->len + delta, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)moff);
 	if (p == MAP_FAILED) {
 		be_log_err("shm: cannot map peer region 0x%x (%llu bytes): %s", e->key,
 			   (unsigned long long)e->len, strerror(errno));
-		return;
+		return 0;
 	}
 	r = &c->rtab[slot];
 	r->map = p;
@@ -413,6 +430,7 @@ static void cm_reg_add(struct shm_conn *c, const struct shm_msg_reg *e, int fd)
 	r->key = e->key;
 	if (slot >= c->rtab_hi)
 		c->rtab_hi = slot + 1;
+	return 0;
 }
 
 static int cm_map_segment(struct shm_conn *c, int fd, uint32_t ring_size)
@@ -507,8 +525,9 @@ static int cm_handle(struct shm_conn *c, const struct shm_msg *m, size_t len, in
 				goto proto;
 		c->regs_seen += m->count;
 		for (i = 0; i < m->count; i++)
-			if (c->state != SHM_CS_ERROR && c->state != SHM_CS_CLOSED)
-				cm_reg_add(c, &m->u.reg[i], fds[m->u.reg[i].fdi]);
+			if (c->state != SHM_CS_ERROR && c->state != SHM_CS_CLOSED &&
+			    cm_reg_add(c, &m->u.reg[i], fds[m->u.reg[i].fdi]))
+				goto proto;
 		cm_close_fds(fds, nfds);
 		return 0;
 	case SHM_MSG_REG_DEL:
@@ -635,6 +654,8 @@ void be__shm_conn_read_sock(struct shm_conn *c)
 				return;
 			} else if (c->state == SHM_CS_CONNECTING) {
 				cm_handshake_failed(c, BE_XEV_UNREACHABLE, -EPROTO, NULL, 0);
+			} else if (c->state == SHM_CS_REQ_RCVD) {
+				c->state = SHM_CS_CLOSED; /* accept fails */
 			}
 			cm_unwatch(c);
 			return;
