@@ -68,6 +68,8 @@ struct be__grant {
 	struct be_sock *sock;
 	uint32_t gen;
 	uint32_t next_free;
+	uint32_t rkey;             /* the transport's grant (xport.h grant) ... */
+	bool xgrant;               /* ... if it has grants: revoke at the end */
 };
 
 struct be__rxbacklog {

@@ -14,6 +14,13 @@
  * from nomem_backoff_us to nomem_backoff_max_us. A message is never
  * dropped: it fails only when its socket closes or its Engine dies.
  *
+ * Keys: on a transport with grants (xport.h: tcp, shm) each grant gets a
+ * key of its own, valid on this connection only, for exactly the
+ * message's bytes, and revoked when the grant ends (the WRITE_WITH_IMM,
+ * the socket's release, the Engine's reap); a peer's WRITE anywhere else
+ * fails its connection. Without (verbs), the key is the one of the
+ * bemalloc block the buffer lies in (docs/SECURITY.md, "Remote keys").
+ *
  * Bound: at most max_grant_bytes are lent to one Engine at once,
  * max_peer_grant_bytes to all the Engines of one peer identity (peer.c),
  * and max_worker_grant_bytes to all the peers of a worker together; a
@@ -84,6 +91,10 @@ static void large_slot_put(struct be__engine *e, uint32_t slot)
 {
 	struct be__grant *g = &e->grants[slot];
 
+	/* After the reap the connection, and every grant with it, is gone. */
+	if (g->xgrant && e->conn)
+		e->ops->revoke(e->conn, g->rkey);
+	g->xgrant = false;
 	e->grant_bytes -= g->rx->len;
 	e->w->grant_bytes -= g->rx->len;
 	if (e->pid)
@@ -133,6 +144,14 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 		be_free(buf);
 		buf = NULL;
 	}
+	if (buf && e->ops->grant && e->ops->grant(e->conn, buf, r->len, &reg.rkey)) {
+		/* Out of memory for the table (or keys): like a failed
+		 * allocation, the peer backs off and asks again. */
+		e->grants[slot].next_free = e->grant_free;
+		e->grant_free = slot;
+		be_free(buf);
+		buf = NULL;
+	}
 	if (!buf) {
 		a.type = BE_FR_WRITE_NOMEM;
 		e->st.nomem_sent++;
@@ -140,6 +159,8 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 	}
 	e->grants[slot].rx = r;
 	e->grants[slot].sock = s;
+	e->grants[slot].rkey = reg.rkey;
+	e->grants[slot].xgrant = e->ops->grant != NULL;
 	e->grants[slot].gen = (e->grants[slot].gen + 1) & ((1u << (32 - BE_TOKEN_SLOT_BITS)) - 1);
 	e->grants_live++;
 	e->grant_bytes += r->len;

@@ -40,8 +40,10 @@
  * - No receive posted when a SEND/WRITE_IMM arrives: with rnr_retry 0 this
  *   is BE_XWC_RNR_RETRY_EXC on the sender and the conn goes to error. The
  *   core's credits make it impossible; seeing it is a bug.
- * - RDMA WRITE checks the rkey and that [remote_addr, +len) lies inside the
- *   registered region; a violation never touches memory, completes the WR
+ * - RDMA WRITE checks the rkey and that [remote_addr, +len) lies inside
+ *   what it names: on a transport with grants (the grant op: tcp, shm) a
+ *   live grant of that conn, and nothing else; without (verbs) the
+ *   registered region. A violation never touches memory, completes the WR
  *   with BE_XWC_REM_ACCESS_ERR and puts the conn in error.
  * - Once a conn is in error (local error, peer death, disconnect), every
  *   outstanding WR, signaled or not, completes with an error status
@@ -338,6 +340,21 @@ struct be_xport_ops {
 	/* Optional, with addr_dev. The name of the @i-th device (from 0) into
 	 * @buf: 0, or -ENODEV past the last one. */
 	int (*dev_name)(int i, char *buf, size_t len);
+	/*
+	 * Optional: grants, the only memory a peer's WRITEs may reach (NULL:
+	 * the rkey of a registration, bemalloc's block, reaches all of it;
+	 * verbs, docs/SECURITY.md). grant lets the peer of @conn WRITE and
+	 * WRITE_IMM into [@addr, @addr+@len), memory registered on this
+	 * device, under a fresh rkey into *@rkey: drawn from the kernel's
+	 * CSPRNG, unique among @conn's live grants, valid on @conn alone.
+	 * Borrows the range until revoke or conn_destroy: no WRITE of the
+	 * peer lands there afterwards, and one still arriving for it puts
+	 * the conn in error instead. Returns 0, -EINVAL, -ENOMEM, -ENOTCONN
+	 * (@conn not connected). revoke of an rkey that is not live is a
+	 * no-op. The conn's thread only.
+	 */
+	int (*grant)(struct be_xconn *conn, void *addr, size_t len, uint32_t *rkey);
+	void (*revoke)(struct be_xconn *conn, uint32_t rkey);
 };
 
 /*

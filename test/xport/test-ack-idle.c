@@ -46,7 +46,7 @@ int main(int argc, char **argv)
 
 	/* WRITE: poll the receiver until the last byte is there, then never. */
 	xt_post(t, p.c, BE_XWR_WRITE, 1, src, 65536, BE_XWR_F_SIGNALED,
-		(uint64_t)(uintptr_t)dst, xt_rkey(t, (void *)dst), 0);
+		(uint64_t)(uintptr_t)dst, xt_grant(t, p.s, (void *)dst), 0);
 	for (i = 0; i < 2000000 && dst[65535] != src[65535]; i++)
 		ASSERT_EQ(t->ops->cq_poll(p.srv.cq, &wc, 1), 0);
 	ASSERT_EQ(dst[65535], src[65535]);

@@ -1,5 +1,6 @@
 /*
- * Check that WRITEs outside what the peer registered are refused without
+ * Check that WRITEs outside what the peer registered (and granted, on a
+ * transport with grants: here all of the region) are refused without
  * touching memory: a wrong rkey, a range running past the end of the
  * region, a range before its start, and an address that wraps around.
  * The WR completes with REM_ACCESS_ERR, the WRs posted after it flush,
@@ -57,14 +58,17 @@ int main(int argc, char **argv)
 			bc->off == 0 ? (uint64_t)(uintptr_t)target :
 			(uint64_t)(uintptr_t)region + (uint64_t)bc->off;
 
+		uint32_t rkey;
+
 		xt_connect_pair(t, &p.cli, &p.srv, p.l, 16, &c, &s);
+		rkey = xt_grant(t, s, target);
 		/* good, bad, then one that must flush */
 		xt_post(t, c, BE_XWR_WRITE, 1, src, 8, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)target + 100, xt_rkey(t, target), 0);
+			(uint64_t)(uintptr_t)target + 100, rkey, 0);
 		xt_post(t, c, BE_XWR_WRITE, 2, src, bc->len, BE_XWR_F_SIGNALED, raddr,
-			xt_rkey(t, target) ^ bc->rkey_xor, 0);
+			rkey ^ bc->rkey_xor, 0);
 		xt_post(t, c, BE_XWR_WRITE, 3, src, 8, 0,
-			(uint64_t)(uintptr_t)target + 200, xt_rkey(t, target), 0);
+			(uint64_t)(uintptr_t)target + 200, rkey, 0);
 		xt_wait_wc(t, &p.cli, wc, 3);
 		fprintf(stderr, "case %s: %s, %s, %s\n", bc->what,
 			be__xwc_status_str(wc[0].status), be__xwc_status_str(wc[1].status),
@@ -94,9 +98,12 @@ int main(int argc, char **argv)
 		struct be_xsend_wr wr, *bad;
 		struct be_xsge sge = { (uint64_t)(uintptr_t)src, 8, xt_lkey(t, src) ^ 0x33CC33CC };
 
+		uint32_t rkey;
+
 		xt_connect_pair(t, &p.cli, &p.srv, p.l, 16, &c, &s);
+		rkey = xt_grant(t, s, target);
 		xt_post(t, c, BE_XWR_WRITE, 1, src, 8, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)target, xt_rkey(t, target), 0);
+			(uint64_t)(uintptr_t)target, rkey, 0);
 		memset(&wr, 0, sizeof(wr));
 		wr.wr_id = 2;
 		wr.opcode = BE_XWR_WRITE;
@@ -104,10 +111,10 @@ int main(int argc, char **argv)
 		wr.sg_list = &sge;
 		wr.num_sge = 1;
 		wr.remote_addr = (uint64_t)(uintptr_t)target;
-		wr.rkey = xt_rkey(t, target);
+		wr.rkey = rkey;
 		ASSERT_OK(t->ops->post_send(c, &wr, &bad));
 		xt_post(t, c, BE_XWR_WRITE, 3, src, 8, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)target, xt_rkey(t, target), 0);
+			(uint64_t)(uintptr_t)target, rkey, 0);
 		xt_wait_wc(t, &p.cli, wc, 3);
 		ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 		fprintf(stderr, "bad lkey: %s (vendor %u)\n", be__xwc_status_str(wc[1].status),

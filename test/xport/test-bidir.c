@@ -49,10 +49,10 @@ int main(int argc, char **argv)
 	xt_fill(srcb, BIG, 2);
 	for (i = 0; i < NW; i++) {
 		xt_post(t, p.c, BE_XWR_WRITE, (uint64_t)i, srca, BIG, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)(dstb + (size_t)i * BIG), xt_rkey(t, dstb), 0);
+			(uint64_t)(uintptr_t)(dstb + (size_t)i * BIG), xt_grant(t, p.s, dstb), 0);
 		xt_post(t, p.c, BE_XWR_SEND, 100 + (uint64_t)i, srca, 512, 0, 0, 0, 0);
 		xt_post(t, p.s, BE_XWR_WRITE, (uint64_t)i, srcb, BIG, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)(dsta + (size_t)i * BIG), xt_rkey(t, dsta), 0);
+			(uint64_t)(uintptr_t)(dsta + (size_t)i * BIG), xt_grant(t, p.c, dsta), 0);
 		xt_post(t, p.s, BE_XWR_SEND, 100 + (uint64_t)i, srcb, 512, 0, 0, 0, 0);
 	}
 	check_side(t, &p.cli, p.c);

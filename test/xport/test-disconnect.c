@@ -74,9 +74,9 @@ int main(int argc, char **argv)
 	xt_connect_pair(t, &p.cli, &p.srv, p.l, 16, &p.c, &p.s);
 	for (i = 0; i < 4; i++) {
 		xt_post(t, p.c, BE_XWR_WRITE, (uint64_t)i, src, BIG, i % 2 ? BE_XWR_F_SIGNALED : 0,
-			(uint64_t)(uintptr_t)dst, xt_rkey(t, dst), 0);
+			(uint64_t)(uintptr_t)dst, xt_grant(t, p.s, dst), 0);
 		xt_post(t, p.s, BE_XWR_WRITE, (uint64_t)i, src, BIG, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)dst, xt_rkey(t, dst), 0);
+			(uint64_t)(uintptr_t)dst, xt_grant(t, p.c, dst), 0);
 	}
 	ASSERT_OK(t->ops->disconnect(p.c));
 	/* Locally, every WR not complete yet flushes (on tcp, all four:

@@ -244,6 +244,7 @@ int main(int argc, char **argv)
 	char addr[BE_XPORT_ADDR_MAX];
 	uint8_t buf[4096], big[100], tail[64], *target, *snap, *rbase;
 	size_t rlen;
+	uint32_t rkey;
 	struct tcp_hdr h;
 	int fd, i;
 
@@ -292,8 +293,8 @@ int main(int argc, char **argv)
 
 	/* Established, then a WRITE with a bad rkey: a NAK comes back. */
 	fd = raw_established(&t, &srv, addr, &c);
-	raw_frame(fd, TCP_F_WRITE, 16, xt_rkey(&t, target) ^ 0x1234, (uint64_t)(uintptr_t)target,
-		  0, buf, 16);
+	raw_frame(fd, TCP_F_WRITE, 16, xt_grant(&t, c, target) ^ 0x1234,
+		  (uint64_t)(uintptr_t)target, 0, buf, 16);
 	ASSERT_GE(raw_drain(&t, fd, buf, sizeof(buf)), TCP_HDR_LEN);
 	be__tcp_hdr_unpack(&h, buf);
 	ASSERT_EQ(h.type, TCP_F_NAK);
@@ -308,10 +309,11 @@ int main(int argc, char **argv)
 	 * the first lands only. */
 	fd = raw_established(&t, &srv, addr, &c);
 	memset(buf, 0x77, 64);
-	raw_frame(fd, TCP_F_WRITE, 8, xt_rkey(&t, target), (uint64_t)(uintptr_t)target, 0, buf, 8);
+	rkey = xt_grant(&t, c, target);
+	raw_frame(fd, TCP_F_WRITE, 8, rkey, (uint64_t)(uintptr_t)target, 0, buf, 8);
 	xt_region(&t, target, &rbase, &rlen);
 	memcpy(tail, rbase + rlen - sizeof(tail), sizeof(tail));
-	raw_frame(fd, TCP_F_WRITE, 64, xt_rkey(&t, target),
+	raw_frame(fd, TCP_F_WRITE, 64, rkey,
 		  (uint64_t)(uintptr_t)rbase + rlen - 32, 0, buf, 64);
 	ASSERT_GE(raw_drain(&t, fd, buf, sizeof(buf)), TCP_HDR_LEN);
 	be__tcp_hdr_unpack(&h, buf);
@@ -366,7 +368,7 @@ int main(int argc, char **argv)
 			m.status = (uint8_t)(rnd() % 3 == 0 ? rnd() : 0);
 			m.rsvd = 0;
 			m.len = (uint32_t)(rnd() % 3 == 0 ? rnd() : rnd() % 200);
-			m.rkey = rnd() % 2 ? xt_rkey(&t, target) : (uint32_t)rnd();
+			m.rkey = rnd() % 2 ? xt_grant(&t, c, target) : (uint32_t)rnd();
 			m.addr = rnd() % 2 ? (uint64_t)(uintptr_t)target + rnd() % 8192 - 4096 :
 					     rnd();
 			m.imm = (uint32_t)rnd();

@@ -64,7 +64,7 @@ int main(int argc, char **argv)
 			BE_XWR_F_SIGNALED, 0, 0, 0);
 		xt_post(t, c[i], BE_XWR_WRITE_IMM, 1000 + (uint64_t)i, src + i * 256, 256,
 			BE_XWR_F_SIGNALED, (uint64_t)(uintptr_t)(dst + i * 256),
-			xt_rkey(t, dst), (uint32_t)i);
+			xt_grant(t, s[i], dst), (uint32_t)i);
 	}
 	memset(seen, 0, sizeof(seen));
 	xt_wait_wc(t, &p.srv, wc, NCONN * 2);

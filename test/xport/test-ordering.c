@@ -21,6 +21,7 @@ int main(int argc, char **argv)
 	uint32_t *seqbuf, *target;
 	uint32_t expect = 0, nrecv = 0;
 	uint64_t last_id = 0;
+	uint32_t rkey;
 	int i, k, got;
 
 	xt_pair_open(&p, argc, argv, 4096, 0, N + 8, CHAIN * 2);
@@ -28,6 +29,7 @@ int main(int argc, char **argv)
 	seqbuf = xt_alloc(t, N * sizeof(uint32_t));
 	target = xt_alloc(t, N * sizeof(uint32_t));
 	memset(target, 0, N * sizeof(uint32_t));
+	rkey = xt_grant(t, p.s, target);
 
 	/* Op i: i%3 == 0 WRITE seq into target[i]; 1 SEND seq; 2 WRITE_IMM imm=seq. */
 	for (i = 0; i < N; i++) {
@@ -42,7 +44,7 @@ int main(int argc, char **argv)
 		wr[i].sg_list = &sge[i];
 		wr[i].num_sge = 1;
 		wr[i].remote_addr = (uint64_t)(uintptr_t)&target[i];
-		wr[i].rkey = xt_rkey(t, target);
+		wr[i].rkey = rkey;
 		wr[i].imm = (uint32_t)i;
 	}
 	/* Chains of CHAIN linked WRs; wait for room when the queue is full. */

@@ -26,11 +26,8 @@ struct target {
 	uint32_t len;
 };
 
-/* The child says when it admitted the parent (shm: its region is
- * announced from then on), since its key went out before that. */
-static int admitted[2];
-
-/* The child: connect, announce its target, then idle or progress. */
+/* The child: connect, grant and announce its target (a SEND), then idle
+ * or progress. */
 static void child(int argc, char **argv, const char *addr, int progress)
 {
 	struct xt t;
@@ -38,21 +35,22 @@ static void child(int argc, char **argv, const char *addr, int progress)
 	struct be_xconn_attr a;
 	struct be_xconn *c;
 	struct be_xevent ev;
-	struct target tg;
+	struct target *tg;
 	uint8_t *buf;
 
 	alarm(120); /* never outlive the test */
 	xt_init(&t, argc, argv);
 	xt_side_init(&t, &s, 64, 16);
 	buf = xt_alloc(&t, BIG);
-	tg.addr = (uint64_t)(uintptr_t)buf;
-	tg.rkey = xt_rkey(&t, buf);
-	tg.len = BIG;
 	a = xt_attr(&s, 16);
-	ASSERT_OK(t.ops->connect(s.ch, addr, &a, &tg, sizeof(tg), &c));
+	ASSERT_OK(t.ops->connect(s.ch, addr, &a, NULL, 0, &c));
 	xt_expect_event(&t, &s, BE_XEV_ESTABLISHED, &ev);
 	xt_admit(t.ops, c);
-	ASSERT_EQ(write(admitted[1], "a", 1), 1);
+	tg = xt_alloc(&t, sizeof(*tg));
+	tg->addr = (uint64_t)(uintptr_t)buf;
+	tg->rkey = xt_grant(&t, c, buf);
+	tg->len = BIG;
+	xt_post(&t, c, BE_XWR_SEND, 1, tg, sizeof(*tg), 0, 0, 0, 0);
 	for (;;) {
 		if (progress)
 			xt_progress(&t);
@@ -77,26 +75,22 @@ static void round_(struct xt *t, struct xt_side *srv, struct be_xlistener *l, in
 
 	ASSERT_OK(t->ops->listener_addr(l, addr, sizeof(addr)));
 	fflush(stderr);
-	ASSERT_OK(pipe(admitted));
 	pid = fork();
 	ASSERT(pid >= 0);
 	if (pid == 0)
 		child(argc, argv, addr, progress);
 
+	xt_post_recvs(t, srv, 1, 64);
 	xt_expect_event(t, srv, BE_XEV_CONNECT_REQUEST, &ev);
-	ASSERT_EQ(ev.priv_len, sizeof(tg));
-	memcpy(&tg, ev.priv, sizeof(tg));
 	s = ev.conn;
 	ASSERT_OK(t->ops->accept(s, &sa, NULL, 0));
 	xt_admit(t->ops, s);
 	xt_expect_event(t, srv, BE_XEV_ESTABLISHED, &ev);
-	{
-		char a;
-
-		ASSERT_EQ(read(admitted[0], &a, 1), 1);
-		close(admitted[0]);
-		close(admitted[1]);
-	}
+	xt_wait_wc(t, srv, wc, 1);
+	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
+	ASSERT_EQ(wc[0].byte_len, sizeof(tg));
+	memcpy(&tg, (void *)(uintptr_t)wc[0].wr_id, sizeof(tg));
+	xt_free(t, (void *)(uintptr_t)wc[0].wr_id);
 
 	src = xt_alloc(t, BIG);
 	xt_fill(src, BIG, 1);

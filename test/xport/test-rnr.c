@@ -25,7 +25,7 @@ int main(int argc, char **argv)
 		xt_connect_pair(t, &p.cli, &p.srv, p.l, 16, &c, &s);
 		if (imm)
 			xt_post(t, c, BE_XWR_WRITE_IMM, 1, src, 100, BE_XWR_F_SIGNALED,
-				(uint64_t)(uintptr_t)dst, xt_rkey(t, dst), 7);
+				(uint64_t)(uintptr_t)dst, xt_grant(t, s, dst), 7);
 		else
 			xt_post(t, c, BE_XWR_SEND, 1, src, 100, BE_XWR_F_SIGNALED, 0, 0, 0);
 		xt_post(t, c, BE_XWR_SEND, 2, src, 10, BE_XWR_F_SIGNALED, 0, 0, 0);

@@ -56,7 +56,7 @@ int main(int argc, char **argv)
 	wr.wr_id = 2;
 	wr.opcode = BE_XWR_WRITE;
 	wr.remote_addr = (uint64_t)(uintptr_t)(dst + 1);
-	wr.rkey = xt_rkey(t, dst);
+	wr.rkey = xt_grant(t, p.s, dst);
 	ASSERT_OK(t->ops->post_send(p.c, &wr, &bad));
 	xt_wait_wc(t, &p.cli, &wc, 1);
 	ASSERT_EQ(wc.status, BE_XWC_SUCCESS);

@@ -72,7 +72,7 @@ int main(int argc, char **argv)
 	 * for a while (t.sides[0] is cli), so the socket fills up. */
 	xt_post(&t, c, BE_XWR_SEND, 1, msg, 64, 0, 0, 0, 0);
 	xt_post(&t, c, BE_XWR_WRITE, 2, src, BIG, BE_XWR_F_SIGNALED,
-		(uint64_t)(uintptr_t)dst, xt_rkey(&t, (void *)dst), 0);
+		(uint64_t)(uintptr_t)dst, xt_grant(&t, s, (void *)dst), 0);
 	t.nsides = 1;
 	xt_spin(&t, 200);
 	t.nsides = 0;

@@ -11,16 +11,18 @@
 
 #define BIG (16u << 20)
 
-static void stream(struct xt *t, struct be_xconn *c, uint8_t *src, uint8_t *dst, int n)
+static void stream(struct xt *t, struct be_xconn *c, struct be_xconn *peer, uint8_t *src,
+		   uint8_t *dst, int n)
 {
+	uint32_t rkey = xt_grant(t, peer, dst);
 	int i;
 
 	for (i = 0; i < n; i++) {
 		xt_post(t, c, BE_XWR_WRITE, (uint64_t)i, src, BIG, BE_XWR_F_SIGNALED,
-			(uint64_t)(uintptr_t)dst, xt_rkey(t, dst), 0);
+			(uint64_t)(uintptr_t)dst, rkey, 0);
 		xt_post(t, c, BE_XWR_SEND, 100 + (uint64_t)i, src, 1000, BE_XWR_F_SIGNALED, 0, 0, 0);
 		xt_post(t, c, BE_XWR_WRITE_IMM, 200 + (uint64_t)i, src, 1 << 20, 0,
-			(uint64_t)(uintptr_t)dst, xt_rkey(t, dst), 1);
+			(uint64_t)(uintptr_t)dst, rkey, 1);
 	}
 }
 
@@ -63,8 +65,8 @@ int main(int argc, char **argv)
 
 	/* 1. Both directions busy, a little progress, destroy both ends. */
 	xt_connect_pair(&t, &cli, &srv, l, 64, &c, &s);
-	stream(&t, c, src, dst, 4);
-	stream(&t, s, src, dst, 4);
+	stream(&t, c, s, src, dst, 4);
+	stream(&t, s, c, src, dst, 4);
 	xt_spin(&t, 5);
 	forget(&cli, &srv);
 	t.ops->conn_destroy(c);
@@ -77,7 +79,7 @@ int main(int argc, char **argv)
 
 	/* 2. One end destroyed mid-stream: the other fails cleanly. */
 	xt_connect_pair(&t, &cli, &srv, l, 64, &c, &s);
-	stream(&t, c, src, dst, 4);
+	stream(&t, c, s, src, dst, 4);
 	xt_spin(&t, 5);
 	forget(&cli, &srv);
 	t.ops->conn_destroy(s);
@@ -96,7 +98,7 @@ int main(int argc, char **argv)
 	ASSERT_OK(t.ops->listener_addr(l, addr, sizeof(addr)));
 	ca = xt_attr(&cli, 16);
 	ASSERT_OK(t.ops->connect(cli.ch, addr, &ca, NULL, 0, &c2));
-	stream(&t, c, src, dst, 2);
+	stream(&t, c, s, src, dst, 2);
 	xt_spin(&t, 5);
 	t.ops->conn_destroy(c);
 	t.ops->conn_destroy(s);
@@ -119,7 +121,7 @@ int main(int argc, char **argv)
 	l = xt_listen(&t, &srv);
 	xt_connect_pair(&t, &cli, &srv, l, 64, &c, &s);
 	xt_connect_pair(&t, &cli, &srv, l, 64, &c2, &s2);
-	stream(&t, c, src, dst, 1);
+	stream(&t, c, s, src, dst, 1);
 	t.ops->srq_destroy(srv.srq);
 	srv.srq = NULL;
 	t.ops->cq_destroy(srv.cq);

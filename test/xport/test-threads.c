@@ -19,6 +19,7 @@
 static struct xt t;
 static struct xt_side cli, srv;
 static struct be_xconn *c, *s;
+static uint32_t cdst_rkey; /* the client grants cdst to the server */
 static uint8_t *cdst;
 static atomic_int done, server_done;
 
@@ -54,9 +55,8 @@ static void post(struct be_xconn *conn, enum be_xwr_opcode op, uint64_t id, void
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	if (op == BE_XWR_WRITE_IMM) {
-		ASSERT_OK(be_alloc_lookup((void *)(uintptr_t)raddr, t.dev->alloc_dev, &r));
 		wr.remote_addr = raddr;
-		wr.rkey = r.rkey;
+		wr.rkey = cdst_rkey;
 		wr.imm = imm;
 	}
 	for (;;) {
@@ -179,6 +179,7 @@ int main(int argc, char **argv)
 	l = xt_listen(&t, &srv);
 	xt_connect_pair(&t, &cli, &srv, l, 32, &c, &s);
 	cdst = xt_alloc(&t, (size_t)MSZ * 16);
+	cdst_rkey = xt_grant(&t, c, cdst); /* before the threads start */
 	for (i = 0; i < 32; i++) {
 		post_recv(&cli, xt_alloc(&t, MSZ));
 		post_recv(&srv, xt_alloc(&t, MSZ));

@@ -31,7 +31,7 @@ int main(int argc, char **argv)
 			xt_fill(src, n, seed);
 			xt_post(t, p.c, imm ? BE_XWR_WRITE_IMM : BE_XWR_WRITE, 100 + i, src, n,
 				BE_XWR_F_SIGNALED, (uint64_t)(uintptr_t)(dst + 64),
-				xt_rkey(t, dst), 0x1000 + (uint32_t)i);
+				xt_grant(t, p.s, dst), 0x1000 + (uint32_t)i);
 			xt_wait_wc(t, &p.cli, &wc, 1);
 			ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
 			ASSERT_UEQ(wc.wr_id, 100 + i);
@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 		xt_fill(src + i * (1u << 20), 1u << 20, 77 + (uint32_t)i);
 		xt_post(t, p.c, BE_XWR_WRITE, i, src + i * (1u << 20), 1u << 20,
 			i == 7 ? BE_XWR_F_SIGNALED : 0,
-			(uint64_t)(uintptr_t)(dst + i * (1u << 20)), xt_rkey(t, dst), 0);
+			(uint64_t)(uintptr_t)(dst + i * (1u << 20)), xt_grant(t, p.s, dst), 0);
 	}
 	xt_wait_wc(t, &p.cli, &wc, 1);
 	ASSERT_EQ(wc.status, BE_XWC_SUCCESS);

@@ -164,6 +164,29 @@ uint32_t xt_rkey(struct xt *t, const void *p)
 	return r.rkey;
 }
 
+uint32_t xt_grant(struct xt *t, struct be_xconn *owner, const void *p)
+{
+	uint8_t *base;
+	size_t len;
+	uint32_t rkey;
+
+	if (!t->ops->grant)
+		return xt_rkey(t, p);
+	xt_region(t, p, &base, &len);
+	ASSERT_OK(t->ops->grant(owner, base, len, &rkey));
+	return rkey;
+}
+
+uint32_t xt_mem_grant(struct xt_mem *m, struct be_xconn *owner)
+{
+	uint32_t rkey;
+
+	if (!m->t->ops->grant)
+		return m->mr.rkey;
+	ASSERT_OK(m->t->ops->grant(owner, m->p, m->len, &rkey));
+	return rkey;
+}
+
 void xt_side_init(struct xt *t, struct xt_side *s, uint32_t cq_depth, uint32_t srq_depth)
 {
 	memset(s, 0, sizeof(*s));

@@ -89,6 +89,11 @@ void xt_free(struct xt *t, void *p);
 void xt_region(struct xt *t, const void *p, uint8_t **base, size_t *len);
 uint32_t xt_lkey(struct xt *t, const void *p);
 uint32_t xt_rkey(struct xt *t, const void *p);
+/* The rkey under which the peer of @owner, a conn of this process, may
+ * WRITE into the registered region holding @p: a new grant of all of it
+ * on @owner where the transport has grants (tcp, shm), else the region's
+ * rkey (verbs). */
+uint32_t xt_grant(struct xt *t, struct be_xconn *owner, const void *p);
 
 /* An evch + cq (@cq_depth) + srq (@srq_depth, 0 = none). */
 void xt_side_init(struct xt *t, struct xt_side *s, uint32_t cq_depth, uint32_t srq_depth);
@@ -224,6 +229,8 @@ struct xt_mem {
 int xt_memfd(const char *name, size_t len);
 void xt_mem_reg(struct xt *t, struct xt_mem *m, size_t len);
 void xt_mem_unreg(struct xt_mem *m);
+/* xt_grant() for all of @m. */
+uint32_t xt_mem_grant(struct xt_mem *m, struct be_xconn *owner);
 static inline uint64_t xt_mem_addr(const struct xt_mem *m, uint64_t off)
 {
 	return (uint64_t)(uintptr_t)(m->p + off);

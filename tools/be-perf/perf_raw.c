@@ -183,7 +183,6 @@ static void raw_hello_fill(struct raw_ctx *c, const struct raw_opts *o, struct r
 	h->mode = (uint8_t)o->mode;
 	h->flags = (o->write_poll ? RAW_F_WRITE_POLL : 0) | (o->sleep ? RAW_F_SLEEP : 0);
 	h->addr = (uint64_t)(uintptr_t)c->rbuf;
-	h->rkey = c->rkey;
 	h->size = (uint32_t)o->size;
 	h->total = (uint32_t)(o->warmup + o->iters);
 	h->warmup = (uint32_t)o->warmup;
@@ -275,7 +274,6 @@ static int raw_server(const struct raw_opts *o, int ready_fd)
 		goto out;
 	}
 	c.peer_addr = h.addr;
-	c.peer_rkey = h.rkey;
 	c.peer_nrecv = h.nrecv;
 	c.sleep = !!(h.flags & RAW_F_SLEEP);
 	{
@@ -302,7 +300,7 @@ static int raw_server(const struct raw_opts *o, int ready_fd)
 	rc = raw_wait_event(&c, BE_XEV_ESTABLISHED, &ev, o->timeout_ms);
 	if (rc)
 		goto out;
-	rc = raw_ready(&c);
+	rc = raw_keys(&c);
 	if (rc)
 		goto out;
 
@@ -347,13 +345,9 @@ static int raw_connect(struct raw_ctx *c, const struct raw_opts *o, const char *
 	rc = raw_admit(c, o);
 	if (rc)
 		return rc;
-	rc = raw_ready(c);
-	if (rc)
-		return rc;
 	c->peer_addr = peer.addr;
-	c->peer_rkey = peer.rkey;
 	c->peer_nrecv = peer.nrecv;
-	return 0;
+	return raw_keys(c);
 }
 
 /* ---- client, report, subcommands ------------------------------------- */

@@ -20,7 +20,7 @@
 #include "xport/xport.h"
 
 #define RAW_MAGIC 0x46504542u /* "BEPF" */
-#define RAW_VERSION 1
+#define RAW_VERSION 2 /* 2: keys traded after connecting (raw_keys()) */
 #define RAW_RECV_BUF 64       /* bytes per posted receive (WRITE_IMM leaves it untouched) */
 #define RAW_SQ_DEPTH 128u
 #define RAW_POLL_BATCH 16
@@ -54,7 +54,7 @@ struct raw_hello {
 	uint8_t flags;      /* RAW_F_* */
 	uint8_t pad;
 	uint64_t addr;      /* the sender's target buffer ... */
-	uint32_t rkey;      /* ... its rkey */
+	uint32_t rsvd;      /* 0 (version 1 had the rkey here: see raw_keys()) */
 	uint32_t size;      /* bytes per message */
 	uint32_t total;     /* warmup + iters (< 2^32, checked) */
 	uint32_t warmup;
@@ -84,7 +84,8 @@ struct raw_ctx {
 	uint32_t rkey, lkey_s, lkey_recv;
 	uint32_t nrecv;
 	uint64_t peer_addr;
-	uint32_t peer_rkey;
+	uint32_t peer_rkey;   /* from the peer's first SEND (raw_keys()) */
+	int peer_key_known;
 	uint32_t peer_nrecv;
 	uint32_t inline_max;  /* largest write posted inline (0: none) */
 
@@ -98,7 +99,6 @@ struct raw_ctx {
 	uint32_t last_imm;
 	uint32_t *repost;   /* receives taken, to post again (raw_repost()) */
 	uint32_t nrepost;
-	uint64_t ready_rx;  /* the peer's empty "ready" SENDs (raw_ready()) */
 
 	/* raw-bw: post times of the outstanding writes, write latencies. */
 	int sleep;          /* this side's waits end in cq_arm + poll() */
@@ -148,10 +148,10 @@ int raw_done_sq(struct raw_ctx *c, void *arg);
 /* Post one WRITE (or WRITE_WITH_IMM if @with_imm) of @len bytes from sbuf
  * into the peer's buffer, after waiting for send queue room. */
 int raw_write(struct raw_ctx *c, uint32_t len, int with_imm, uint32_t imm, int signaled);
-/* Once both ends admitted the conn: send an empty SEND and wait for the
- * peer's, so that each end's WRITEs follow what the peer shares only with
- * admitted peers (shm: its regions). Counters start from 0 afterwards. */
-int raw_ready(struct raw_ctx *c);
+/* Once both ends admitted the conn: grant rbuf to the peer (on a
+ * transport with grants) and trade keys, each side's in one SEND; the
+ * peer's key arriving says it admitted us and granted its buffer. */
+int raw_keys(struct raw_ctx *c);
 
 /* perf_raw_lat.c */
 int raw_lat_client(struct raw_ctx *c, const struct raw_hello *h, double *samples);

@@ -314,13 +314,17 @@ int raw_poll(struct raw_ctx *c)
 			c->repost[c->nrepost++] = (uint32_t)w->wr_id;
 			break;
 		case BE_XWC_RECV:
-			if (w->byte_len == 0 && !c->ready_rx) {
-				c->ready_rx++;
-				c->repost[c->nrepost++] = (uint32_t)w->wr_id;
-				break;
+			/* The one SEND of a test: the peer's key (raw_keys()). */
+			if (c->peer_key_known || w->byte_len != sizeof(c->peer_rkey)) {
+				fprintf(stderr, "be-perf %s: unexpected SEND from the peer\n",
+					c->o->cmd);
+				return -EPROTO;
 			}
-			fprintf(stderr, "be-perf %s: unexpected SEND from the peer\n", c->o->cmd);
-			return -EPROTO;
+			memcpy(&c->peer_rkey, c->recvbuf + (size_t)w->wr_id * RAW_RECV_BUF,
+			       sizeof(c->peer_rkey));
+			c->peer_key_known = 1;
+			c->repost[c->nrepost++] = (uint32_t)w->wr_id;
+			break;
 		}
 	}
 	return n;
@@ -412,6 +416,40 @@ int raw_done_sq(struct raw_ctx *c, void *arg)
 	return c->posted - c->completed < *(const uint64_t *)arg;
 }
 
+static int raw_done_key(struct raw_ctx *c, void *arg)
+{
+	(void)arg;
+	return c->peer_key_known;
+}
+
+/*
+ * raw_keys() - on an established conn: grant the peer rbuf (on a
+ * transport with grants, xport.h; else its block's rkey serves) and
+ * trade keys, each side's in one inline SEND, before anything else is
+ * posted. Returns 0 or -errno.
+ */
+int raw_keys(struct raw_ctx *c)
+{
+	struct be_xsge sge = { .addr = (uint64_t)(uintptr_t)&c->rkey, .length = sizeof(c->rkey) };
+	struct be_xsend_wr wr = {
+		.wr_id = UINT64_MAX, .opcode = BE_XWR_SEND, .flags = BE_XWR_F_INLINE,
+		.sg_list = &sge, .num_sge = 1,
+	}, *bad;
+	int rc;
+
+	if (c->ops->grant && (rc = c->ops->grant(c->conn, c->rbuf, c->buf_len, &c->rkey))) {
+		fprintf(stderr, "be-perf %s: grant: %s\n", c->o->cmd, strerror(-rc));
+		return rc;
+	}
+	rc = c->ops->post_send(c->conn, &wr, &bad);
+	if (rc) {
+		fprintf(stderr, "be-perf %s: post_send: %s\n", c->o->cmd, strerror(-rc));
+		return rc;
+	}
+	rc = raw_progress(c, raw_done_key, NULL);
+	return rc ? rc : raw_repost(c);
+}
+
 /*
  * raw_write() - post one WRITE (or WRITE_WITH_IMM if @with_imm) of @len
  * bytes from sbuf into the peer's buffer. Waits for send queue room first.
@@ -453,33 +491,6 @@ int raw_write(struct raw_ctx *c, uint32_t len, int with_imm, uint32_t imm, int s
 	}
 	c->posted++;
 	return raw_repost(c);
-}
-
-static int raw_done_ready(struct raw_ctx *c, void *arg)
-{
-	(void)arg;
-	return c->ready_rx > 0;
-}
-
-int raw_ready(struct raw_ctx *c)
-{
-	struct be_xsend_wr wr = {
-		.wr_id = c->posted, .opcode = BE_XWR_SEND, .flags = BE_XWR_F_SIGNALED,
-	};
-	struct be_xsend_wr *bad;
-	uint64_t none = 1;
-	int rc = c->ops->post_send(c->conn, &wr, &bad);
-
-	if (rc) {
-		fprintf(stderr, "be-perf %s: post_send: %s\n", c->o->cmd, strerror(-rc));
-		return rc;
-	}
-	c->posted++;
-	rc = raw_progress(c, raw_done_sq, &none);
-	if (!rc)
-		rc = raw_progress(c, raw_done_ready, NULL);
-	c->posted = c->completed = 0;
-	return rc;
 }
 
 /* ---- hang-up, addresses ---------------------------------------------- */

@@ -567,3 +567,34 @@ int be__fake_conn_admit(struct be_xconn *xc)
 		return 0;
 	return in->conn_admit(c->in);
 }
+
+/* grant and revoke (xport.h): the inner conn's, so that its peer's
+ * WRITEs, checked there, find them. Both inner transports have them. */
+int be__fake_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey)
+{
+	struct fake_conn *c;
+	const struct be_xport_ops *in;
+
+	if (!xc)
+		return -EINVAL;
+	c = to_fconn(xc);
+	in = fake_in_ops(xc->dev);
+	if (!c->in)
+		return -ENOTCONN;
+	if (!in->grant)
+		return -EOPNOTSUPP;
+	return in->grant(c->in, addr, len, rkey);
+}
+
+void be__fake_revoke(struct be_xconn *xc, uint32_t rkey)
+{
+	struct fake_conn *c;
+	const struct be_xport_ops *in;
+
+	if (!xc)
+		return;
+	c = to_fconn(xc);
+	in = fake_in_ops(xc->dev);
+	if (c->in && in->revoke)
+		in->revoke(c->in, rkey);
+}

@@ -30,6 +30,8 @@ const struct be_xport_ops be__xport_fake_ops = {
 	.addr_canon = be__fake_addr_canon,
 	.conn_rx_resume = be__fake_conn_rx_resume,
 	.conn_admit = be__fake_conn_admit,
+	.grant = be__fake_grant,
+	.revoke = be__fake_revoke,
 };
 
 const struct be_xport_ops *be__fake_inner_ops(void)

@@ -176,6 +176,7 @@ static struct tcp_conn *conn_new(struct tcp_evch *ch)
 	be__list_init(&c->srq_link);
 	be__list_init(&c->kick_link);
 	be__list_init(&c->ack_link);
+	be__xgrants_init(&c->grants);
 	be__list_add_tail(&ch->conns, &c->ev_link);
 	return c;
 }
@@ -313,6 +314,7 @@ static void conn_free(struct tcp_conn *c)
 	}
 	be__tcp_conn_free_sq(c);
 	free(c->addrs);
+	be__xgrants_fini(&c->grants);
 	free(c->rbuf);
 	free(c);
 }

@@ -426,8 +426,10 @@ static int conn_rx_begin(struct tcp_conn *c)
 		}
 		c->rx_dst = (uint8_t *)(uintptr_t)c->rx_recv.addr;
 	} else {
-		if (h->len && !be__tcp_reg_check(c->dev, h->rkey, h->addr, h->len))
-			return conn_reject_frame(c, TCP_NAK_ACCESS, "WRITE outside a registered region");
+		/* An empty one touches nothing and is not checked, as on
+		 * an RC QP (nor does its acceptance tell a key). */
+		if (h->len && !be__xgrants_check(&c->grants, h->rkey, h->addr, h->len))
+			return conn_reject_frame(c, TCP_NAK_ACCESS, "WRITE outside a live grant");
 		if (h->type == TCP_F_WRITE_IMM && !conn_take_recv(c))
 			return conn_reject_frame(c, TCP_NAK_RNR, "WRITE_IMM with no receive posted");
 		c->rx_dst = (uint8_t *)(uintptr_t)h->addr;
@@ -941,4 +943,40 @@ int be__tcp_post_send(struct be_xconn *xc, struct be_xsend_wr *wr, struct be_xse
 	if (posted && !(c->ep_events & EPOLLOUT))
 		conn_tx(c, 1);
 	return ret;
+}
+
+/* ---- grants ------------------------------------------------------------ */
+
+int be__tcp_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey)
+{
+	struct tcp_conn *c;
+
+	if (!xc || !addr || !rkey)
+		return -EINVAL;
+	c = container_of(xc, struct tcp_conn, x);
+	if (c->state != TCP_C_ESTABLISHED)
+		return -ENOTCONN;
+	return be__xgrants_add(&c->grants, (uint64_t)(uintptr_t)addr, len, rkey);
+}
+
+void be__tcp_revoke(struct be_xconn *xc, uint32_t rkey)
+{
+	struct tcp_conn *c;
+
+	if (!xc)
+		return;
+	c = container_of(xc, struct tcp_conn, x);
+	if (be__xgrants_del(&c->grants, rkey))
+		return;
+	/* The frame being placed writes into it: its payload must not land
+	 * in memory the owner is about to reuse. */
+	if (c->rx_left && (c->rx.type == TCP_F_WRITE || c->rx.type == TCP_F_WRITE_IMM) &&
+	    c->rx.rkey == rkey &&
+	    c->state == TCP_C_ESTABLISHED) {
+		be_log_err("tcp: conn %s: grant 0x%x revoked while the peer writes it; closing",
+			   c->peer, rkey);
+		c->rx_left = 0;
+		c->rx_dst = NULL;
+		be__tcp_conn_fail(c, BE_XWC_WR_FLUSH_ERR, -ECANCELED, 0);
+	}
 }

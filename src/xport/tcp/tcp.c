@@ -40,4 +40,6 @@ const struct be_xport_ops be__xport_tcp_ops = {
 	BE__XPORT_OPS(tcp),
 	.addr_canon = be__inet_canon,
 	.conn_rx_resume = be__tcp_conn_rx_resume,
+	.grant = be__tcp_grant,
+	.revoke = be__tcp_revoke,
 };

@@ -34,6 +34,7 @@
 
 #include "util/common.h"
 #include "util/list.h"
+#include "xport/grant.h"
 #include "xport/wake.h"
 #include "xport/xport.h"
 
@@ -255,6 +256,11 @@ struct tcp_conn {
 	void (*rx_free)(struct be_xconn *conn, void *buf);
 	int rx_stalled;
 
+	/* What the peer may WRITE (grant.h): a WRITE frame must name a live
+	 * grant of this conn; revoking the target of the frame being placed
+	 * fails the conn. */
+	struct be__xgrants grants;
+
 	char peer[BE_XPORT_ADDR_MAX];
 };
 
@@ -263,6 +269,9 @@ BE__XPORT_DECLARE(tcp)
 
 /* Optional op of the table (xport.h); data.c. */
 int be__tcp_conn_rx_resume(struct be_xconn *xc);
+/* data.c: the optional grant ops (xport.h). */
+int be__tcp_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey);
+void be__tcp_revoke(struct be_xconn *xc, uint32_t rkey);
 
 /* dev.c */
 int be__tcp_reg_init(struct tcp_dev *d);

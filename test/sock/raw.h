@@ -1,0 +1,60 @@
+/*
+ * raw.h - a raw transport-level peer for the hostile-peer tests of
+ * test/sock (test-sock-hostile, test-sock-grant-scope): no BE core, just
+ * the xport ops of one transport, speaking the Engine's handshake and
+ * frames by hand (engine/proto.h) to a BE listener, so that a test can
+ * send what no correct peer would. One per process: `raw`.
+ */
+#ifndef BE_TEST_SOCK_RAW_H
+#define BE_TEST_SOCK_RAW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <be/sock.h>
+#include "engine/proto.h"
+#include "xport/xport.h"
+
+struct raw {
+	const struct be_xport_ops *ops;
+	struct be_xdev *dev;
+	struct be_xevch *ch;
+	struct be_xcq *cq;
+	struct be_xsrq *srq;
+	struct be_xconn *conn;
+	int alloc_dev;
+	int established, dead, rejected;
+	uint32_t reject_reason;
+	struct be__frame resp;   /* last WRITE_RESP received */
+	uint32_t rkeys[16];      /* rkeys of the first 16 WRITE_RESPs */
+	int nresp, nnomem;
+	void *bufs[64];
+	struct be_worker *w;     /* the server's, pumped while waiting */
+};
+
+extern struct raw raw;
+
+/* Open a device, evch, cq and srq of @transport (64 receives posted). */
+void raw_open(const char *transport);
+void raw_close(void);
+/* The keys of bemalloc's @p on the raw peer's device (rkey if set). */
+uint32_t raw_lkey(const void *p, uint32_t *rkey);
+void raw_post_recv(void *buf);
+/* Events and completions: established, dead, WRITE_RESPs, NOMEMs. */
+void raw_poll(void);
+/* Connect to @addr ("scheme://...") with a hello of @magic; pumps
+ * raw.w until established, rejected or dead. */
+void raw_connect(const char *addr, uint32_t magic, uint32_t credits);
+/* One inline SEND of @len bytes at @data. */
+void raw_send(const void *data, uint32_t len);
+/* The @n frames of @fs (payload @payload) in one SEND. */
+void raw_send_frames(const struct be__frame *fs, int n, const void *payload);
+
+/* Conditions for st_pump() (arg unused unless said). */
+bool cond_established(void *arg);
+bool cond_dead(void *arg);     /* the raw conn died, raw.w has no Engine */
+bool cond_answers(void *arg);  /* (intptr_t)arg WRITE_RESP + NOMEM came */
+bool cond_no_engine(void *arg);
+bool cond_resp(void *arg);
+
+#endif /* BE_TEST_SOCK_RAW_H */
