@@ -224,44 +224,19 @@ void be__region_dereg_dev_locked(struct be__region *r, int d)
 	region_dontfork(r->base, r->len);
 }
 
-/*
- * A memfd for registered memory, sealed against shrinking: a transport
- * may hand it to a peer process (shm), which maps it and would die of
- * SIGBUS on the first access past a truncation, so shm maps only memfds
- * sealed this way (src/xport/shm/cm.c). F_SEAL_SEAL keeps anyone holding
- * the fd from adding F_SEAL_GROW (the arena grows) or F_SEAL_WRITE.
- * Returns the fd or -errno (the thread's error message set).
- */
-static int region_memfd(const char *name)
-{
-	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	int e;
-
-	if (fd < 0) {
-		e = errno;
-		be__alloc_error("bemalloc: memfd_create failed: %s", strerror(e));
-		return -e;
-	}
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
-		e = errno;
-		be__alloc_error("bemalloc: sealing a memfd failed: %s", strerror(e));
-		close(fd);
-		return -e;
-	}
-	return fd;
-}
-
 /* A free slot of the arena memfd, growing the file if needed. */
 static int arena_slot_get(uint64_t *slot)
 {
 	struct be__pool *p = &be__pool;
 
 	if (p->arena_fd < 0) {
-		int fd = region_memfd("bemalloc-blocks");
+		p->arena_fd = memfd_create("bemalloc-blocks", MFD_CLOEXEC);
+		if (p->arena_fd < 0) {
+			int e = errno;
 
-		if (fd < 0)
-			return fd;
-		p->arena_fd = fd;
+			be__alloc_error("bemalloc: memfd_create failed: %s", strerror(e));
+			return -e;
+		}
 	}
 	if (p->nfree_slots) {
 		*slot = p->free_slots[--p->nfree_slots];
@@ -430,9 +405,11 @@ struct be__region *be__huge_create_locked(size_t len)
 		be__alloc_error("bemalloc: out of memory for a region descriptor");
 		return NULL;
 	}
-	fd = region_memfd("bemalloc-huge");
-	if (fd < 0)
+	fd = memfd_create("bemalloc-huge", MFD_CLOEXEC);
+	if (fd < 0) {
+		be__alloc_error("bemalloc: memfd_create failed: %s", strerror(errno));
 		goto err_free;
+	}
 	if (ftruncate(fd, (off_t)len)) {
 		be__alloc_error("bemalloc: sizing a %zu-byte memfd failed: %s", len,
 				strerror(errno));

@@ -327,9 +327,10 @@ struct be_xport_ops {
 	/* Optional. The Engine admitted the peer of @conn (ESTABLISHED, and
 	 * the shared secret and the rules of docs/SECURITY.md passed): the
 	 * transport may now give the peer what it shares with every admitted
-	 * peer (shm: the announcements of the registered regions, which
-	 * before this point no peer receives). Returns 0 or -errno (the
-	 * Engine then fails). NULL: nothing to share. */
+	 * peer. Returns 0 or -errno (the Engine then fails). NULL: nothing
+	 * to share, as on every transport now (shm announced its regions
+	 * here until WRITEs were placed by their owner into grants; fake
+	 * passes it to its inner transport). */
 	int (*conn_admit)(struct be_xconn *conn);
 	/* Optional. The name of the device @addr belongs to (@passive: an
 	 * address to listen on) or is reached through (to connect to) into
@@ -349,8 +350,10 @@ struct be_xport_ops {
 	 * CSPRNG, unique among @conn's live grants, valid on @conn alone.
 	 * Borrows the range until revoke or conn_destroy: no WRITE of the
 	 * peer lands there afterwards, and one still arriving for it puts
-	 * the conn in error instead. Returns 0, -EINVAL, -ENOMEM, -ENOTCONN
-	 * (@conn not connected). revoke of an rkey that is not live is a
+	 * the conn in error instead. May be called from the moment a conn
+	 * exists (before accept, to hand the key over in its private data).
+	 * Returns 0, -EINVAL, -ENOMEM, -ENOTCONN (@conn in error or closed).
+	 * revoke of an rkey that is not live is a
 	 * no-op. The conn's thread only.
 	 */
 	int (*grant)(struct be_xconn *conn, void *addr, size_t len, uint32_t *rkey);

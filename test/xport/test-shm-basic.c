@@ -18,6 +18,7 @@ static const struct be_xport_ops *ops;
 static void test_send_write(struct xt_side *a, struct xt_side *b, struct xt_mem *ma, struct xt_mem *mb)
 {
 	struct be_xwc wc[4];
+	uint32_t rkey;
 	uint32_t i;
 
 	/* SEND b -> a */
@@ -43,10 +44,11 @@ static void test_send_write(struct xt_side *a, struct xt_side *b, struct xt_mem 
 	for (i = 0; i < 8192; i++)
 		mb->p[4096 + i] = (uint8_t)(i ^ 0x5a);
 	xt_mem_recv(a, ma, 0, 16, 12);
+	rkey = xt_mem_grant(ma, a->conn);
 	ASSERT_OK(xt_mem_post(b->conn, BE_XWR_WRITE, mb, 4096, 4096, xt_mem_addr(ma, 65536),
-			   ma->mr.rkey, 0, BE_XWR_F_SIGNALED, 22));
+			   rkey, 0, BE_XWR_F_SIGNALED, 22));
 	ASSERT_OK(xt_mem_post(b->conn, BE_XWR_WRITE_IMM, mb, 8192, 4096, xt_mem_addr(ma, 65536 + 4096),
-			   ma->mr.rkey, 0xdeadbeef, BE_XWR_F_SIGNALED, 23));
+			   rkey, 0xdeadbeef, BE_XWR_F_SIGNALED, 23));
 	xt_side_wc(a, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 	ASSERT_EQ(wc[0].opcode, BE_XWC_RECV_IMM);

@@ -5,11 +5,12 @@
  * receiver and BE_XWC_REM_OP_ERR on the sender. Both put the conn in error
  * on both sides (DISCONNECTED), the SENDs before the failing one succeed
  * and the ones after it flush. Also checks the SRQ low-water event, that
- * destroying an SRQ flushes its receives, and the documented race of the
- * WRITE_IMM fast path: a sender told that receives were left writes the
- * data itself; if another conn of the SRQ took the last receive first, the
- * WR fails with RNR (small) or has completed already (large), and the conn
- * fails on both sides (DISCONNECTED, later WRs flush).
+ * destroying an SRQ flushes its receives, and a WRITE_IMM that finds no
+ * receive because another conn of the SRQ took the last one: it fails
+ * with RNR; a small one (one record) left the target untouched, a large
+ * one (its data in WRITE records before the immediate) wrote it, as
+ * documented; the conn fails on both sides (DISCONNECTED, later WRs
+ * flush).
  */
 #include <unistd.h>
 
@@ -107,6 +108,7 @@ static void run_race(uint32_t len)
 	struct be_xconn *a2;
 	struct be_xevent ev;
 	struct be_xwc wc[4];
+	uint32_t rkey1, rkey2;
 	char name[64];
 
 	xt_side_init(&xt, &a, 4096, 8);
@@ -129,43 +131,37 @@ static void run_race(uint32_t len)
 	xt_side_expect(&b2, BE_XEV_ESTABLISHED, &ev, NULL);
 	xt_admit(ops, b2.conn);
 
+	rkey1 = xt_mem_grant(&ma, a.conn);
+	rkey2 = xt_mem_grant(&ma, a2);
 	xt_mem_recv(&a, &ma, 0, 0, 1);
 	xt_mem_recv(&a, &ma, 0, 0, 2);
-	/* b1's first WRITE_IMM: a then has one receive left, and says so. */
-	ASSERT_OK(xt_mem_post(b1.conn, BE_XWR_WRITE_IMM, &mb1, 0, 64, xt_mem_addr(&ma, 4096), ma.mr.rkey,
+	/* b1's first WRITE_IMM: a then has one receive left. */
+	ASSERT_OK(xt_mem_post(b1.conn, BE_XWR_WRITE_IMM, &mb1, 0, 64, xt_mem_addr(&ma, 4096), rkey1,
 			   1, BE_XWR_F_SIGNALED, 10));
 	xt_side_wc(&a, wc, 1);
 	xt_side_ack(&a);
 	xt_side_wc(&b1, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 	/* b2 takes the last receive. */
-	ASSERT_OK(xt_mem_post(b2.conn, BE_XWR_WRITE_IMM, &mb2, 0, 64, xt_mem_addr(&ma, 8192), ma.mr.rkey,
+	ASSERT_OK(xt_mem_post(b2.conn, BE_XWR_WRITE_IMM, &mb2, 0, 64, xt_mem_addr(&ma, 8192), rkey2,
 			   2, 0, 20));
 	xt_side_wc(&a, wc, 1);
 	ASSERT_UEQ(wc[0].imm, 2);
-	/* b1 still believes in a receive: the fast path writes the data. */
+	/* b1's next one finds no receive. */
 	memset(mb1.p, 0x77, len);
 	ASSERT_OK(xt_mem_post(b1.conn, BE_XWR_WRITE_IMM, &mb1, 0, len, xt_mem_addr(&ma, 16384),
-			   ma.mr.rkey, 3, BE_XWR_F_SIGNALED, 11));
-	if (len > 4096) {
-		/* Large: complete at once, the refusal fails the conn after. */
-		xt_side_wc(&b1, wc, 1);
-		ASSERT_UEQ(wc[0].wr_id, 11);
-		ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
-		ASSERT_EQ(ops->cq_poll(a.cq, wc, 4), 0);
-	} else {
-		/* Small: the refusal is this WR's status. */
-		ASSERT_EQ(ops->cq_poll(a.cq, wc, 4), 0);
-		xt_side_wc(&b1, wc, 1);
-		ASSERT_UEQ(wc[0].wr_id, 11);
-		ASSERT_EQ(wc[0].status, BE_XWC_RNR_RETRY_EXC);
-	}
-	ASSERT_EQ(ma.p[16384], 0x77); /* written, as documented */
-	ASSERT_EQ(ma.p[16384 + len - 1], 0x77);
+			   rkey1, 3, BE_XWR_F_SIGNALED, 11));
+	ASSERT_EQ(ops->cq_poll(a.cq, wc, 4), 0);
+	xt_side_wc(&b1, wc, 1);
+	ASSERT_UEQ(wc[0].wr_id, 11);
+	ASSERT_EQ(wc[0].status, BE_XWC_RNR_RETRY_EXC);
+	/* Large: written, as documented; small: untouched. */
+	ASSERT_EQ(ma.p[16384], len > 4096 ? 0x77 : 0);
+	ASSERT_EQ(ma.p[16384 + len - 1], len > 4096 ? 0x77 : 0);
 	xt_side_expect(&a, BE_XEV_DISCONNECTED, &ev, NULL);
 	ASSERT((const void *)ev.conn == (const void *)a.conn);
 	xt_side_expect(&b1, BE_XEV_DISCONNECTED, &ev, NULL);
-	ASSERT_OK(xt_mem_post(b1.conn, BE_XWR_WRITE, &mb1, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 0,
+	ASSERT_OK(xt_mem_post(b1.conn, BE_XWR_WRITE, &mb1, 0, 64, xt_mem_addr(&ma, 0), rkey1, 0,
 			   BE_XWR_F_SIGNALED, 12));
 	xt_side_wc(&b1, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_WR_FLUSH_ERR);

@@ -1,5 +1,5 @@
 /*
- * Check that a WRITE or WRITE_IMM outside the registered range of its rkey
+ * Check that a WRITE or WRITE_IMM outside the granted range of its rkey
  * (past the end, before the start, overflowing the address space), or with
  * an unknown rkey, completes with BE_XWC_REM_ACCESS_ERR without touching
  * any memory (guard bytes stay intact), that the WRs after it flush, that
@@ -51,6 +51,7 @@ static void run_case(const struct bad_case *bc, int n)
 	struct be_xevent ev;
 	struct be_xwc wc[4];
 	uint64_t raddr;
+	uint32_t rkey;
 	char name[64];
 
 	xt_side_init(&xt, &a, 4096, 64);
@@ -78,11 +79,14 @@ static void run_case(const struct bad_case *bc, int n)
 		raddr = xt_mem_addr(&ma, 0) - bc->raddr_off;
 	if (bc->huge)
 		raddr = UINT64_MAX - bc->raddr_off;
+	rkey = xt_mem_grant(&ma, a.conn);
 	xt_mem_recv(&a, &ma, 0, 0, 1);
 	ASSERT_OK(xt_mem_post(b.conn, bc->op, &mb, 0, bc->len, raddr,
-			   ma.mr.rkey + (uint32_t)bc->rkey_delta, 5, 0, 10));
-	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_WRITE, &mb, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 0,
+			   rkey + (uint32_t)bc->rkey_delta, 5, 0, 10));
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_WRITE, &mb, 0, 64, xt_mem_addr(&ma, 0), rkey, 0,
 			   BE_XWR_F_SIGNALED, 11));
+	/* The owner of the target checks it as it consumes the record. */
+	ASSERT_EQ(ops->cq_poll(a.cq, wc, 4), 0);
 	xt_side_wc(&b, wc, 2);
 	if (wc[0].status != BE_XWC_REM_ACCESS_ERR)
 		TEST_FAIL("%s: status %d", bc->what, wc[0].status);

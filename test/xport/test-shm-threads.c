@@ -116,7 +116,7 @@ int main(int argc, char **argv)
 		xt_mem_recv(&b.s, &b.m, (uint64_t)i * 64, 64, (uint64_t)i);
 	}
 	b.peer_addr = xt_mem_addr(&a.m, 0);
-	b.peer_rkey = a.m.mr.rkey;
+	b.peer_rkey = xt_mem_grant(&a.m, a.s.conn);
 	ASSERT_OK(pthread_create(&ta, NULL, server, &a));
 	ASSERT_OK(pthread_create(&tb, NULL, client, &b));
 	ASSERT_OK(pthread_join(ta, NULL));

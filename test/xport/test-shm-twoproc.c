@@ -1,9 +1,9 @@
 /*
  * Check the shm transport between two processes (fork): WRITEs and
- * WRITE_IMMs of 1 B to 16 MiB land intact in the peer's region, and a
- * region the peer registers after the connection is up (its rkey sent in a
- * SEND) is usable at once; its deregistration makes later WRITEs to it fail
- * with BE_XWC_REM_ACCESS_ERR.
+ * WRITE_IMMs of 1 B to 16 MiB land intact in the peer's granted region,
+ * and a region the peer registers and grants after the connection is up
+ * (its rkey sent in a SEND) is usable at once; revoking its grant makes
+ * later WRITEs to it fail with BE_XWC_REM_ACCESS_ERR.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -14,6 +14,7 @@
 
 static struct xt xt; /* the device every side of this process uses */
 static const struct be_xport_ops *ops;
+static uint32_t late_rkey; /* the server's grant of its late region */
 
 #define BIG (16u << 20)
 
@@ -54,14 +55,11 @@ static int server(const char *name, int ready_fd)
 	s.conn = ev.conn;
 	attr = xt_attr(&s, 64);
 	priv.addr = xt_mem_addr(&m, 0);
-	priv.rkey = m.mr.rkey;
+	priv.rkey = xt_mem_grant(&m, s.conn);
 	for (int i = 0; i < 32; i++)
 		xt_mem_recv(&s, &out, 0, 64, 1000 + (uint64_t)i);
 	ASSERT_OK(ops->accept(s.conn, &attr, &priv, sizeof(priv)));
 	xt_admit(ops, s.conn);
-	/* The key went out before the admission (an Engine never does
-	 * that): tell the client when its region is announced. */
-	ASSERT_EQ(write(ready_fd, "a", 1), 1);
 	xt_side_expect(&s, BE_XEV_ESTABLISHED, &ev, NULL);
 
 	for (;;) {
@@ -88,7 +86,8 @@ static int server(const char *name, int ready_fd)
 			xt_mem_reg(&xt, &late, 1u << 20);
 			memset(late.p, 0, late.len);
 			lm.addr = xt_mem_addr(&late, 0);
-			lm.rkey = late.mr.rkey;
+			lm.rkey = xt_mem_grant(&late, s.conn);
+			late_rkey = lm.rkey;
 			lm.len = (uint32_t)late.len;
 			memcpy(out.p + 1024, &lm, sizeof(lm));
 			ASSERT_OK(xt_mem_post(s.conn, BE_XWR_SEND, &out, 1024, sizeof(lm), 0, 0, 0, 0, 1));
@@ -96,10 +95,12 @@ static int server(const char *name, int ready_fd)
 		}
 		ASSERT_EQ(wc.opcode, BE_XWC_RECV_IMM);
 		if (wc.imm == 0xffffffffu) {
-			/* The late region was written: check it, then drop it. */
+			/* The late region was written: check it, then drop it
+			 * (its grant first). */
 			for (i = 0; i < 4096; i++)
 				if (late.p[i] != (uint8_t)(i ^ 0x3c))
 					ok = 0;
+			ops->revoke(s.conn, late_rkey);
 			xt_mem_unreg(&late);
 		} else {
 			size = wc.imm;
@@ -176,7 +177,6 @@ int main(int argc, char **argv)
 	ASSERT_OK(ops->connect(c.ch, name, &attr, NULL, 0, &c.conn));
 	xt_side_expect(&c, BE_XEV_ESTABLISHED, &ev, NULL);
 	xt_admit(ops, c.conn);
-	ASSERT_EQ(read(pfd[0], &ch, 1), 1); /* the server admitted us */
 	ASSERT_EQ(ev.priv_len, sizeof(priv));
 	memcpy(&priv, ev.priv, sizeof(priv));
 

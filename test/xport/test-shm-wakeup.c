@@ -2,11 +2,12 @@
  * Check cq wakeups on shm: an armed cq's fd is not readable while nothing
  * is pending, becomes readable when the peer posts a SEND (receiver side),
  * when the peer acknowledges a signaled SEND it consumed (sender side: at
- * the receiver's next poll, post or arm) and when a local
- * completion appears (a WRITE); cq_ack clears it. Arming while something
+ * the receiver's next poll, post or arm), both ways for a WRITE (the
+ * receiver places it, then acknowledges it); cq_ack clears it. Arming while something
  * is already pending makes the fd readable at once (no lost wakeup).
  */
 #include <poll.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "xtest.h"
@@ -32,11 +33,13 @@ int main(int argc, char **argv)
 	struct xt_side a, b;
 	struct xt_mem ma, mb;
 	struct be_xwc wc[4];
+	uint32_t rkey;
 
 	xt_init(&xt, argc, argv);
 	ops = xt.ops;
 
 	xt_sides_open(&xt, &a, &b, 64, &ma, &mb, 65536, 16);
+	rkey = xt_mem_grant(&ma, a.conn);
 	for (int i = 0; i < 8; i++)
 		xt_mem_recv(&a, &ma, 1024 * (uint64_t)i, 1024, (uint64_t)i);
 
@@ -64,18 +67,26 @@ int main(int argc, char **argv)
 	ASSERT_EQ(readable(&a), 0);
 	ASSERT_EQ(readable(&b), 0);
 
-	/* A local completion (WRITE) wakes the poster's armed cq. */
-	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_WRITE, &mb, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 0,
+	/* A WRITE wakes the receiver, which places it (no completion there);
+	 * its next poll acknowledges it and wakes the writer. */
+	memset(mb.p, 0x3c, 64);
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_WRITE, &mb, 0, 64, xt_mem_addr(&ma, 0), rkey, 0,
 			   BE_XWR_F_SIGNALED, 2));
+	ASSERT_EQ(readable(&a), 1);
+	ASSERT_EQ(readable(&b), 0);
+	xt_side_ack(&a);
+	ASSERT_EQ(ma.p[63], 0x3c);
+	xt_side_ack(&a);
 	ASSERT_EQ(readable(&b), 1);
-	ASSERT_EQ(readable(&a), 0);
 	xt_side_wc(&b, wc, 1);
 	ASSERT_UEQ(wc[0].wr_id, 2);
+	arm_clear(&a);
 	arm_clear(&b);
+	ASSERT_EQ(readable(&a), 0);
 	ASSERT_EQ(readable(&b), 0);
 
 	/* WRITE_IMM wakes the receiver too. */
-	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_WRITE_IMM, &mb, 0, 64, xt_mem_addr(&ma, 0), ma.mr.rkey, 9, 0, 3));
+	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_WRITE_IMM, &mb, 0, 64, xt_mem_addr(&ma, 0), rkey, 9, 0, 3));
 	ASSERT_EQ(readable(&a), 1);
 	xt_side_wc(&a, wc, 1);
 	ASSERT_EQ(wc[0].opcode, BE_XWC_RECV_IMM);

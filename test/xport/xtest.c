@@ -3,7 +3,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <poll.h>
@@ -687,23 +686,15 @@ void xt_sides_close(struct xt_side *a, struct xt_side *b, struct xt_mem *ma, str
 		xt_mem_unreg(mb);
 }
 
-int xt_memfd(const char *name, size_t len)
-{
-	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-
-	ASSERT(fd >= 0);
-	ASSERT_OK(ftruncate(fd, (off_t)len));
-	ASSERT_OK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK));
-	return fd;
-}
-
 void xt_mem_reg(struct xt *t, struct xt_mem *m, size_t len)
 {
 	char err[128] = "";
 
 	m->t = t;
 	m->len = len;
-	m->fd = xt_memfd("be-test", len);
+	m->fd = memfd_create("be-test", MFD_CLOEXEC);
+	ASSERT(m->fd >= 0);
+	ASSERT_OK(ftruncate(m->fd, (off_t)len));
 	m->p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
 	ASSERT(m->p != MAP_FAILED);
 	if (t->hook.reg(t->hook.dev, m->p, len, m->fd, 0, &m->mr, err, sizeof(err)))

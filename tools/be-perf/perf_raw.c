@@ -212,10 +212,8 @@ static int raw_hello_check(const struct raw_opts *o, const uint8_t *priv, size_t
 	return 0;
 }
 
-/* The server role: listen, serve one client, exit. */
 /* The peer is admitted at once, as an Engine admits it before it hands
- * out a key: the transport may now share what it shares with admitted
- * peers (shm: its regions' announcements). */
+ * out a key (xport.h conn_admit). */
 static int raw_admit(struct raw_ctx *c, const struct raw_opts *o)
 {
 	int rc = c->ops->conn_admit ? c->ops->conn_admit(c->conn) : 0;
@@ -225,6 +223,7 @@ static int raw_admit(struct raw_ctx *c, const struct raw_opts *o)
 	return rc;
 }
 
+/* The server role: listen, serve one client, exit. */
 static int raw_server(const struct raw_opts *o, int ready_fd)
 {
 	struct raw_ctx c;

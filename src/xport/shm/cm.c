@@ -1,5 +1,5 @@
 /*
- * cm.c - shm connection management: names, handshake, regions, death.
+ * cm.c - shm connection management: names, handshake, death.
  *
  * Model. A listener is an abstract-namespace Unix SEQPACKET socket
  * "\0be-shm-<name>": nothing exists in the filesystem, so a process killed
@@ -12,22 +12,18 @@
  *                                          ◄─  ACC(priv) + fds{its eventfds}
  *   ESTABLISHED(priv)                          ESTABLISHED (at accept)
  *   (or REJ(priv) → REJECTED)
- *   ... the Engine admits its peer (conn_admit), on each side:
- *   REG_ADD* (snapshot of its regions)     ─►  map regions
- *                                          ◄─  REG_ADD* (its snapshot)
  *
  * The acceptor is connected as soon as it accepted: everything the
  * connector needs is in the ACC, and the connector posts nothing before it
- * has read it. No region fd goes to a peer before the Engine admitted it
- * (be__shm_conn_admit): an unadmitted process, or one squatting the name a
- * client connects to, never maps our memory. A WRITE into a region waits
- * for its announcement as it always did (regs_queued, dev.c), and a key
- * reaches the peer only after admission. An accepted socket must send
- * its REQ within SHM_HELLO_TIMEOUT_MS, and only so many may wait for
- * theirs (cm_accept_sockets()).
+ * has read it. No memory of ours but the segment reaches the peer, before
+ * or after the Engine admitted it: a WRITE is placed by its target's owner
+ * into a grant (shm.h), so shm has nothing to hold back until admission
+ * and no conn_admit op. An accepted socket must send its REQ within
+ * SHM_HELLO_TIMEOUT_MS, and only so many may wait for theirs
+ * (cm_accept_sockets()).
  *
- * After that the socket carries only region pushes (REG_ADD/REG_DEL, see
- * dev.c) and BYE. A BYE, a hang-up (the peer died: the kernel closes
+ * After that the socket carries only BYE: the segment is all either
+ * process shares. A BYE, a hang-up (the peer died: the kernel closes
  * its end) or a protocol violation puts the conn in error: outstanding WRs
  * flush, a BYE and shutdown(SHUT_WR) tell the peer, and DISCONNECTED is
  * queued once. The socket is watched by the evch's epoll (all messages)
@@ -39,8 +35,7 @@
  * readable while events are queued). Connect deadlines use one timerfd
  * per evch.
  *
- * Threads: all of this runs on the evch's owner thread, except the region
- * pushes (any thread, under dev->lock, see dev.c).
+ * Threads: all of this runs on the evch's owner thread.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -188,7 +183,6 @@ static void cm_unwatch(struct shm_conn *c)
 static void cm_handshake_failed(struct shm_conn *c, enum be_xev_type type, int status,
 				const uint8_t *priv, uint8_t priv_len)
 {
-	be__shm_push_detach(c);
 	c->state = SHM_CS_CLOSED;
 	cm_unwatch(c);
 	cm_queue(c, type, status, priv, priv_len);
@@ -247,27 +241,17 @@ static struct shm_conn *cm_conn_new(struct shm_evch *ch)
 	c->fd = -1;
 	c->peer_rx_efd = -1;
 	c->peer_tx_efd = -1;
-	be__list_init(&c->push_link);
+	be__xgrants_init(&c->grants);
 	be__list_init(&c->s_link);
 	be__list_init(&c->r_link);
 	be__list_add_head(&ch->conns, &c->ev_link);
 	return c;
 }
 
-static void cm_rtab_unmap(struct shm_conn *c, uint32_t slot)
-{
-	struct shm_rregion *r = &c->rtab[slot];
-
-	if (r->map)
-		munmap(r->map, r->map_len);
-	memset(r, 0, sizeof(*r));
-}
-
 void be__shm_conn_destroy(struct be_xconn *xc)
 {
 	struct shm_conn *c;
 	struct shm_evch *ch;
-	uint32_t i;
 
 	if (!xc)
 		return;
@@ -283,7 +267,6 @@ void be__shm_conn_destroy(struct be_xconn *xc)
 		m.type = SHM_MSG_BYE;
 		be__shm_sendmsg(c->fd, &m, be__shm_msg_len(SHM_MSG_BYE, 0), NULL, 0, 0);
 	}
-	be__shm_push_detach(c);
 	be__shm_conn_detach_cqs(c);
 	if (c->fd >= 0) {
 		if (!c->sock_dead && ch)
@@ -297,11 +280,7 @@ void be__shm_conn_destroy(struct be_xconn *xc)
 		if (c->state == SHM_CS_CONNECTING || c->state == SHM_CS_WAIT_REQ)
 			cm_timer_arm(ch);
 	}
-	if (c->rtab) {
-		for (i = 0; i < c->rtab_hi; i++)
-			cm_rtab_unmap(c, i);
-		free(c->rtab);
-	}
+	be__xgrants_fini(&c->grants);
 	if (c->seg)
 		munmap(c->seg, c->seg_len);
 	if (c->peer_rx_efd >= 0)
@@ -326,7 +305,6 @@ void be__shm_conn_error(struct shm_conn *c, enum be_xwc_status first, int ev_sta
 	/* Asynchronous errors fail every WR not completed yet; a WR's own
 	 * error moves this past the WRs before it (see sq_exec()). */
 	c->err_keep = c->sq_head;
-	be__shm_push_detach(c);
 	if (c->fd >= 0 && !c->sock_dead) {
 		struct shm_msg m;
 
@@ -367,70 +345,6 @@ static void cm_close_fds(int *fds, int n)
 	for (i = 0; i < n; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-}
-
-/*
- * cm_reg_add() - map the peer's region @e from @fd (borrowed). A region
- * that could hurt us is a protocol error (-EPROTO): bad fields, or a
- * memfd the peer could still shrink (no F_SEAL_SHRINK) or that is already
- * shorter than the region; writing into a truncated mapping kills the
- * writer with SIGBUS, so only a sealed memfd is ever mapped, as for the
- * segment (cm_map_segment()). Out of memory or mappings is logged and the
- * region left unmapped: a WRITE to it then fails with REM_ACCESS_ERR.
- */
-static int cm_reg_add(struct shm_conn *c, const struct shm_msg_reg *e, int fd)
-{
-	long pg = sysconf(_SC_PAGESIZE);
-	uint32_t slot = SHM_KEY_SLOT(e->key);
-	struct shm_rregion *r;
-	uint64_t moff, delta;
-	struct stat st;
-	int seals;
-	void *p;
-
-	if (!e->key || slot >= SHM_MAX_REGIONS || !e->len || e->len > (1ull << 46) ||
-	    e->off > (1ull << 50) || e->addr + e->len < e->addr) {
-		be_log_err("shm: peer pid %d announced a bad region (key 0x%x)",
-			   (int)c->peer_pid, e->key);
-		return -EPROTO;
-	}
-	seals = fcntl(fd, F_GET_SEALS);
-	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-		be_log_err("shm: peer pid %d announced region 0x%x in a memfd it may shrink "
-			   "(no F_SEAL_SHRINK): refused", (int)c->peer_pid, e->key);
-		return -EPROTO;
-	}
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < e->off + e->len) {
-		be_log_err("shm: peer pid %d announced region 0x%x larger than its memfd",
-			   (int)c->peer_pid, e->key);
-		return -EPROTO;
-	}
-	if (!c->rtab) {
-		c->rtab = calloc(SHM_MAX_REGIONS, sizeof(*c->rtab));
-		if (!c->rtab) {
-			be_log_err("shm: out of memory for the peer's region table");
-			return 0;
-		}
-	}
-	cm_rtab_unmap(c, slot);
-	moff = e->off & ~(uint64_t)(pg - 1);
-	delta = e->off - moff;
-	p = mmap(NULL, e->len + delta, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)moff);
-	if (p == MAP_FAILED) {
-		be_log_err("shm: cannot map peer region 0x%x (%llu bytes): %s", e->key,
-			   (unsigned long long)e->len, strerror(errno));
-		return 0;
-	}
-	r = &c->rtab[slot];
-	r->map = p;
-	r->map_len = e->len + delta;
-	r->base = (uint8_t *)p + delta;
-	r->addr = e->addr;
-	r->len = e->len;
-	r->key = e->key;
-	if (slot >= c->rtab_hi)
-		c->rtab_hi = slot + 1;
-	return 0;
 }
 
 static int cm_map_segment(struct shm_conn *c, int fd, uint32_t ring_size)
@@ -511,34 +425,14 @@ static void cm_on_eof(struct shm_conn *c)
 static int cm_handle(struct shm_conn *c, const struct shm_msg *m, size_t len, int *fds, int nfds)
 {
 	uint8_t plen;
-	int i, ret;
+	int ret;
 
 	if (len < offsetof(struct shm_msg, u) || m->magic != SHM_MSG_MAGIC ||
-	    len < be__shm_msg_len(m->type, m->count) || m->count > SHM_REG_BATCH)
+	    len < be__shm_msg_len(m->type, m->count) || m->count)
 		goto proto;
+	/* Anything else, the retired region announcements included (a memfd
+	 * we would map), is a protocol error. */
 	switch (m->type) {
-	case SHM_MSG_REG_ADD:
-		if (nfds < 1 || nfds > m->count)
-			goto proto;
-		for (i = 0; i < m->count; i++)
-			if (m->u.reg[i].fdi >= (uint32_t)nfds)
-				goto proto;
-		c->regs_seen += m->count;
-		for (i = 0; i < m->count; i++)
-			if (c->state != SHM_CS_ERROR && c->state != SHM_CS_CLOSED &&
-			    cm_reg_add(c, &m->u.reg[i], fds[m->u.reg[i].fdi]))
-				goto proto;
-		cm_close_fds(fds, nfds);
-		return 0;
-	case SHM_MSG_REG_DEL:
-		c->regs_seen += m->count;
-		for (i = 0; i < m->count && c->rtab; i++) {
-			uint32_t slot = SHM_KEY_SLOT(m->u.key[i]);
-
-			if (slot < SHM_MAX_REGIONS && c->rtab[slot].key == m->u.key[i])
-				cm_rtab_unmap(c, slot);
-		}
-		break;
 	case SHM_MSG_REQ:
 		if (c->state != SHM_CS_WAIT_REQ || nfds != 3 || m->u.cm.priv_len > BE_XPORT_PRIV_MAX)
 			goto proto;
@@ -593,18 +487,16 @@ proto:
 void be__shm_conn_read_sock(struct shm_conn *c)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * SHM_REG_BATCH)];
+		char buf[CMSG_SPACE(sizeof(int) * SHM_MAX_FDS)];
 		struct cmsghdr align;
 	} cbuf;
 	struct shm_msg m;
 
-	if (__atomic_load_n(&c->push_pending, __ATOMIC_RELAXED))
-		be__shm_push_flush(c);
 	while (c->fd >= 0 && !c->sock_dead) {
 		struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 				     .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf) };
-		int fds[SHM_REG_BATCH + 4];
+		int fds[SHM_MAX_FDS];
 		int nfds = 0;
 		struct cmsghdr *cm;
 		ssize_t n;
@@ -614,12 +506,8 @@ void be__shm_conn_read_sock(struct shm_conn *c)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN) {
-				/* WRs may wait for announcements just read. */
-				if (c->scq && c->sq && c->sq_tx != c->sq_tail)
-					be__shm_cq_kick(c->scq);
+			if (errno == EAGAIN)
 				return;
-			}
 			n = 0; /* ECONNRESET and friends: the peer is gone */
 		}
 		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
@@ -628,6 +516,7 @@ void be__shm_conn_read_sock(struct shm_conn *c)
 			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 				continue;
 			cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			c->fds_rx += (uint32_t)cnt;
 			for (k = 0; k < cnt; k++) {
 				int fd;
 
@@ -1047,27 +936,6 @@ err_sq:
 	c->scq = c->rcq = NULL;
 	c->srq = NULL;
 	return ret;
-}
-
-/*
- * be__shm_conn_admit() - the Engine admitted the peer: from now on it
- * learns of our regions (a snapshot now, then every registration). Before
- * this no region fd reaches the peer, so a process that connects (or
- * listens under a name a client connects to) but is not admitted never
- * maps our memory. Idempotent.
- */
-int be__shm_conn_admit(struct be_xconn *xc)
-{
-	struct shm_conn *c;
-
-	if (!xc)
-		return -EINVAL;
-	c = to_sconn(xc);
-	if (c->state != SHM_CS_CONNECTED)
-		return -ENOTCONN;
-	if (be__list_linked(&c->push_link))
-		return 0;
-	return be__shm_push_attach(c);
 }
 
 int be__shm_reject(struct be_xconn *xc, const void *priv, size_t priv_len)

@@ -136,8 +136,6 @@ void be__shm_conn_unwatch(struct shm_conn *c)
 
 void be__shm_conn_detach_cqs(struct shm_conn *c)
 {
-	if (c->srq && c->srq->last == c)
-		c->srq->last = NULL;
 	if (!be__list_linked(&c->s_link))
 		return;
 	be__shm_conn_unwatch(c);
@@ -229,14 +227,6 @@ int be__shm_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr, struct b
 		s->wr[s->tail & (s->cap - 1)] = *wr;
 		s->wr[s->tail & (s->cap - 1)].next = NULL;
 		s->tail++;
-	}
-	/* Refresh the receive hint of the conn served last (a ping-pong's
-	 * only conn): its sender then keeps the WRITE_IMM fast path. */
-	if (s->last && !s->last->rq_pub) {
-		/* Only when it said "none left": the line is the consumer's
-		 * head line, which its sender reads, so writes cost. */
-		s->last->rq_pub = s->tail - s->head;
-		shm_store_rlx(&s->last->rx_ctl->rq_avail, s->last->rq_pub);
 	}
 	return 0;
 }

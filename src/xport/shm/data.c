@@ -128,39 +128,6 @@ static uint64_t ring_reserve(struct shm_conn *c, uint64_t len)
 
 enum { SQ_EXEC_DONE = 0, SQ_EXEC_FULL = 1 };
 
-enum { SQ_REMOTE_OK = 0, SQ_REMOTE_BAD, SQ_REMOTE_WAIT, SQ_REMOTE_GONE };
-
-/*
- * sq_remote() - our address of the peer's [addr, addr+len) in region
- * @rkey. Announcements the peer queued before must be handled first: if
- * some are not even on the socket yet, the WR waits (SQ_REMOTE_WAIT).
- */
-static int sq_remote(struct shm_conn *c, uint32_t rkey, uint64_t addr, uint64_t len,
-		     uint8_t **out)
-{
-	uint32_t slot = SHM_KEY_SLOT(rkey);
-	struct shm_rregion *r;
-
-	if (BE_UNLIKELY(shm_load_acq(&c->tx_ctl->regs_queued) != c->regs_seen)) {
-		be__shm_conn_read_sock(c);
-		if (c->state != SHM_CS_CONNECTED)
-			return SQ_REMOTE_GONE;
-		if (shm_load_acq(&c->tx_ctl->regs_queued) != c->regs_seen) {
-			/* The owner's socket was full: we just made room;
-			 * wake its cq so its next poll flushes the rest. */
-			be__wake_kick(c->peer_rx_efd);
-			return SQ_REMOTE_WAIT;
-		}
-	}
-	if (!rkey || slot >= SHM_MAX_REGIONS || !c->rtab || c->rtab[slot].key != rkey)
-		return SQ_REMOTE_BAD;
-	r = &c->rtab[slot];
-	if (addr < r->addr || addr - r->addr > r->len || len > r->len - (addr - r->addr))
-		return SQ_REMOTE_BAD;
-	*out = r->base + (addr - r->addr);
-	return SQ_REMOTE_OK;
-}
-
 /* Copy bytes [@from, @to) of @op's gathered data to @dst. */
 static void sq_gather_part(uint8_t *dst, const struct shm_op *op, uint64_t from, uint64_t to)
 {
@@ -186,64 +153,111 @@ static void sq_gather(uint8_t *dst, const struct shm_op *op)
 
 /*
  * sq_fill_record() - write a record's body: @nlead bytes from @lead (the
- * WRITE_IMM_INL target, or nothing), then @op's data; the caller stores
- * the tag after it. The lines after the first are written first and the
- * first line, header included, last, in a burst right before its tag.
- * The consumer spins on the first line and reads the second with it
- * (cq_poll_rx()), so when it sees the tag the rest of a two-line record
- * (a 64-byte message) comes over in the same transfer. Written in
- * order, the header's store could hand the first line to the consumer's
- * poll before the tag's store took it back, and the second line was
- * fetched only after the tag was seen: together ~10 % of the shm Socket
- * round trip (docs/PERFORMANCE.md).
+ * target of a WRITE or WRITE_IMM_INL record, or nothing), then bytes
+ * [@from, @from+@n) of @op's data; the caller stores the tag after it.
+ * The lines after the first are written first and the first line, header
+ * included, last, in a burst right before its tag. The consumer spins on
+ * the first line and reads the second with it (cq_poll_rx()), so when it
+ * sees the tag the rest of a two-line record (a 64-byte message) comes
+ * over in the same transfer. Written in order, the header's store could
+ * hand the first line to the consumer's poll before the tag's store took
+ * it back, and the second line was fetched only after the tag was seen:
+ * together ~10 % of the shm Socket round trip (docs/PERFORMANCE.md).
  */
 static void sq_fill_record(struct shm_rec *rec, const void *lead, uint32_t nlead,
-			   const struct shm_op *op)
+			   const struct shm_op *op, uint64_t from, uint64_t n)
 {
 	uint64_t head = SHM_LINE - SHM_REC_HDR - nlead; /* data bytes in line 1 */
 
-	if (op->total > head)
-		sq_gather_part(rec->data + nlead + head, op, head, op->total);
+	if (n > head)
+		sq_gather_part(rec->data + nlead + head, op, from + head, from + n);
 	__asm__ __volatile__("" ::: "memory"); /* keep the line order */
-	rec->byte_len = (uint32_t)op->total;
+	rec->byte_len = (uint32_t)n;
 	rec->imm = op->imm;
 	if (nlead)
 		memcpy(rec->data, lead, nlead);
-	sq_gather_part(rec->data + nlead, op, 0, BE_MIN(head, op->total));
+	sq_gather_part(rec->data + nlead, op, from, from + BE_MIN(head, n));
 }
 
 /*
- * sq_imm_may_rnr() - could a WRITE_IMM posted now find no receive? From
- * the receive hint (ring.h) as read last, read again only when that
- * copy shows no receive to spare. The copy errs on the safe side: since
- * it was published the consumer took at most the records sent after it,
- * and it only gains receives by reposting. Reading the consumer's head
- * line at every post would wait for it each time the consumer had just
- * published (rx_publish()), which in a ping-pong is every time.
+ * sq_write() - put @op, a WRITE or a WRITE_IMM, in the ring, from byte
+ * e->sent on: its data in WRITE records of at most a quarter ring each,
+ * then, for a WRITE_IMM, a one-line WRITE_IMM record. The consumer
+ * places the data (the peer's memory is not mapped here), so the WR
+ * waits for the consumer's acknowledgement of its last record like a
+ * SEND. A small WRITE_IMM is one WRITE_IMM_INL record. Returns
+ * SQ_EXEC_DONE or SQ_EXEC_FULL (e->sent says how far it got).
  */
-static bool sq_imm_may_rnr(struct shm_conn *c)
+static int sq_write(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *op)
 {
-	if (c->hint_avail > c->tx_recs - c->hint_done)
-		return false;
-	c->hint_done = shm_load_rlx(&c->tx_ctl->recs_done);
-	c->hint_avail = shm_load_rlx(&c->tx_ctl->rq_avail);
-	return c->hint_avail <= c->tx_recs - c->hint_done;
+	bool imm = op->opcode == BE_XWR_WRITE_IMM;
+	uint64_t chunk = c->ring_size / 4 - SHM_REC_HDR - sizeof(struct shm_rec_inl);
+	struct shm_rec *rec;
+	uint64_t pos, len;
+
+	if (imm && op->total <= SHM_IMM_INLINE) {
+		struct shm_rec_inl in = { op->remote_addr, op->rkey, 0 };
+
+		len = shm_rec_len(SHM_REC_WRITE_IMM_INL, (uint32_t)op->total);
+		pos = ring_reserve(c, len);
+		if (pos == UINT64_MAX)
+			return SQ_EXEC_FULL;
+		rec = (struct shm_rec *)(void *)(c->tx_data + (pos & (c->ring_size - 1)));
+		sq_fill_record(rec, &in, sizeof(in), op, 0, op->total);
+		shm_store_rel(&rec->tag, shm_tag_make(pos, SHM_REC_WRITE_IMM_INL, e->signaled));
+		e->pos = pos;
+		e->end = pos + len;
+		e->state = SHM_WQE_WAIT;
+		return SQ_EXEC_DONE;
+	}
+	while (e->sent < op->total) {
+		uint64_t n = BE_MIN(chunk, op->total - e->sent);
+		struct shm_rec_inl in = { op->remote_addr + e->sent, op->rkey, 0 };
+		bool last = e->sent + n == op->total && !imm;
+
+		len = shm_rec_len(SHM_REC_WRITE, (uint32_t)n);
+		pos = ring_reserve(c, len);
+		if (pos == UINT64_MAX)
+			return SQ_EXEC_FULL;
+		rec = (struct shm_rec *)(void *)(c->tx_data + (pos & (c->ring_size - 1)));
+		sq_fill_record(rec, &in, sizeof(in), op, e->sent, n);
+		shm_store_rel(&rec->tag, shm_tag_make(pos, SHM_REC_WRITE, last && e->signaled));
+		if (!e->sent)
+			e->pos = pos;
+		e->sent += (uint32_t)n;
+		e->end = pos + len;
+	}
+	if (imm) {
+		pos = ring_reserve(c, SHM_LINE);
+		if (pos == UINT64_MAX)
+			return SQ_EXEC_FULL;
+		rec = (struct shm_rec *)(void *)(c->tx_data + (pos & (c->ring_size - 1)));
+		rec->byte_len = (uint32_t)op->total;
+		rec->imm = op->imm;
+		shm_store_rel(&rec->tag, shm_tag_make(pos, SHM_REC_WRITE_IMM, e->signaled));
+		if (!op->total)
+			e->pos = pos;
+		e->end = pos + SHM_LINE;
+	} else if (!op->total) {
+		sq_done(e, BE_XWC_SUCCESS); /* nothing to place, nothing to wait for */
+		return SQ_EXEC_DONE;
+	}
+	e->state = SHM_WQE_WAIT;
+	return SQ_EXEC_DONE;
 }
 
 /*
  * sq_exec() - execute @op for swqe @e. Returns SQ_EXEC_DONE (e is WAIT or
- * DONE; on a local or remote access error the conn went to error) or
- * SQ_EXEC_FULL (nothing done: no ring space).
+ * DONE; on a local access error the conn went to error) or SQ_EXEC_FULL
+ * (no ring space; a WRITE may have put part of its data in already).
  */
 static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *op)
 {
 	struct shm_rec *rec;
-	uint8_t *dst = NULL;
 	uint64_t pos, len;
-	uint32_t rop;
 	int i;
 
-	if (!(op->flags & BE_XWR_F_INLINE)) {
+	if (!(op->flags & BE_XWR_F_INLINE) && !e->sent) {
 		for (i = 0; i < op->num_sge; i++) {
 			if (op->sge[i].length &&
 			    be__shm_local_check(c->dev, op->sge[i].lkey, op->sge[i].addr,
@@ -253,62 +267,15 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 			}
 		}
 	}
-	if (op->opcode != BE_XWR_SEND) {
-		int rr = sq_remote(c, op->rkey, op->remote_addr, op->total, &dst);
-
-		if (rr == SQ_REMOTE_WAIT)
-			return SQ_EXEC_FULL;
-		if (rr == SQ_REMOTE_GONE) {
-			sq_done(e, BE_XWC_WR_FLUSH_ERR);
-			return SQ_EXEC_DONE;
-		}
-		if (rr == SQ_REMOTE_BAD) {
-			sq_fail(c, e, BE_XWC_REM_ACCESS_ERR, -EACCES);
-			return SQ_EXEC_DONE;
-		}
-		if (op->opcode == BE_XWR_WRITE) {
-			sq_gather(dst, op);
-			sq_done(e, BE_XWC_SUCCESS);
-			return SQ_EXEC_DONE;
-		}
-	}
-	if (op->opcode == BE_XWR_SEND)
-		rop = SHM_REC_SEND;
-	else if (op->total <= SHM_IMM_INLINE && sq_imm_may_rnr(c))
-		rop = SHM_REC_WRITE_IMM_INL; /* RNR possible: see ring.h */
-	else
-		rop = SHM_REC_WRITE_IMM;
-	len = shm_rec_len(rop, (uint32_t)op->total);
+	if (op->opcode != BE_XWR_SEND)
+		return sq_write(c, e, op);
+	len = shm_rec_len(SHM_REC_SEND, (uint32_t)op->total);
 	pos = ring_reserve(c, len);
 	if (pos == UINT64_MAX)
 		return SQ_EXEC_FULL;
 	rec = (struct shm_rec *)(void *)(c->tx_data + (pos & (c->ring_size - 1)));
-	if (rop == SHM_REC_SEND) {
-		sq_fill_record(rec, NULL, 0, op);
-	} else if (rop == SHM_REC_WRITE_IMM_INL) {
-		struct shm_rec_inl in = { op->remote_addr, op->rkey, 0 };
-
-		sq_fill_record(rec, &in, sizeof(in), op);
-	} else {
-		sq_gather(dst, op);
-		rec->byte_len = (uint32_t)op->total;
-		rec->imm = op->imm;
-	}
-	c->tx_recs++;
-	if (rop == SHM_REC_WRITE_IMM && op->total > SHM_IMM_INLINE) {
-		/* A large WRITE_IMM (the end of a bulk transfer): its data is
-		 * in place, complete now without waiting for the receiver's
-		 * CPU, as an RDMA NIC acks it, so a stream is not paced by the
-		 * receiver's polls. A refusal (RNR: a bug, see ring.h)
-		 * still fails the conn afterwards. Small ones wait for the
-		 * acknowledgement: the producer keeps reading the consumer's
-		 * head line while it polls, which keeps the line it needs at
-		 * post time (the receive hint) warm. */
-		shm_store_rel(&rec->tag, shm_tag_make(pos, rop, 0));
-		sq_done(e, BE_XWC_SUCCESS);
-		return SQ_EXEC_DONE;
-	}
-	shm_store_rel(&rec->tag, shm_tag_make(pos, rop, e->signaled));
+	sq_fill_record(rec, NULL, 0, op, 0, op->total);
+	shm_store_rel(&rec->tag, shm_tag_make(pos, SHM_REC_SEND, e->signaled));
 	e->state = SHM_WQE_WAIT;
 	e->pos = pos;
 	e->end = pos + len;
@@ -432,9 +399,6 @@ int be__shm_post_send(struct be_xconn *xc, struct be_xsend_wr *wr, struct be_xse
 		return -EINVAL;
 	}
 	c = to_sconn(xc);
-	if (c->state == SHM_CS_CONNECTED &&
-	    BE_UNLIKELY(__atomic_load_n(&c->push_failed, __ATOMIC_ACQUIRE)))
-		be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, -EIO);
 	if (c->state != SHM_CS_CONNECTED && c->state != SHM_CS_ERROR) {
 		if (bad)
 			*bad = wr;
@@ -457,6 +421,7 @@ int be__shm_post_send(struct be_xconn *xc, struct be_xsend_wr *wr, struct be_xse
 		e->byte_len = (uint32_t)total;
 		e->opcode = sq_wc_opcode[wr->opcode];
 		e->signaled = !!(wr->flags & BE_XWR_F_SIGNALED);
+		e->sent = 0;
 		e->def = NULL;
 		if (c->state != SHM_CS_CONNECTED) {
 			sq_done(e, BE_XWC_WR_FLUSH_ERR);
@@ -536,7 +501,8 @@ static int cq_poll_tx(struct shm_conn *c, struct be_xwc *wc, int n)
 
 			if (e->state == SHM_WQE_WAIT)
 				es = shm_load_acq(&c->tx_ctl->err_status);
-			if (es && shm_load_rlx(&c->tx_ctl->err_pos) == e->pos) {
+			if (es && shm_load_rlx(&c->tx_ctl->err_pos) >= e->pos &&
+			    shm_load_rlx(&c->tx_ctl->err_pos) < e->end) {
 				st = es == BE_XWC_RNR_RETRY_EXC || es == BE_XWC_REM_ACCESS_ERR ?
 					     (enum be_xwc_status)es : BE_XWC_REM_OP_ERR;
 				if (c->state == SHM_CS_CONNECTED)
@@ -621,30 +587,25 @@ static void rx_zero_to(struct shm_conn *c, uint64_t end)
 
 /*
  * rx_publish() - acknowledge the records taken since the last call: zero
- * their lines (rx_zero_to()), publish recs_done, rq_avail and head, and
- * wake the producer if it sleeps waiting for that.
+ * their lines (rx_zero_to()), publish head, and wake the producer if it
+ * sleeps waiting for that.
  *
  * Called after the next post on the conn, at the conn's next poll (on
  * either cq) and before a cq sleeps; not as the records are taken: these
  * stores hit lines the producer reads, and on x86 every later store waits
  * behind them, so the answer a receive callback posts (its record's tag)
  * would wait until those lines were taken from the producer. Behind the
- * answer they cost it nothing (with sq_imm_may_rnr(): -12 % on the shm
- * Socket round trip, -7 % on raw-lat, docs/PERFORMANCE.md). The price, and
+ * answer they cost it nothing (-12 % on the shm Socket round trip, -7 %
+ * on raw-lat, docs/PERFORMANCE.md). The price, and
  * the one difference from an RC QP: a receiver that takes a record and
  * then neither polls, posts nor sleeps holds back its sender's completion.
  */
 static void rx_publish(struct shm_conn *c)
 {
-	struct shm_srq *s = c->srq;
-
 	if (c->rx_pub == c->rx_head)
 		return;
 	rx_zero_to(c, c->rx_head);
 	c->rx_pub = c->rx_head;
-	shm_store_rlx(&c->rx_ctl->recs_done, c->rx_recs);
-	c->rq_pub = s ? s->tail - s->head : 0;
-	shm_store_rlx(&c->rx_ctl->rq_avail, c->rq_pub);
 	shm_store_rel(&c->rx_ctl->head, c->rx_head);
 	if (c->rx_pub_wake || shm_load_rlx(&c->rx_ctl->tx_want_space))
 		rx_wake_sender(c);
@@ -653,7 +614,7 @@ static void rx_publish(struct shm_conn *c)
 
 static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 {
-	uint64_t size = c->ring_size, mask = size - 1, head;
+	uint64_t size = c->ring_size, mask = size - 1, head, placed = 0;
 	struct shm_srq *s = c->srq;
 	uint32_t err = 0;
 	int got = 0;
@@ -693,8 +654,8 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 			continue;
 		}
 		if ((op != SHM_REC_SEND && op != SHM_REC_WRITE_IMM &&
-		     op != SHM_REC_WRITE_IMM_INL) ||
-		    (op == SHM_REC_SEND && blen > size / 4) ||
+		     op != SHM_REC_WRITE_IMM_INL && op != SHM_REC_WRITE) ||
+		    ((op == SHM_REC_SEND || op == SHM_REC_WRITE) && blen > size / 4) ||
 		    (op == SHM_REC_WRITE_IMM_INL && blen > SHM_IMM_INLINE)) {
 			err = BE_XWC_GENERAL_ERR;
 			break;
@@ -704,14 +665,26 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 			err = BE_XWC_GENERAL_ERR;
 			break;
 		}
-		if (op == SHM_REC_WRITE_IMM_INL) {
+		if (op == SHM_REC_WRITE_IMM_INL || op == SHM_REC_WRITE) {
 			/* Copied first: the peer may change the ring under us.
-			 * The sender checked too, but it is not trusted. */
+			 * Only a live grant of this conn may be written. */
 			memcpy(&in, rec->data, sizeof(in));
-			if (be__shm_local_check(c->dev, in.rkey, in.raddr, blen)) {
+			if (blen && !be__xgrants_check(&c->grants, in.rkey, in.raddr, blen)) {
 				err = BE_XWC_REM_ACCESS_ERR;
 				break;
 			}
+		}
+		if (op == SHM_REC_WRITE) {
+			/* Placed on the writer's behalf; takes no receive. */
+			if (blen)
+				memcpy((void *)(uintptr_t)in.raddr, rec->data + sizeof(in), blen);
+			if (tag & SHM_TAG_SIGNALED)
+				c->rx_pub_wake = true;
+			head += len;
+			placed += blen;
+			if (placed >= size / 2)
+				break; /* the rest at the next poll: others wait */
+			continue;
 		}
 		if (!s || s->head == s->tail) {
 			err = BE_XWC_RNR_RETRY_EXC;
@@ -751,12 +724,13 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		if (tag & SHM_TAG_SIGNALED)
 			c->rx_pub_wake = true;
 		head += len;
-		c->rx_recs++;
 	}
 	if (head != c->rx_head) {
 		c->rx_head = head;
-		if (s)
-			s->last = c;
+		/* Only WRITEs placed: no answer will be posted behind which
+		 * to publish, so publish now (the caller may not poll again). */
+		if (!got && !err)
+			rx_publish(c);
 	}
 	if (err) {
 		rx_publish(c);
@@ -816,8 +790,6 @@ int be__shm_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 		struct shm_conn *c = be__list_entry(e, struct shm_conn, r_link);
 
 		next = e->next;
-		if (BE_UNLIKELY(__atomic_load_n(&c->push_pending, __ATOMIC_RELAXED)))
-			be__shm_push_flush(c);
 		got += cq_poll_rx(c, wc + got, n - got);
 	}
 	/* Fairness: when the batch filled up, start with another conn next time. */
@@ -881,4 +853,26 @@ int be__shm_cq_arm(struct be_xcq *xcq)
 	if (pending)
 		be__shm_cq_kick(cq);
 	return 0;
+}
+
+/* ---- grants ------------------------------------------------------------ */
+
+int be__shm_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey)
+{
+	struct shm_conn *c;
+
+	if (!xc || !addr || !rkey)
+		return -EINVAL;
+	c = to_sconn(xc);
+	if (c->state == SHM_CS_ERROR || c->state == SHM_CS_CLOSED)
+		return -ENOTCONN;
+	return be__xgrants_add(&c->grants, (uint64_t)(uintptr_t)addr, len, rkey);
+}
+
+/* A record is checked and placed within one poll on this thread, so a
+ * grant revoked between polls is never written again. */
+void be__shm_revoke(struct be_xconn *xc, uint32_t rkey)
+{
+	if (xc)
+		be__xgrants_del(&to_sconn(xc)->grants, rkey);
 }

@@ -57,25 +57,28 @@
 enum shm_rec_op {
 	SHM_REC_PAD = 1,
 	SHM_REC_SEND = 2,
-	SHM_REC_WRITE_IMM = 3,     /* data already placed by the sender */
-	SHM_REC_WRITE_IMM_INL = 4, /* data in the record: the consumer places it */
+	SHM_REC_WRITE_IMM = 3,     /* one line: its data came in WRITE records */
+	SHM_REC_WRITE_IMM_INL = 4, /* data in the record, placed after the receive */
+	SHM_REC_WRITE = 5,         /* target + data: the consumer places it */
 };
 
 /*
- * A WRITE_IMM is normally copied by the sender straight to the target, like
- * a WRITE, followed by a one-line record: the fast path. When it could be
- * refused for want of a receive (RNR), one of up to SHM_IMM_INLINE bytes
- * travels in its record instead and the consumer copies it to the target
- * only after it took a receive, so a refused one leaves the target
- * untouched, as on an RC QP. "Could be refused": the consumer's last
- * published rq_avail does not exceed the receive-taking records in flight
- * (another conn sharing the SRQ may still take a receive first: then a
- * refused WRITE_IMM has written its data, like a multi-packet WRITE_IMM
- * whose last packet is refused; the core's credits rule this out).
+ * WRITEs. The writer never maps the target: a WRITE's data travels in
+ * WRITE records of at most a quarter ring, each naming its target
+ * (struct shm_rec_inl), and the consumer, the target's owner, copies
+ * each into place once it checked it against the live grants of the
+ * conn (xport.h's grant op). A WRITE_IMM is its WRITE records followed
+ * by a one-line WRITE_IMM record with the immediate and the length,
+ * which takes a receive; if that is refused (RNR) the data is in place
+ * already, like a multi-packet WRITE_IMM whose last packet is refused
+ * (the core's credits rule it out). One of up to SHM_IMM_INLINE bytes is
+ * a single WRITE_IMM_INL record instead, placed only after its receive
+ * was taken, so a refused one leaves the target untouched.
  */
 #define SHM_IMM_INLINE 4096u
 
-/* What follows the header of a WRITE_IMM_INL record, before the data. */
+/* What follows the header of a WRITE or WRITE_IMM_INL record, before the
+ * data. */
 struct shm_rec_inl {
 	uint64_t raddr;
 	uint32_t rkey;
@@ -87,33 +90,25 @@ struct shm_rec_inl {
 #define SHM_TAG_POS_MASK (~(uint64_t)(SHM_LINE - 1))
 
 struct shm_ring_ctl {
-	/* Written by the consumer: bytes consumed, monotonic; with it (same
-	 * line, read by the producer for acks anyway), how many receive-taking
-	 * records it consumed and how many receives its SRQ had left then. */
+	/* Written by the consumer: bytes consumed, monotonic. */
 	_Alignas(64) uint64_t head;
-	uint32_t recs_done;
-	uint32_t rq_avail;
 	/* Consumer's recv cq asleep: the producer wakes it. */
 	_Alignas(64) uint32_t rx_armed;
 	/* Producer's send cq asleep: the consumer wakes it on progress. */
 	_Alignas(64) uint32_t tx_armed;
 	uint32_t tx_want_space;  /* producer has WRs waiting for ring space */
-	/* Consumer failure: status for the producer's WR at err_pos. */
+	/* Consumer failure: status for the producer's WR whose records
+	 * hold err_pos. */
 	_Alignas(64) uint32_t err_status;
 	uint32_t pad0;
 	uint64_t err_pos;
-	/* Region announcements the consumer side's owner has queued for its
-	 * socket (see dev.c). The producer handles its socket before a
-	 * WRITE while it has handled fewer, so it never uses a region the
-	 * owner deregistered before anything the producer reacts to. */
-	_Alignas(64) uint32_t regs_queued;
 	_Alignas(64) uint8_t end[];
 };
 
 /* One record. Payload (SEND) follows the 16-byte header. */
 struct shm_rec {
 	uint64_t tag;
-	uint32_t byte_len;   /* SEND: payload bytes; WRITE_IMM: bytes written */
+	uint32_t byte_len;   /* SEND, WRITE*: data bytes; WRITE_IMM: bytes written */
 	uint32_t imm;        /* WRITE_IMM */
 	uint8_t data[];
 };
@@ -122,7 +117,7 @@ static inline uint64_t shm_rec_len(uint32_t op, uint32_t byte_len)
 {
 	uint64_t h = SHM_REC_HDR;
 
-	if (op == SHM_REC_WRITE_IMM_INL)
+	if (op == SHM_REC_WRITE_IMM_INL || op == SHM_REC_WRITE)
 		h += sizeof(struct shm_rec_inl);
 	else if (op != SHM_REC_SEND)
 		return SHM_LINE;

@@ -11,5 +11,6 @@
 
 const struct be_xport_ops be__xport_shm_ops = {
 	BE__XPORT_OPS(shm),
-	.conn_admit = be__shm_conn_admit,
+	.grant = be__shm_grant,
+	.revoke = be__shm_revoke,
 };

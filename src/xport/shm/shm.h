@@ -4,26 +4,29 @@
  * Model. The shm transport gives RC-QP semantics between processes of one
  * host without a kernel round trip on the data path:
  *
- *   dev.c       the device: a table of registered regions (memfd-backed
- *               bemalloc blocks) and the list of live connections, to
- *               which every new (de)registration is pushed at once.
+ *   dev.c       the device: a table of registered regions (bemalloc
+ *               blocks), for the local keys.
  *   cm.c        connection management over abstract Unix SEQPACKET
  *               sockets: listen/connect/accept/reject/disconnect, the
- *               event channel, region fds passed with SCM_RIGHTS, peer
- *               death (socket hang-up).
+ *               event channel, the segment's fd passed with SCM_RIGHTS,
+ *               peer death (socket hang-up).
  *   cq.c        the cq and srq objects.
  *   data.c      the data path: post_send, cq_poll and cq_arm on the
- *               shared rings of ring.h; WRITEs are one memcpy into the
- *               peer's region, mapped in this process.
+ *               shared rings of ring.h, and the grants.
  *
- * Keys: lkey == rkey == (generation << 16 | slot) in the owning device's
- * region table; a peer keeps a per-connection table of the mappings of the
- * owner's regions, indexed the same way.
+ * Memory a peer can reach: the segment of each conn, and nothing else. A
+ * WRITE travels in the ring like a SEND and the owner of the target
+ * copies it into place when it polls, after checking it against the
+ * conn's live grants (xport.h's grant op, xport/grant.h): no region of
+ * this process is ever mapped by a peer.
+ *
+ * Keys: lkey == (generation << 16 | slot) in the device's region table;
+ * rkeys are grants, random and per conn.
  *
  * Threads: registration (reg/dereg) may come from any thread and takes
  * dev->lock; everything else belongs to the thread that owns the evch/cq
  * (see xport.h). The only cross-thread data is the region table (seqlock-
- * style reads without the lock) and conn->push_failed.
+ * style reads without the lock).
  */
 #ifndef BE_XPORT_SHM_SHM_H
 #define BE_XPORT_SHM_SHM_H
@@ -34,14 +37,15 @@
 
 #include "util/common.h"
 #include "util/list.h"
+#include "xport/grant.h"
 #include "xport/xport.h"
 #include "xport/shm/ring.h"
 #include "xport/wake.h"
 
 #define SHM_MAX_REGIONS 16384u      /* slot bits below */
+#define SHM_MAX_FDS 3               /* fds per socket message (REQ) */
 #define SHM_KEY_SLOT_BITS 16
 #define SHM_KEY_SLOT(k) ((k) & 0xffffu)
-#define SHM_REG_BATCH 64            /* regions per socket message */
 #define SHM_DEFAULT_RING (1u << 20)
 #define SHM_MIN_RING (64u << 10)
 #define SHM_MAX_RING (64u << 20)
@@ -67,17 +71,13 @@ struct shm_region {
 	uint32_t gen;
 	uint64_t addr;
 	uint64_t len;
-	uint64_t off;
-	int fd;          /* bemalloc's; valid until dereg returns */
 };
 
 struct shm_dev {
 	struct be_xdev base;
-	pthread_mutex_t lock;          /* regions (writers), push list */
+	pthread_mutex_t lock;          /* regions (writers) */
 	struct shm_region *regions;    /* SHM_MAX_REGIONS slots */
-	uint32_t nregions_hi;          /* slots below this may be used */
 	uint32_t ring_size;            /* rings of conns this side creates */
-	struct be__list push;          /* conns told about (de)registrations */
 };
 
 /* What epoll's data.ptr points at. */
@@ -123,7 +123,6 @@ struct shm_srq {
 	uint32_t depth;
 	uint32_t head, tail;      /* monotonic */
 	uint32_t limit;           /* armed low-water mark, 0 = off */
-	struct shm_conn *last;    /* conn consumed from last (rq_avail hint) */
 };
 
 struct shm_listener {
@@ -132,22 +131,6 @@ struct shm_listener {
 	int fd;
 	struct be__list link;     /* evch->listeners */
 	char name[SHM_NAME_MAX + 1];
-};
-
-/* A mapping of one of the peer's regions. */
-struct shm_rregion {
-	uint32_t key;        /* 0: none */
-	uint64_t addr;       /* the peer's virtual address of the region */
-	uint64_t len;
-	uint8_t *base;       /* our address of the peer's addr */
-	void *map;
-	size_t map_len;
-};
-
-/* A region announcement waiting for socket space. */
-struct shm_push {
-	uint32_t key;
-	bool del;
 };
 
 /* Send queue entry. */
@@ -166,9 +149,10 @@ struct shm_defer {
 
 struct shm_swqe {
 	uint64_t wr_id;
-	uint64_t end;        /* WAIT: ring position just past its record */
-	uint64_t pos;        /* WAIT: ring position of its record */
+	uint64_t end;        /* WAIT: ring position just past its (last) record */
+	uint64_t pos;        /* WAIT: ring position of its (first) record */
 	uint32_t byte_len;
+	uint32_t sent;       /* WRITE: bytes put in the ring so far */
 	uint8_t state;
 	uint8_t status;      /* DONE */
 	uint8_t opcode;      /* enum be_xwc_opcode */
@@ -199,14 +183,11 @@ struct shm_conn {
 	pid_t peer_pid;
 	bool has_cred;             /* peer_uid, peer_gid from SO_PEERCRED */
 	uint32_t peer_uid, peer_gid;
+	uint32_t fds_rx;           /* fds the peer sent (REQ 3, ACC 2, nothing
+				    * else: no region's memfd, for tests) */
 	char peer_name[SHM_NAME_MAX + 1];
 
 	struct be__list ev_link;                 /* evch->conns */
-	struct be__list push_link;               /* dev->push (under dev->lock) */
-	int push_failed;                         /* atomic: reg push failed */
-	int push_pending;                        /* atomic: pq not empty */
-	struct shm_push *pq;                     /* under dev->lock */
-	uint32_t pq_len, pq_cap;
 	struct be__list s_link;                  /* scq->send_conns, newest first */
 	struct be__list r_link;                  /* rcq->recv_conns */
 
@@ -225,11 +206,6 @@ struct shm_conn {
 	uint64_t rx_pub;           /* consumer position last published */
 	uint64_t rx_zeroed;        /* lines below it start with a zero word */
 	bool rx_pub_wake;          /* a signaled record since: wake the producer */
-	uint32_t tx_recs;          /* receive-taking records produced */
-	uint32_t rx_recs;          /* receive-taking records consumed */
-	uint32_t rq_pub;           /* rq_avail last published */
-	uint32_t hint_done, hint_avail; /* recs_done, rq_avail as read last */
-	uint32_t regs_seen;        /* region announcements handled (regs_queued) */
 	int peer_rx_efd;           /* wake the peer's recv cq */
 	int peer_tx_efd;           /* wake the peer's send cq */
 
@@ -243,9 +219,9 @@ struct shm_conn {
 	bool err_emitted;          /* a WR completed with an error */
 	uint32_t err_keep;         /* DONE entries before this keep success */
 
-	/* Mappings of the peer's regions. */
-	struct shm_rregion *rtab;
-	uint32_t rtab_hi;
+	/* What the peer may WRITE (grant.h), checked as its records are
+	 * consumed. */
+	struct be__xgrants grants;
 
 	uint64_t deadline_ns;      /* CONNECTING, WAIT_REQ */
 	uint8_t priv[BE_XPORT_PRIV_MAX];
@@ -259,16 +235,10 @@ enum shm_msg_type {
 	SHM_MSG_ACC,       /* fds: rx efd, tx efd */
 	SHM_MSG_REJ,
 	SHM_MSG_BYE,
-	SHM_MSG_REG_ADD,   /* fds: one per distinct memfd of its regions */
-	SHM_MSG_REG_DEL,
-};
-
-struct shm_msg_reg {
-	uint32_t key;
-	uint32_t fdi;     /* index of its fd among the message's fds */
-	uint64_t addr;
-	uint64_t len;
-	uint64_t off;
+	/* 5, 6: region announcements (REG_ADD with memfds, REG_DEL), sent
+	 * until WRITEs went through the ring; now a protocol error. */
+	SHM_MSG_RETIRED_REG_ADD,
+	SHM_MSG_RETIRED_REG_DEL,
 };
 
 struct shm_msg {
@@ -282,8 +252,6 @@ struct shm_msg {
 			uint8_t priv[BE_XPORT_PRIV_MAX];
 			char name[SHM_NAME_MAX + 1];
 		} cm;
-		struct shm_msg_reg reg[SHM_REG_BATCH];
-		uint32_t key[SHM_REG_BATCH];
 	} u;
 };
 
@@ -299,20 +267,13 @@ BE__XPORT_DECLARE(shm)
 
 /* dev.c */
 int be__shm_local_check(struct shm_dev *dev, uint32_t lkey, uint64_t addr, uint64_t len);
-int be__shm_push_attach(struct shm_conn *c);
-void be__shm_push_detach(struct shm_conn *c);
-void be__shm_push_flush(struct shm_conn *c);
 int be__shm_sendmsg(int fd, const struct shm_msg *m, size_t len, const int *fds, int nfds,
 		    int wait_ms);
 size_t be__shm_msg_len(uint16_t type, uint16_t count);
 
 /* cm.c */
-/* conn_admit (xport.h): the Engine admitted the peer; announce our
- * regions to it from now on. */
-int be__shm_conn_admit(struct be_xconn *xc);
-/* Reads and handles every pending socket message of @c (region pushes,
- * BYE, hang-up). Used by evch_get, by cq_poll's hang-up check and by
- * post_send on an unknown rkey. */
+/* Reads and handles every pending socket message of @c (BYE, hang-up).
+ * Used by evch_get and by cq_poll's hang-up check. */
 void be__shm_conn_read_sock(struct shm_conn *c);
 void be__shm_conn_error(struct shm_conn *c, enum be_xwc_status first, int ev_status);
 /* Queue @ev on @ch (its eventfd becomes readable). */
@@ -330,5 +291,8 @@ void be__shm_cq_kick(struct shm_cq *cq);
 /* Sets up the send queue of @c for @max_send_wr. */
 int be__shm_sq_init(struct shm_conn *c, uint32_t max_send_wr);
 void be__shm_sq_free(struct shm_conn *c);
+/* The optional grant ops (xport.h). */
+int be__shm_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey);
+void be__shm_revoke(struct be_xconn *xc, uint32_t rkey);
 
 #endif /* BE_XPORT_SHM_SHM_H */

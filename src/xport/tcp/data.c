@@ -954,7 +954,7 @@ int be__tcp_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey)
 	if (!xc || !addr || !rkey)
 		return -EINVAL;
 	c = container_of(xc, struct tcp_conn, x);
-	if (c->state != TCP_C_ESTABLISHED)
+	if (c->state == TCP_C_ERROR || c->state == TCP_C_DEAD)
 		return -ENOTCONN;
 	return be__xgrants_add(&c->grants, (uint64_t)(uintptr_t)addr, len, rkey);
 }
