@@ -11,7 +11,8 @@
  * and carries the handshake. A cm_id bound to another device is refused.
  *
  * Registration. bemalloc registers every block with ibv_reg_mr() on the
- * device's PD (local write, remote write and read) and the lkey goes into
+ * device's PD (local write, remote write; docs/SECURITY.md, "Remote
+ * keys", has what that exposes) and the lkey goes into
  * the device's table, so that a receive with a bad lkey is refused when it
  * is posted rather than failing when a message arrives. A device a forked
  * child inherited registers nothing: the child opens its own.
@@ -422,8 +423,9 @@ static int verbs_reg(void *d, void *addr, size_t len, int fd, uint64_t fd_offset
 		out->handle = NULL;
 		return 0;
 	}
-	mr = ibv_reg_mr(dev->pd, addr, len,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	/* No remote read: the core never posts an RDMA READ, and with it a
+	 * block's rkey would also let a peer read the whole block. */
+	mr = ibv_reg_mr(dev->pd, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!mr) {
 		e = errno ? errno : ENOMEM;
 		if (err && err_len)
