@@ -64,10 +64,10 @@ enum shm_rec_op {
 
 /*
  * WRITEs. The writer never maps the target: a WRITE's data travels in
- * WRITE records of at most a quarter ring, each naming its target
- * (struct shm_rec_inl), and the consumer, the target's owner, copies
- * each into place once it checked it against the live grants of the
- * conn (xport.h's grant op). A WRITE_IMM is its WRITE records followed
+ * WRITE records, each naming its target (struct shm_rec_inl) and cut to
+ * the ring's free space (data.c, write_reserve()), and the consumer, the
+ * target's owner, copies each into place once it checked it against the
+ * live grants of the conn (xport.h's grant op). A WRITE_IMM is its WRITE records followed
  * by a one-line WRITE_IMM record with the immediate and the length,
  * which takes a receive; if that is refused (RNR) the data is in place
  * already, like a multi-packet WRITE_IMM whose last packet is refused
@@ -76,6 +76,14 @@ enum shm_rec_op {
  * was taken, so a refused one leaves the target untouched.
  */
 #define SHM_IMM_INLINE 4096u
+
+/* WRITE records carry at most SHM_WRITE_REC_MAX data bytes of a ring of
+ * @size bytes (the consumer refuses more than a quarter ring), at least
+ * SHM_WRITE_REC_MIN unless cut at the ring's end or the WRITE's end; the
+ * consumer publishes its head every SHM_WRITE_PUB bytes of them. */
+#define SHM_WRITE_REC_MAX(size) ((uint64_t)(size) / 16)
+#define SHM_WRITE_REC_MIN(size) ((uint64_t)(size) / 64)
+#define SHM_WRITE_PUB(size) ((uint64_t)(size) / 8)
 
 /* What follows the header of a WRITE or WRITE_IMM_INL record, before the
  * data. */

@@ -206,6 +206,7 @@ struct shm_conn {
 	uint64_t rx_pub;           /* consumer position last published */
 	uint64_t rx_zeroed;        /* lines below it start with a zero word */
 	bool rx_pub_wake;          /* a signaled record since: wake the producer */
+	bool rx_pub_quiet;         /* head published without the wake check */
 	int peer_rx_efd;           /* wake the peer's recv cq */
 	int peer_tx_efd;           /* wake the peer's send cq */
 
