@@ -16,6 +16,9 @@
  *
  * Threads: every function is thread-safe. Design, limits and the side
  * for transports (src/alloc/reg.h): docs/ALLOC.md; settings: docs/TUNING.md.
+ *
+ * Structs that grow lead with `size` (docs/API.md): leave it 0, or let
+ * the inline wrapper that fills the struct set it.
  */
 #ifndef BE_ALLOC_H
 #define BE_ALLOC_H
@@ -35,11 +38,13 @@ extern "C" {
 #define BE_ALLOC_NUM_CLASSES 64
 
 struct be_alloc_config {
+	uint32_t size;      /* 0 or sizeof (docs/API.md) */
 	size_t block_size;  /* power of two, 1 MiB..1 GiB; 0: BE_ALLOC_BLOCK_SIZE or 4 MiB */
 	size_t limit_bytes; /* bound on mapped bytes; 0: BE_ALLOC_LIMIT or none */
 };
 
 struct be_alloc_stats {
+	uint32_t size;              /* set by be_alloc_stats() (docs/API.md) */
 	uint64_t blocks;            /* blocks currently mapped (not counting huge regions) */
 	uint64_t huge_regions;      /* dedicated regions currently mapped */
 	uint64_t mapped_bytes;      /* bytes mapped in blocks and huge regions */
@@ -96,8 +101,14 @@ BE_EXPORT size_t be_alloc_usable_size(const void *p);
  */
 BE_EXPORT size_t be_alloc_trim(void);
 
-/* be_alloc_stats() - a consistent-enough snapshot (counters are relaxed). */
-BE_EXPORT void be_alloc_stats(struct be_alloc_stats *out);
+/* be_alloc_stats() - a consistent-enough snapshot (counters are relaxed).
+ * be_alloc_stats_sized() writes at most @out->size bytes. */
+BE_EXPORT void be_alloc_stats_sized(struct be_alloc_stats *out);
+static inline void be_alloc_stats(struct be_alloc_stats *out)
+{
+	out->size = sizeof(*out);
+	be_alloc_stats_sized(out);
+}
 
 /*
  * be_alloc_stats_json() - the stats as one JSON object (no newline) into

@@ -42,6 +42,9 @@
  * docs/PS.md "Statuses in replies"), or -EBADMSG for a reply that does
  * not answer its request. When a function that takes a callback returns an
  * error, the callback is never called.
+ *
+ * Structs that grow lead with `size` (docs/API.md): leave it 0, or let
+ * the inline wrapper that fills the struct set it.
  */
 #ifndef BE_PS_H
 #define BE_PS_H
@@ -108,16 +111,19 @@ struct be_ps_slice {
 #define BE_PS_FRESH 0x2u     /* refuse replicas older than what this client saw */
 
 struct be_ps_fetch_opts {
+	uint32_t size;       /* 0 or sizeof (docs/API.md) */
 	uint32_t timeout_us; /* 0: BE_PS_FETCH_TIMEOUT_US */
 	uint32_t flags;      /* BE_PS_INFERENCE | BE_PS_FRESH */
 };
 
 struct be_ps_push_opts {
+	uint32_t size;       /* 0 or sizeof (docs/API.md) */
 	uint32_t timeout_us; /* 0: the channels' (rpc.h timeout_us) */
 };
 
 /* What a fetch or push did, for the completion. */
 struct be_ps_result {
+	uint32_t size;        /* the library's sizeof, or what it wrote */
 	uint32_t legs;        /* messages sent (one per shard, more for a
 			       * shard whose part exceeds the model's limits) */
 	uint32_t legs_failed;
@@ -170,22 +176,45 @@ BE_EXPORT int be_ps_push(struct be_ps *ps, const struct be_ps_slice *sl, unsigne
  * be_ps_fetch_sync(), be_ps_push_sync() - the same, waiting: they run
  * be_worker_wait() on the client's worker until the operation completes,
  * so they must be called by the thread that drives that worker, outside
- * callbacks. @res (may be NULL) receives the result. Return the status.
+ * callbacks. @res (may be NULL) receives the result (the _sized forms
+ * write at most @res->size bytes). Return the status.
  */
-BE_EXPORT int be_ps_fetch_sync(struct be_ps *ps, const struct be_ps_slice *sl, unsigned int n,
-			       const struct be_ps_fetch_opts *opts, struct be_ps_result *res);
-BE_EXPORT int be_ps_push_sync(struct be_ps *ps, const struct be_ps_slice *sl, unsigned int n,
-			      const struct be_ps_push_opts *opts, struct be_ps_result *res);
+BE_EXPORT int be_ps_fetch_sync_sized(struct be_ps *ps, const struct be_ps_slice *sl,
+				     unsigned int n, const struct be_ps_fetch_opts *opts,
+				     struct be_ps_result *res);
+BE_EXPORT int be_ps_push_sync_sized(struct be_ps *ps, const struct be_ps_slice *sl,
+				    unsigned int n, const struct be_ps_push_opts *opts,
+				    struct be_ps_result *res);
+static inline int be_ps_fetch_sync(struct be_ps *ps, const struct be_ps_slice *sl, unsigned int n,
+				   const struct be_ps_fetch_opts *opts, struct be_ps_result *res)
+{
+	if (res)
+		res->size = sizeof(*res);
+	return be_ps_fetch_sync_sized(ps, sl, n, opts, res);
+}
+static inline int be_ps_push_sync(struct be_ps *ps, const struct be_ps_slice *sl, unsigned int n,
+				  const struct be_ps_push_opts *opts, struct be_ps_result *res)
+{
+	if (res)
+		res->size = sizeof(*res);
+	return be_ps_push_sync_sized(ps, sl, n, opts, res);
+}
 
 /*
  * be_ps_chan_stats() - the RPC layer's snapshot (rpc.h) of the channel to
  * server @server that carries its fetches (@push 0: every replica) or its
  * pushes (@push 1: the primary; the same channel when the server has no
  * primary record of its own). Returns 0 or -EINVAL (no such server).
- * Threads: worker.
+ * The _sized form writes at most @out->size bytes. Threads: worker.
  */
-BE_EXPORT int be_ps_chan_stats(struct be_ps *ps, uint32_t server, int push,
-			       struct be_rpc_chan_stats *out);
+BE_EXPORT int be_ps_chan_stats_sized(struct be_ps *ps, uint32_t server, int push,
+				     struct be_rpc_chan_stats *out);
+static inline int be_ps_chan_stats(struct be_ps *ps, uint32_t server, int push,
+				   struct be_rpc_chan_stats *out)
+{
+	out->size = sizeof(*out);
+	return be_ps_chan_stats_sized(ps, server, push, out);
+}
 
 /*
  * be_ps_version_seen() - the highest model version of logical @shard in

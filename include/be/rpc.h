@@ -71,6 +71,9 @@
  *   connection errors (-ECONNRESET, -ECONNREFUSED, BE_ECONNFAULT, ...)
  *                     when no retry was possible
  *   any other status a handler passed to be_rpc_req_fail()
+ *
+ * Structs that grow lead with `size` (docs/API.md): leave it 0, or let
+ * the inline wrapper that fills the struct set it.
  */
 #ifndef BE_RPC_H
 #define BE_RPC_H
@@ -123,6 +126,8 @@ BE_EXPORT size_t be_rpc_buf_size(const void *p);
  * tens of milliseconds); docs/RPC.md says why each is what it is.
  */
 struct be_rpc_config {
+	/* 0 or sizeof (docs/API.md); be_rpc_config_init() sets it. */
+	uint32_t size;
 	/* Deadline of a call that does not give its own. BE_RPC_TIMEOUT_US,
 	 * default 100000 (100 ms). */
 	uint32_t timeout_us;
@@ -179,8 +184,14 @@ struct be_rpc_config {
 	uint32_t standby;
 };
 
-/* be_rpc_config_init() - defaults + BE_RPC_* environment. Borrows @cfg. */
-BE_EXPORT void be_rpc_config_init(struct be_rpc_config *cfg);
+/* be_rpc_config_init() - defaults + BE_RPC_* environment. Borrows @cfg.
+ * be_rpc_config_init_sized() writes at most @cfg->size bytes. */
+BE_EXPORT void be_rpc_config_init_sized(struct be_rpc_config *cfg);
+static inline void be_rpc_config_init(struct be_rpc_config *cfg)
+{
+	cfg->size = sizeof(*cfg);
+	be_rpc_config_init_sized(cfg);
+}
 
 /* ------------------------------------------------------------ the RPC state of a worker */
 
@@ -277,6 +288,7 @@ BE_EXPORT void be_rpc_drain(struct be_rpc *rpc, int on);
 #define BE_RPC_RETRY 0x0008u      /* (server view) this copy is a retry */
 
 struct be_rpc_req_info {
+	uint32_t size;         /* set by be_rpc_req_info() */
 	uint32_t service, method;
 	uint32_t flags;        /* BE_RPC_ONEWAY | IDEMPOTENT | HEDGED | RETRY */
 	uint32_t attempt;      /* 0 for the caller's first attempt */
@@ -285,8 +297,14 @@ struct be_rpc_req_info {
 				* INT64_MAX when the caller has none */
 };
 
-/* be_rpc_req_info() - what @req is. Borrows @req. Threads: worker. */
-BE_EXPORT void be_rpc_req_info(const struct be_rpc_req *req, struct be_rpc_req_info *out);
+/* be_rpc_req_info() - what @req is. Borrows @req. Threads: worker.
+ * be_rpc_req_info_sized() writes at most @out->size bytes. */
+BE_EXPORT void be_rpc_req_info_sized(const struct be_rpc_req *req, struct be_rpc_req_info *out);
+static inline void be_rpc_req_info(const struct be_rpc_req *req, struct be_rpc_req_info *out)
+{
+	out->size = sizeof(*out);
+	be_rpc_req_info_sized(req, out);
+}
 
 /* be_rpc_req_remaining_us() - how long the caller still waits (<= 0: it
  * stopped waiting; INT64_MAX: no deadline). Threads: worker. */
@@ -421,6 +439,7 @@ BE_EXPORT int be_rpc_naming_get(struct be_rpc_naming *n, const char *service,
 
 /* Counters of a source. */
 struct be_rpc_naming_stats {
+	uint32_t size;         /* set by be_rpc_naming_stats() */
 	uint64_t version;      /* bumped by every change */
 	uint64_t records;      /* known now */
 	uint64_t updates;      /* set/put/del calls and reloads that changed something */
@@ -429,7 +448,14 @@ struct be_rpc_naming_stats {
 	uint64_t errors;       /* file reloads refused (parse errors, unreadable);
 				* etcd records refused (one per key and membership) */
 };
-BE_EXPORT void be_rpc_naming_stats(struct be_rpc_naming *n, struct be_rpc_naming_stats *out);
+/* be_rpc_naming_stats() - a snapshot of @n's counters; the _sized form
+ * writes at most @out->size bytes. Threads: any. */
+BE_EXPORT void be_rpc_naming_stats_sized(struct be_rpc_naming *n, struct be_rpc_naming_stats *out);
+static inline void be_rpc_naming_stats(struct be_rpc_naming *n, struct be_rpc_naming_stats *out)
+{
+	out->size = sizeof(*out);
+	be_rpc_naming_stats_sized(n, out);
+}
 
 /*
  * A registration: a server's own records kept in a registry, for as long
@@ -529,8 +555,9 @@ BE_EXPORT void be_rpc_chan_set_min_version(struct be_rpc_chan *ch, uint64_t v);
 
 /* ------------------------------------------------------------ calls */
 
-/* Per-call options; NULL means { 0, 0 }. */
+/* Per-call options; NULL means all 0. */
 struct be_rpc_call_opts {
+	uint32_t size;         /* 0 or sizeof (docs/API.md) */
 	uint32_t timeout_us;   /* 0: the channel's timeout_us */
 	uint32_t flags;        /* BE_RPC_ONEWAY, BE_RPC_IDEMPOTENT, BE_RPC_NO_HEDGE,
 				* BE_RPC_NO_RETRY */
@@ -732,6 +759,7 @@ struct be_rpc_addr_stats {
 };
 
 struct be_rpc_replica_stats {
+	uint32_t size;            /* set by be_rpc_chan_replica_stats() */
 	char name[BE_RPC_NAME_MAX];
 	int state;                /* enum be_rpc_rep_state */
 	int path;                 /* index of the address in use; -1: none usable */
@@ -746,6 +774,7 @@ struct be_rpc_replica_stats {
 };
 
 struct be_rpc_chan_stats {
+	uint32_t size;            /* set by be_rpc_chan_stats() */
 	struct be_rpc_counters c;
 	uint32_t replicas;        /* in the set now (removed ones still draining excluded) */
 	uint32_t ejected;         /* ejected now */
@@ -753,11 +782,22 @@ struct be_rpc_chan_stats {
 };
 
 /* be_rpc_chan_stats() - a snapshot of @ch; be_rpc_chan_replica_stats()
- * of its replica @i (0 <= i < replicas), -ENOENT past the end.
- * Threads: worker. */
-BE_EXPORT void be_rpc_chan_stats(struct be_rpc_chan *ch, struct be_rpc_chan_stats *out);
-BE_EXPORT int be_rpc_chan_replica_stats(struct be_rpc_chan *ch, unsigned int i,
-					struct be_rpc_replica_stats *out);
+ * of its replica @i (0 <= i < replicas), -ENOENT past the end. The
+ * _sized forms write at most @out->size bytes. Threads: worker. */
+BE_EXPORT void be_rpc_chan_stats_sized(struct be_rpc_chan *ch, struct be_rpc_chan_stats *out);
+BE_EXPORT int be_rpc_chan_replica_stats_sized(struct be_rpc_chan *ch, unsigned int i,
+					      struct be_rpc_replica_stats *out);
+static inline void be_rpc_chan_stats(struct be_rpc_chan *ch, struct be_rpc_chan_stats *out)
+{
+	out->size = sizeof(*out);
+	be_rpc_chan_stats_sized(ch, out);
+}
+static inline int be_rpc_chan_replica_stats(struct be_rpc_chan *ch, unsigned int i,
+					    struct be_rpc_replica_stats *out)
+{
+	out->size = sizeof(*out);
+	return be_rpc_chan_replica_stats_sized(ch, i, out);
+}
 
 /*
  * be_rpc_chan_stats_json() - the channel's counters, latency quantiles
@@ -770,6 +810,7 @@ BE_EXPORT int be_rpc_chan_stats_json(struct be_rpc_chan *ch, char *buf, size_t l
 
 /* Counters of the server side of a be_rpc. */
 struct be_rpc_server_stats {
+	uint32_t size;            /* set by be_rpc_server_stats() */
 	uint64_t requests;        /* requests handed to handlers */
 	uint64_t replies;         /* replies sent (errors included) */
 	uint64_t errors;          /* replies with an error status */
@@ -786,9 +827,14 @@ struct be_rpc_server_stats {
 };
 
 /* be_rpc_server_stats() / be_rpc_server_stats_json(): the server side of
- * @rpc. The JSON form returns the length it needs or -EINVAL.
- * Threads: worker. */
-BE_EXPORT void be_rpc_server_stats(struct be_rpc *rpc, struct be_rpc_server_stats *out);
+ * @rpc. The JSON form returns the length it needs or -EINVAL; the _sized
+ * form writes at most @out->size bytes. Threads: worker. */
+BE_EXPORT void be_rpc_server_stats_sized(struct be_rpc *rpc, struct be_rpc_server_stats *out);
+static inline void be_rpc_server_stats(struct be_rpc *rpc, struct be_rpc_server_stats *out)
+{
+	out->size = sizeof(*out);
+	be_rpc_server_stats_sized(rpc, out);
+}
 BE_EXPORT int be_rpc_server_stats_json(struct be_rpc *rpc, char *buf, size_t len);
 
 #ifdef __cplusplus

@@ -62,6 +62,9 @@
  * function that takes a callback returns an error, that callback is never
  * called for that request.
  *
+ * Structs that grow lead with `size` (docs/API.md): leave it 0, or let
+ * the inline wrapper that fills the struct set it.
+ *
  * Debug builds (no NDEBUG) check the thread rule: a worker's function
  * called on the wrong thread logs which and fails an assert().
  */
@@ -104,6 +107,8 @@ struct be_sock;
 #define BE_SEND_WINDOW_OFF UINT64_MAX
 
 struct be_config {
+	/* 0 or sizeof (docs/API.md); be_config_init() sets it. */
+	uint32_t size;
 	/* Largest message sent eagerly (copied into a SEND); larger ones are
 	 * written with RDMA WRITE into a buffer the receiver allocates.
 	 	 * Clamped to recv_buf_size - 16 (logged). BE_EAGER_MAX, default 8192. */
@@ -245,8 +250,14 @@ struct be_config {
 /* Longest shared secret (be_config.auth_secret). */
 #define BE_AUTH_SECRET_MAX 64
 
-/* be_config_init() - defaults + BE_* environment. Borrows @cfg. */
-BE_EXPORT void be_config_init(struct be_config *cfg);
+/* be_config_init() - defaults + BE_* environment. Borrows @cfg.
+ * be_config_init_sized() writes at most @cfg->size bytes. */
+BE_EXPORT void be_config_init_sized(struct be_config *cfg);
+static inline void be_config_init(struct be_config *cfg)
+{
+	cfg->size = sizeof(*cfg);
+	be_config_init_sized(cfg);
+}
 
 /*
  * be_ctx_create() - a context with configuration @cfg (copied; NULL means
@@ -544,6 +555,7 @@ BE_EXPORT void *be_sock_user(struct be_sock *s);
 
 /* Counters of one Socket. */
 struct be_sock_stats {
+	uint32_t size;                        /* set by be_sock_stats() */
 	uint64_t msgs_sent, bytes_sent;       /* completed with status 0 */
 	uint64_t msgs_recv, bytes_recv;       /* handed to on_recv */
 	uint64_t eager_sent, large_sent;
@@ -554,6 +566,7 @@ struct be_sock_stats {
 
 /* Counters of one Engine. */
 struct be_engine_stats {
+	uint32_t size;                /* set by be_sock_engine_stats() */
 	uint64_t msgs_sent, bytes_sent, msgs_recv, bytes_recv;
 	uint64_t eager_sent, large_sent, eager_recv, large_recv;
 	uint64_t sends_posted;        /* SEND work requests (each one credit) */
@@ -600,8 +613,18 @@ struct be_engine_stats {
  * side, or its Engine failed). be_sock_stats() fills @out in both cases
  * (the socket's counters outlive its Engine); be_sock_engine_stats()
  * leaves it alone on error. Threads: worker. */
-BE_EXPORT int be_sock_stats(struct be_sock *s, struct be_sock_stats *out);
-BE_EXPORT int be_sock_engine_stats(struct be_sock *s, struct be_engine_stats *out);
+BE_EXPORT int be_sock_stats_sized(struct be_sock *s, struct be_sock_stats *out);
+BE_EXPORT int be_sock_engine_stats_sized(struct be_sock *s, struct be_engine_stats *out);
+static inline int be_sock_stats(struct be_sock *s, struct be_sock_stats *out)
+{
+	out->size = sizeof(*out);
+	return be_sock_stats_sized(s, out);
+}
+static inline int be_sock_engine_stats(struct be_sock *s, struct be_engine_stats *out)
+{
+	out->size = sizeof(*out);
+	return be_sock_engine_stats_sized(s, out);
+}
 
 /*
  * be_sock_stats_json() - the socket's counters as one JSON object into

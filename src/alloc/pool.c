@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "alloc/alloc_int.h"
+#include "util/abi.h"
 #include "util/log.h"
 
 struct be__pool be__pool = {
@@ -244,12 +245,16 @@ void be__alloc_init(void)
 	pthread_once(&pool_once, pool_init_once);
 }
 
-int be_alloc_configure(const struct be_alloc_config *cfg)
+/* The v1 layout of struct be_alloc_config ends with limit_bytes. */
+#define ALLOC_CONFIG_V1 BE__V1_SIZE(struct be_alloc_config, limit_bytes)
+
+int be_alloc_configure(const struct be_alloc_config *user)
 {
 	struct be__pool *p = &be__pool;
+	struct be_alloc_config c = { 0 }, *cfg = &c;
 	int rc = 0;
 
-	if (!cfg)
+	if (!user || be__abi_read(&c, sizeof(c), user, ALLOC_CONFIG_V1))
 		return -EINVAL;
 	if (cfg->block_size && !block_size_valid(cfg->block_size))
 		return -EINVAL;

@@ -13,8 +13,12 @@
 #include <string.h>
 
 #include "alloc/alloc_int.h"
+#include "util/abi.h"
 
-void be_alloc_stats(struct be_alloc_stats *out)
+/* The v1 layout of struct be_alloc_stats ends with class_in_use. */
+#define ALLOC_STATS_V1 BE__V1_SIZE(struct be_alloc_stats, class_in_use)
+
+static void alloc_stats_fill(struct be_alloc_stats *out)
 {
 	struct be__pool *p = &be__pool;
 	int64_t bytes[BE_ALLOC_NUM_CLASSES];
@@ -22,10 +26,9 @@ void be_alloc_stats(struct be_alloc_stats *out)
 	struct be__heap *h;
 	unsigned c;
 
-	if (!out)
-		return;
 	be__alloc_init();
 	memset(out, 0, sizeof(*out));
+	out->size = sizeof(*out);
 	for (c = 0; c < BE_ALLOC_NUM_CLASSES; c++) {
 		nalloc[c] = 0;
 		nfree[c] = atomic_load_explicit(&p->nfree[c], memory_order_relaxed);
@@ -69,6 +72,16 @@ void be_alloc_stats(struct be_alloc_stats *out)
 	}
 }
 
+void be_alloc_stats_sized(struct be_alloc_stats *out)
+{
+	struct be_alloc_stats st;
+
+	if (!out)
+		return;
+	alloc_stats_fill(&st);
+	be__abi_write(out, &st, sizeof(st), ALLOC_STATS_V1);
+}
+
 int be_alloc_stats_json(char *buf, size_t len)
 {
 	struct be_alloc_stats st;
@@ -78,7 +91,7 @@ int be_alloc_stats_json(char *buf, size_t len)
 
 	if (!buf && len)
 		return -EINVAL;
-	be_alloc_stats(&st);
+	alloc_stats_fill(&st);
 #define EMIT(...)                                                               \
 	do {                                                                    \
 		n = snprintf(off < len ? buf + off : NULL, off < len ? len - off : 0, \

@@ -36,7 +36,14 @@
 #include "ps/ps_int.h"
 #include "ps/server.h"
 #include "ps/wire.h"
+#include "util/abi.h"
 #include "util/log.h"
+
+/* The v1 layouts of ps.h's growing structs end with these fields
+ * (util/abi.h). */
+#define PS_FETCH_OPTS_V1 BE__V1_SIZE(struct be_ps_fetch_opts, flags)
+#define PS_PUSH_OPTS_V1 BE__V1_SIZE(struct be_ps_push_opts, timeout_us)
+#define PS_RESULT_V1 BE__V1_SIZE(struct be_ps_result, duplicates)
 
 #define PS_WINDOW BE_PS_DEDUP_WINDOW /* pushes unanswered per shard */
 
@@ -222,12 +229,12 @@ uint32_t be_ps_shards(const struct be_ps *ps)
 	return ps->cfg.n_shards;
 }
 
-int be_ps_chan_stats(struct be_ps *ps, uint32_t server, int push,
-		     struct be_rpc_chan_stats *out)
+int be_ps_chan_stats_sized(struct be_ps *ps, uint32_t server, int push,
+			   struct be_rpc_chan_stats *out)
 {
 	if (!ps || server >= ps->cfg.n_servers || !out)
 		return -EINVAL;
-	be_rpc_chan_stats(push ? ps->push_ch[server] : ps->fetch_ch[server], out);
+	be_rpc_chan_stats_sized(push ? ps->push_ch[server] : ps->fetch_ch[server], out);
 	return 0;
 }
 
@@ -522,7 +529,8 @@ static void op_scatter_done(struct be_rpc_scatter_item *items, unsigned int n, i
 {
 	struct ps_op *op = arg;
 	struct be_ps *ps = op->ps;
-	struct be_ps_result res = { .legs = op->nlegs, .unique_keys = op->nents };
+	struct be_ps_result res = { .size = sizeof(res), .legs = op->nlegs,
+				    .unique_keys = op->nents };
 	int first = 0;
 	uint32_t i;
 
@@ -678,20 +686,38 @@ fail:
 	return rc;
 }
 
+/* The caller's options (NULL: all 0) as the library's full-size structs;
+ * -EINVAL for a bad size or unknown flags. */
+static int fetch_opts(struct be_ps_fetch_opts *o, const struct be_ps_fetch_opts *user)
+{
+	*o = (struct be_ps_fetch_opts){ .size = sizeof(*o) };
+	if (user && be__abi_read(o, sizeof(*o), user, PS_FETCH_OPTS_V1))
+		return -EINVAL;
+	return o->flags & ~(uint32_t)(BE_PS_INFERENCE | BE_PS_FRESH) ? -EINVAL : 0;
+}
+
+static int push_opts(struct be_ps_push_opts *o, const struct be_ps_push_opts *user)
+{
+	*o = (struct be_ps_push_opts){ .size = sizeof(*o) };
+	return user ? be__abi_read(o, sizeof(*o), user, PS_PUSH_OPTS_V1) : 0;
+}
+
 int be_ps_fetch(struct be_ps *ps, const struct be_ps_slice *sl, unsigned int n,
 		const struct be_ps_fetch_opts *opts, be_ps_done_cb cb, void *arg)
 {
-	uint32_t flags = opts ? opts->flags : 0;
+	struct be_ps_fetch_opts o;
+	int rc = fetch_opts(&o, opts);
 
-	if (flags & ~(uint32_t)(BE_PS_INFERENCE | BE_PS_FRESH))
-		return -EINVAL;
-	return op_start(ps, sl, n, 0, flags, opts ? opts->timeout_us : 0, cb, arg);
+	return rc ? rc : op_start(ps, sl, n, 0, o.flags, o.timeout_us, cb, arg);
 }
 
 int be_ps_push(struct be_ps *ps, const struct be_ps_slice *sl, unsigned int n,
 	       const struct be_ps_push_opts *opts, be_ps_done_cb cb, void *arg)
 {
-	return op_start(ps, sl, n, 1, 0, opts ? opts->timeout_us : 0, cb, arg);
+	struct be_ps_push_opts o;
+	int rc = push_opts(&o, opts);
+
+	return rc ? rc : op_start(ps, sl, n, 1, 0, o.timeout_us, cb, arg);
 }
 
 /* ---- waiting */
@@ -731,7 +757,7 @@ static int ps_wait(struct be_ps *ps, struct ps_sync *w, struct be_ps_result *res
 		}
 	}
 	if (res)
-		*res = w->res;
+		be__abi_write(res, &w->res, sizeof(w->res), PS_RESULT_V1);
 	rc = w->status;
 	free(w);
 	return rc;
@@ -753,18 +779,20 @@ static int ps_sync(struct be_ps *ps, const struct be_ps_slice *sl, unsigned int 
 	return ps_wait(ps, w, res);
 }
 
-int be_ps_fetch_sync(struct be_ps *ps, const struct be_ps_slice *sl, unsigned int n,
-		     const struct be_ps_fetch_opts *opts, struct be_ps_result *res)
+int be_ps_fetch_sync_sized(struct be_ps *ps, const struct be_ps_slice *sl, unsigned int n,
+			   const struct be_ps_fetch_opts *opts, struct be_ps_result *res)
 {
-	uint32_t flags = opts ? opts->flags : 0;
+	struct be_ps_fetch_opts o;
+	int rc = fetch_opts(&o, opts);
 
-	if (flags & ~(uint32_t)(BE_PS_INFERENCE | BE_PS_FRESH))
-		return -EINVAL;
-	return ps_sync(ps, sl, n, 0, flags, opts ? opts->timeout_us : 0, res);
+	return rc ? rc : ps_sync(ps, sl, n, 0, o.flags, o.timeout_us, res);
 }
 
-int be_ps_push_sync(struct be_ps *ps, const struct be_ps_slice *sl, unsigned int n,
-		    const struct be_ps_push_opts *opts, struct be_ps_result *res)
+int be_ps_push_sync_sized(struct be_ps *ps, const struct be_ps_slice *sl, unsigned int n,
+			  const struct be_ps_push_opts *opts, struct be_ps_result *res)
 {
-	return ps_sync(ps, sl, n, 1, 0, opts ? opts->timeout_us : 0, res);
+	struct be_ps_push_opts o;
+	int rc = push_opts(&o, opts);
+
+	return rc ? rc : ps_sync(ps, sl, n, 1, 0, o.timeout_us, res);
 }

@@ -813,12 +813,13 @@ err_buf:
 int be_rpc_call(struct be_rpc_chan *ch, uint32_t service, uint32_t method, void *req, size_t len,
 		const struct be_rpc_call_opts *opts, be_rpc_done_cb cb, void *arg, uint64_t *id)
 {
+	struct be_rpc_call_opts o;
 	struct rpc_call *call;
 	int rc;
 
-	if (!ch || (!cb && !(opts && (opts->flags & BE_RPC_ONEWAY))))
+	if (!ch || be__rpc_opts(&o, opts) || (!cb && !(o.flags & BE_RPC_ONEWAY)))
 		return -EINVAL;
-	rc = be__rpc_call_start(ch, RPC_CALL_USER, service, method, req, len, opts, cb, arg,
+	rc = be__rpc_call_start(ch, RPC_CALL_USER, service, method, req, len, &o, cb, arg,
 				id != NULL, &call);
 	if (rc)
 		return rc;

@@ -382,11 +382,16 @@ void be__rpc_chan_destroy_all(struct be_rpc *rpc)
 		be_rpc_chan_destroy(rpc_list_entry(rpc->chans.next, struct be_rpc_chan, link));
 }
 
-int be_rpc_chan_set_config(struct be_rpc_chan *ch, const struct be_rpc_config *cfg)
+int be_rpc_chan_set_config(struct be_rpc_chan *ch, const struct be_rpc_config *user)
 {
-	if (!ch || !cfg || be__rpc_config_check(cfg))
+	struct be_rpc_config cfg;
+
+	if (!ch || !user)
 		return -EINVAL;
-	ch->cfg = *cfg;
+	cfg = ch->cfg;
+	if (be__abi_read(&cfg, sizeof(cfg), user, RPC_CONFIG_V1) || be__rpc_config_check(&cfg))
+		return -EINVAL;
+	ch->cfg = cfg;
 	return 0;
 }
 

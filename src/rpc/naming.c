@@ -337,12 +337,16 @@ int be_rpc_naming_get(struct be_rpc_naming *n, const char *service, struct be_rp
 	return k;
 }
 
-void be_rpc_naming_stats(struct be_rpc_naming *n, struct be_rpc_naming_stats *out)
+void be_rpc_naming_stats_sized(struct be_rpc_naming *n, struct be_rpc_naming_stats *out)
 {
+	struct be_rpc_naming_stats st;
+
 	pthread_mutex_lock(&n->mu);
-	*out = n->st;
-	out->records = n->nrecs;
+	st = n->st;
+	st.records = n->nrecs;
 	pthread_mutex_unlock(&n->mu);
+	st.size = sizeof(st);
+	be__abi_write(out, &st, sizeof(st), RPC_NAMING_STATS_V1);
 }
 
 /* ---- the static file */

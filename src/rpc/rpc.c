@@ -35,9 +35,12 @@ static void env_u32(const char *name, uint32_t *v)
 	*v = (uint32_t)x;
 }
 
-void be_rpc_config_init(struct be_rpc_config *c)
+void be_rpc_config_init_sized(struct be_rpc_config *out)
 {
+	struct be_rpc_config cfg, *c = &cfg;
+
 	memset(c, 0, sizeof(*c));
+	c->size = sizeof(*c);
 	c->timeout_us = 100000;
 	c->max_attempts = 3;
 	c->hedge_pct = 50;
@@ -70,6 +73,8 @@ void be_rpc_config_init(struct be_rpc_config *c)
 	env_u32("BE_RPC_PROBE_MAX_MS", &c->probe_max_ms);
 	env_u32("BE_RPC_PROBE_TIMEOUT_MS", &c->probe_timeout_ms);
 	env_u32("BE_RPC_STANDBY", &c->standby);
+	if (out)
+		be__abi_write(out, c, sizeof(*c), RPC_CONFIG_V1);
 }
 
 int be__rpc_config_check(const struct be_rpc_config *c)
@@ -96,11 +101,10 @@ int be_rpc_create(struct be_worker *w, const struct be_rpc_config *cfg, struct b
 	rpc = calloc(1, sizeof(*rpc));
 	if (!rpc)
 		return -ENOMEM;
-	if (cfg)
-		rpc->cfg = *cfg;
-	else
-		be_rpc_config_init(&rpc->cfg);
-	rc = be__rpc_config_check(&rpc->cfg);
+	be_rpc_config_init(&rpc->cfg);
+	rc = cfg ? be__abi_read(&rpc->cfg, sizeof(rpc->cfg), cfg, RPC_CONFIG_V1) : 0;
+	if (!rc)
+		rc = be__rpc_config_check(&rpc->cfg);
 	if (rc)
 		goto err_free;
 	rpc->w = w;

@@ -31,7 +31,27 @@
 
 #include <be/be.h>
 #include <be/rpc.h>
+#include "util/abi.h"
 #include "util/common.h"
+
+/* The v1 layouts of rpc.h's growing structs end with these fields
+ * (util/abi.h). */
+#define RPC_CONFIG_V1 BE__V1_SIZE(struct be_rpc_config, standby)
+#define RPC_CALL_OPTS_V1 BE__V1_SIZE(struct be_rpc_call_opts, flags)
+#define RPC_REQ_INFO_V1 BE__V1_SIZE(struct be_rpc_req_info, remaining_us)
+#define RPC_CHAN_STATS_V1 BE__V1_SIZE(struct be_rpc_chan_stats, lat)
+#define RPC_REPLICA_STATS_V1 BE__V1_SIZE(struct be_rpc_replica_stats, addrs)
+#define RPC_SERVER_STATS_V1 BE__V1_SIZE(struct be_rpc_server_stats, conns)
+#define RPC_NAMING_STATS_V1 BE__V1_SIZE(struct be_rpc_naming_stats, errors)
+
+/* be__rpc_opts() - the caller's call options @user (NULL: all 0) as the
+ * library's full-size struct in @o. Returns 0 or -EINVAL (bad size). */
+static inline int be__rpc_opts(struct be_rpc_call_opts *o, const struct be_rpc_call_opts *user)
+{
+	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
+	return user ? be__abi_read(o, sizeof(*o), user, RPC_CALL_OPTS_V1) : 0;
+}
 
 /* ---- intrusive list (its own: the engine's is internal to src/engine) */
 

@@ -105,14 +105,12 @@ int be_rpc_scatter(struct be_rpc *rpc, struct be_rpc_scatter_item *items, unsign
 		   const struct be_rpc_call_opts *opts, be_rpc_scatter_cb cb, void *arg,
 		   uint64_t *id)
 {
-	struct be_rpc_call_opts o = { 0, 0 };
+	struct be_rpc_call_opts o;
 	struct rpc_scatter *sc;
 	unsigned int i;
 
-	if (!rpc || !items || !n || n > 65536 || !cb)
+	if (!rpc || !items || !n || n > 65536 || !cb || be__rpc_opts(&o, opts))
 		return -EINVAL;
-	if (opts)
-		o = *opts;
 	if (o.flags & BE_RPC_ONEWAY)
 		return -EINVAL;
 	for (i = 0; i < n; i++) {

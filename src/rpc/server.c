@@ -341,14 +341,19 @@ int64_t be_rpc_req_remaining_us(const struct be_rpc_req *req)
 	return ((int64_t)req->deadline_ns - (int64_t)rpc_now()) / 1000;
 }
 
-void be_rpc_req_info(const struct be_rpc_req *req, struct be_rpc_req_info *out)
+void be_rpc_req_info_sized(const struct be_rpc_req *req, struct be_rpc_req_info *out)
 {
-	out->service = req->h.service;
-	out->method = req->h.method;
-	out->flags = req->h.flags;
-	out->attempt = req->h.attempt;
-	out->id = req->h.id;
-	out->remaining_us = be_rpc_req_remaining_us(req);
+	struct be_rpc_req_info i = {
+		.size = sizeof(i),
+		.service = req->h.service,
+		.method = req->h.method,
+		.flags = req->h.flags,
+		.attempt = req->h.attempt,
+		.id = req->h.id,
+		.remaining_us = be_rpc_req_remaining_us(req),
+	};
+
+	be__abi_write(out, &i, sizeof(i), RPC_REQ_INFO_V1);
 }
 
 /* ---- incoming requests */
@@ -474,7 +479,7 @@ void be__rpc_server_free(struct be_rpc *rpc)
 	rpc->methods = NULL;
 }
 
-void be_rpc_server_stats(struct be_rpc *rpc, struct be_rpc_server_stats *out)
+void be_rpc_server_stats_sized(struct be_rpc *rpc, struct be_rpc_server_stats *out)
 {
-	*out = rpc->ss;
+	be__abi_write(out, &rpc->ss, sizeof(rpc->ss), RPC_SERVER_STATS_V1);
 }

@@ -49,22 +49,27 @@ void be__rpc_count_error(struct be_rpc_counters *c, int status)
 	}
 }
 
-void be_rpc_chan_stats(struct be_rpc_chan *ch, struct be_rpc_chan_stats *out)
+void be_rpc_chan_stats_sized(struct be_rpc_chan *ch, struct be_rpc_chan_stats *out)
 {
+	struct be_rpc_chan_stats st;
 	uint32_t i, ej = 0;
 
-	out->c = ch->c;
-	out->replicas = ch->nreps;
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	st.c = ch->c;
+	st.replicas = ch->nreps;
 	for (i = 0; i < ch->nreps; i++)
 		ej += ch->reps[i]->state == BE_RPC_REP_EJECTED ||
 		      ch->reps[i]->state == BE_RPC_REP_PROBING;
-	out->ejected = ej;
-	out->lat = ch->lat;
+	st.ejected = ej;
+	st.lat = ch->lat;
+	be__abi_write(out, &st, sizeof(st), RPC_CHAN_STATS_V1);
 }
 
-int be_rpc_chan_replica_stats(struct be_rpc_chan *ch, unsigned int i,
-			      struct be_rpc_replica_stats *out)
+int be_rpc_chan_replica_stats_sized(struct be_rpc_chan *ch, unsigned int i,
+				    struct be_rpc_replica_stats *user)
 {
+	struct be_rpc_replica_stats st, *out = &st;
 	const struct rpc_replica *rep;
 	uint32_t j;
 
@@ -72,6 +77,7 @@ int be_rpc_chan_replica_stats(struct be_rpc_chan *ch, unsigned int i,
 		return -ENOENT;
 	rep = ch->reps[i];
 	memset(out, 0, sizeof(*out));
+	out->size = sizeof(*out);
 	memcpy(out->name, rep->rec.replica, sizeof(out->name));
 	out->state = rep->state;
 	out->path = rep->path;
@@ -88,6 +94,7 @@ int be_rpc_chan_replica_stats(struct be_rpc_chan *ch, unsigned int i,
 		out->addrs[j].state = rep->addrs[j].state;
 		out->addrs[j].c = rep->addrs[j].c;
 	}
+	be__abi_write(user, out, sizeof(*out), RPC_REPLICA_STATS_V1);
 	return 0;
 }
 

@@ -27,6 +27,7 @@
 #include "engine/ctx.h"
 #include "engine/proto.h"
 #include "sock/config.h"
+#include "util/abi.h"
 #include "util/common.h"
 #include "util/log.h"
 
@@ -66,11 +67,13 @@ static void config_env32(const char *name, uint32_t *v)
 	*v = (uint32_t)x;
 }
 
-void be_config_init(struct be_config *cfg)
+void be_config_init_sized(struct be_config *out)
 {
+	struct be_config c, *cfg = &c;
 	uint32_t sched = 1;
 
 	*cfg = (struct be_config){
+		.size = sizeof(*cfg),
 		.eager_max = 8192,
 		.recv_buf_size = 10240,
 		.srq_depth = 512,
@@ -143,6 +146,8 @@ void be_config_init(struct be_config *cfg)
 			cfg->auth_secret_len = (uint32_t)n;
 		}
 	}
+	if (out)
+		be__abi_write(out, cfg, sizeof(*cfg), BE__CONFIG_V1);
 }
 
 /*

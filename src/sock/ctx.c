@@ -22,10 +22,10 @@ int be_ctx_create(const struct be_config *cfg, struct be_ctx **out)
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
-	if (cfg)
-		ctx->cfg = *cfg;
-	else
-		be_config_init(&ctx->cfg);
+	be_config_init(&ctx->cfg);
+	rc = cfg ? be__abi_read(&ctx->cfg, sizeof(ctx->cfg), cfg, BE__CONFIG_V1) : 0;
+	if (rc)
+		goto err_free;
 	rc = be__config_check(&ctx->cfg);
 	if (rc)
 		goto err_free;

@@ -17,6 +17,7 @@
 
 #include <be/sock.h>
 #include "engine/engine.h"
+#include "util/abi.h"
 #include "util/common.h"
 #include "util/log.h"
 
@@ -200,18 +201,25 @@ void *be_sock_user(struct be_sock *s)
 	return s->user;
 }
 
-int be_sock_stats(struct be_sock *s, struct be_sock_stats *out)
+/* The v1 layouts of the stats structs end with these fields. */
+#define SOCK_STATS_V1 BE__V1_SIZE(struct be_sock_stats, queued)
+#define ENGINE_STATS_V1 BE__V1_SIZE(struct be_engine_stats, error)
+
+int be_sock_stats_sized(struct be_sock *s, struct be_sock_stats *out)
 {
 	BE_WORKER_ASSERT_THREAD(s->w);
-	*out = s->st;
+	be__abi_write(out, &s->st, sizeof(s->st), SOCK_STATS_V1);
 	return s->e ? 0 : -ENOTCONN;
 }
 
-int be_sock_engine_stats(struct be_sock *s, struct be_engine_stats *out)
+int be_sock_engine_stats_sized(struct be_sock *s, struct be_engine_stats *out)
 {
+	struct be_engine_stats st = { 0 };
+
 	BE_WORKER_ASSERT_THREAD(s->w);
 	if (!s->e)
 		return -ENOTCONN;
-	be__engine_stats(s->e, out);
+	be__engine_stats(s->e, &st);
+	be__abi_write(out, &st, sizeof(st), ENGINE_STATS_V1);
 	return 0;
 }

@@ -16,7 +16,7 @@ static struct th_dev dev;
 int main(void)
 {
 	const size_t block = 1u << 20;
-	struct be_alloc_config cfg = { block, 0 };
+	struct be_alloc_config cfg = { .block_size = block };
 	struct be_alloc_reg_hook h;
 	struct be_alloc_region r;
 	struct be_alloc_stats st;

@@ -46,7 +46,7 @@ int main(void)
 	const size_t sizes[] = { 32769, 40000, 65536, 65537, 100000, 1 << 20, (1 << 20) + 1,
 				 block / 2, block - 1, block, block + 1, 10u << 20, 33u << 20 };
 	enum { N = sizeof(sizes) / sizeof(sizes[0]) };
-	struct be_alloc_config cfg = { block, 0 };
+	struct be_alloc_config cfg = { .block_size = block };
 	struct be_alloc_stats st;
 	struct be_alloc_region r;
 	void *p[N];

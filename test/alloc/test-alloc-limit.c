@@ -15,7 +15,7 @@ enum { MAXP = 4096 };
 int main(void)
 {
 	const size_t block = 1u << 20, limit = 8u << 20;
-	struct be_alloc_config cfg = { block, limit };
+	struct be_alloc_config cfg = { .block_size = block, .limit_bytes = limit };
 	struct be_alloc_stats st;
 	static void *p[MAXP];
 	int n = 0, i;

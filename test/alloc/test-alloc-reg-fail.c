@@ -17,7 +17,7 @@ static struct th_dev good, bad, late;
 int main(void)
 {
 	const size_t block = 1u << 20;
-	struct be_alloc_config cfg = { block, 0 };
+	struct be_alloc_config cfg = { .block_size = block };
 	struct be_alloc_reg_hook hg, hb, hl;
 	struct be_alloc_stats st;
 	void *p[64];

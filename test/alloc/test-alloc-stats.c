@@ -27,7 +27,7 @@ static unsigned class_of(const struct be_alloc_stats *st, uint64_t size)
 int main(void)
 {
 	const size_t block = 4u << 20;
-	struct be_alloc_config cfg = { block, 0 };
+	struct be_alloc_config cfg = { .block_size = block };
 	struct be_alloc_reg_hook h;
 	struct be_alloc_stats st;
 	void *small[10], *med[3], *large[2], *huge;

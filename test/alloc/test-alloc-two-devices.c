@@ -16,7 +16,7 @@ static struct th_dev da, db;
 int main(void)
 {
 	const size_t block = 1u << 20;
-	struct be_alloc_config cfg = { block, 0 };
+	struct be_alloc_config cfg = { .block_size = block };
 	struct be_alloc_reg_hook ha, hb;
 	struct be_alloc_region ra, rb;
 	struct be_alloc_stats st;

@@ -297,7 +297,7 @@ static void stream_cb(int status, void *reply, size_t len, void *arg)
 
 void rt_stream_fill(struct rt_stream *s)
 {
-	struct be_rpc_call_opts o = { s->timeout_us, s->flags };
+	struct be_rpc_call_opts o = { .timeout_us = s->timeout_us, .flags = s->flags };
 
 	while (s->inflight < s->depth) {
 		struct stream_call *c = malloc(sizeof(*c));

@@ -105,7 +105,7 @@ int main(int argc, char **argv)
 	struct be_rpc_chan_stats cs;
 	struct be_rpc_server_stats ss;
 	struct be_rpc_replica_stats rs;
-	struct be_rpc_call_opts ow = { 0, BE_RPC_ONEWAY };
+	struct be_rpc_call_opts ow = { .flags = BE_RPC_ONEWAY };
 	static struct many m[200];
 	char json[8192];
 	unsigned int i;

@@ -117,7 +117,7 @@ int main(int argc, char **argv)
 
 	/* A server that does not answer: -ETIMEDOUT once, then a late reply. */
 	{
-		struct be_rpc_call_opts o = { 200000, 0 };
+		struct be_rpc_call_opts o = { .timeout_us = 200000 };
 		struct rt_result r = { 0 };
 		struct rt_late late = { ch, 1 };
 		uint64_t t0 = rt_ms();
@@ -149,7 +149,7 @@ int main(int argc, char **argv)
 	}
 	/* A method that needs a second refuses a 100 ms call unseen. */
 	{
-		struct be_rpc_call_opts o = { 100000, 0 };
+		struct be_rpc_call_opts o = { .timeout_us = 100000 };
 		struct rt_result r = { 0 };
 
 		ASSERT_OK(be_rpc_call(ch, SVC, M_MIN, rt_req(8, 1), 8, &o, rt_done_cb, &r, NULL));
@@ -161,7 +161,7 @@ int main(int argc, char **argv)
 	}
 	/* ... and with two seconds it runs. */
 	{
-		struct be_rpc_call_opts o = { 2000000, 0 };
+		struct be_rpc_call_opts o = { .timeout_us = 2000000 };
 		struct rt_result r = { 0 };
 
 		ASSERT_OK(be_rpc_call(ch, SVC, M_MIN, rt_req(8, 1), 8, &o, rt_done_cb, &r, NULL));
@@ -172,7 +172,8 @@ int main(int argc, char **argv)
 	}
 	/* A handler that refuses what it cannot finish in time. */
 	{
-		struct be_rpc_call_opts shortc = { 50000, 0 }, longc = { 5000000, 0 };
+		struct be_rpc_call_opts shortc = { .timeout_us = 50000 };
+		struct be_rpc_call_opts longc = { .timeout_us = 5000000 };
 		struct rt_result a = { 0 }, b = { 0 };
 
 		ASSERT_OK(be_rpc_call(ch, SVC, M_REFUSE, NULL, 0, &shortc, rt_done_cb, &a, NULL));
@@ -185,7 +186,7 @@ int main(int argc, char **argv)
 	}
 	/* Answers right around the deadline: each call once. */
 	{
-		struct be_rpc_call_opts o = { 20000, 0 };
+		struct be_rpc_call_opts o = { .timeout_us = 20000 };
 		struct be_rpc_chan_stats before;
 
 		be_rpc_chan_stats(ch, &before);

@@ -44,7 +44,7 @@ static void count_cb(int status, void *reply, size_t len, void *arg)
 /* Keep 8 idempotent calls in flight. */
 static void keep_streaming(void)
 {
-	struct be_rpc_call_opts o = { 0, BE_RPC_IDEMPOTENT };
+	struct be_rpc_call_opts o = { .flags = BE_RPC_IDEMPOTENT };
 
 	while (inflight < 8) {
 		ASSERT_OK(be_rpc_call(ch, RT_SVC, RT_ECHO, rt_req(256, 3), 256, &o, count_cb, NULL,

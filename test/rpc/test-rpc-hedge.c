@@ -73,7 +73,7 @@ static bool reached(void *arg)
 {
 	struct goal *g = arg;
 	struct be_rpc_chan_stats cs;
-	struct be_rpc_call_opts o = { 0, call_flags };
+	struct be_rpc_call_opts o = { .flags = call_flags };
 
 	answer_due();
 	while (inflight < 8) {

@@ -139,7 +139,7 @@ int main(int argc, char **argv)
 	}
 	/* Fail-fast: legs 0 and 1 are held, leg 3 fails: done at once. */
 	{
-		struct be_rpc_call_opts o = { 0, BE_RPC_SCATTER_FAIL_FAST };
+		struct be_rpc_call_opts o = { .flags = BE_RPC_SCATTER_FAIL_FAST };
 		struct sres r = { 0 };
 
 		fill(it, chs, RT_ECHO);
@@ -163,7 +163,7 @@ int main(int argc, char **argv)
 	}
 	/* The deadline catches one leg. */
 	{
-		struct be_rpc_call_opts o = { 100000, 0 };
+		struct be_rpc_call_opts o = { .timeout_us = 100000 };
 		struct sres r = { 0 };
 
 		fill(it, chs, RT_ECHO);
