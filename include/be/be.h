@@ -11,9 +11,11 @@
  *
  * Errors: every function that can fail returns 0 or a positive count on
  * success and a negative errno code on failure (-ENOMEM, -EINVAL, ...),
- * except be_alloc(), which returns NULL like malloc. Codes of our own sit
- * below BE_ERRNO_BASE. The library never prints to stdout and never exits
- * the process.
+ * its results in out parameters; only be_alloc() and be_rpc_buf_alloc()
+ * return NULL (and set errno) like malloc. Codes of our own sit below
+ * BE_ERRNO_BASE. The library never prints to stdout and never exits the
+ * process. Structs with a leading `size` grow by docs/API.md's rule,
+ * which also states this one.
  */
 #ifndef BE_BE_H
 #define BE_BE_H
