@@ -102,8 +102,7 @@ struct be_sock;
 #define BE_WINDOW_FRAGS 16
 /* be_config.send_window = BE_SEND_WINDOW_OFF: no send window (nor mixed
  * window); only the send queue (sq_depth WRs) bounds what an Engine has
- * posted. Never a default (docs/TUNING.md, "Fragments and the send
- * window"). */
+ * posted. No transport's default (docs/TUNING.md says why). */
 #define BE_SEND_WINDOW_OFF UINT64_MAX
 
 struct be_config {
@@ -111,7 +110,7 @@ struct be_config {
 	uint32_t size;
 	/* Largest message sent eagerly (copied into a SEND); larger ones are
 	 * written with RDMA WRITE into a buffer the receiver allocates.
-	 	 * Clamped to recv_buf_size - 16 (logged). BE_EAGER_MAX, default 8192. */
+	 * Clamped to recv_buf_size - 16 (logged). BE_EAGER_MAX, default 8192. */
 	uint32_t eager_max;
 	/* Bytes of each buffer on a worker's shared receive queue: the
 	 * largest SEND a peer may send. 256 B .. 16 MiB, rounded up to a
@@ -177,9 +176,8 @@ struct be_config {
 	 * always fits). 0: no limit. BE_MAX_GRANT_BYTES, default 256 MiB. */
 	uint64_t max_grant_bytes;
 	/* Bytes a worker lends at once to the large messages of all its
-	 * peers together, so that many peers cannot add up what one may not
-	 * hold; beyond it they are told "no memory" and retry (a message
-	 * always fits while the worker lends nothing). 0: no limit.
+	 * peers together; beyond it they are told "no memory" and retry (a
+	 * message always fits while the worker lends nothing). 0: no limit.
 	 * BE_MAX_WORKER_GRANT_BYTES, default 1 GiB. */
 	uint64_t max_worker_grant_bytes;
 	/*
@@ -368,8 +366,9 @@ BE_EXPORT int be_worker_stop(struct be_worker *w);
 
 /*
  * be_worker_call() - run @fn(@w, @arg) on the worker's thread at its next
- * progress, waking it if it sleeps. Threads: any. Functions still queued when the worker is destroyed run inside
- * be_worker_destroy(). Returns 0 or -ENOMEM (then @fn never runs).
+ * progress, waking it if it sleeps. Functions still queued when the
+ * worker is destroyed run inside be_worker_destroy(). Returns 0 or
+ * -ENOMEM (then @fn never runs). Threads: any.
  */
 BE_EXPORT int be_worker_call(struct be_worker *w, void (*fn)(struct be_worker *w, void *arg),
 			     void *arg);
