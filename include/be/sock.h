@@ -272,7 +272,9 @@ BE_EXPORT int be_ctx_create(const struct be_config *cfg, struct be_ctx **out);
  */
 BE_EXPORT int be_ctx_destroy(struct be_ctx *ctx);
 
-/* be_ctx_config() - the configuration in effect (after clamping). */
+/* be_ctx_config() - the configuration in effect (after clamping). Its
+ * size is 0 (the v1 layout; docs/API.md), so a copy passed back is read
+ * safely; set size to sizeof in a copy to pass back later fields. */
 BE_EXPORT const struct be_config *be_ctx_config(const struct be_ctx *ctx);
 
 /*

@@ -29,6 +29,10 @@ int be_ctx_create(const struct be_config *cfg, struct be_ctx **out)
 	rc = be__config_check(&ctx->cfg);
 	if (rc)
 		goto err_free;
+	/* be_ctx_config() hands this out: a caller that copies it and passes
+	 * the copy back must not make us read past its own, perhaps shorter,
+	 * struct (docs/API.md). */
+	ctx->cfg.size = 0;
 	rc = -pthread_mutex_init(&ctx->lock, NULL);
 	if (rc)
 		goto err_free;

@@ -144,7 +144,7 @@ static void check_configs(struct rt *t)
 	ASSERT_OK(be_ctx_create(c, &ctx));
 	guarded_check(&g, v1);
 	ASSERT_EQ(be_ctx_config(ctx)->close_timeout_ms, 1234);
-	ASSERT_UEQ(be_ctx_config(ctx)->size, sizeof(struct be_config));
+	ASSERT_EQ(be_ctx_config(ctx)->size, 0); /* a copy passed back reads as v1 */
 	c->size = (uint32_t)v1 - 8;
 	ASSERT_EQ(be_ctx_create(c, &ctx2), -EINVAL);
 	ASSERT_OK(be_worker_create(ctx, &w));
