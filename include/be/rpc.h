@@ -277,7 +277,12 @@ BE_EXPORT int be_rpc_unlisten(struct be_rpc *rpc, struct be_listener *l, int clo
  * now, and the draining flag on every reply from now on, so their
  * channels stop choosing this server while another replica of the set
  * is usable (docs/PROTOCOL.md, section 8). Off: serve again, and say so
- * the same way. Threads: worker.
+ * the same way. A client that ignores the notice and the flag (one not
+ * built on be_rpc channels) goes on sending here: each request it sends
+ * is answered -ESHUTDOWN, unrun, and a one-way request is dropped
+ * unrun (counted in refused_draining); a be_rpc channel that cannot
+ * choose another replica does the same, and retries each refusal
+ * elsewhere as its budget allows. Threads: worker.
  */
 BE_EXPORT void be_rpc_drain(struct be_rpc *rpc, int on);
 

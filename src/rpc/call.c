@@ -124,7 +124,7 @@ static void att_detach(struct rpc_call *call, struct rpc_attempt *a)
 			break;
 		}
 	}
-	rpc_list_del(&a->clink);
+	be__list_del_init(&a->clink);
 	be__rpc_ids_del(&rpc->atts, a->id);
 	a->addr->c.outstanding--;
 	be__rpc_conn_put(a->conn);
@@ -153,7 +153,7 @@ static void call_finish(struct rpc_call *call, int status, uint64_t now)
 	while (call->atts)
 		att_detach(call, call->atts);
 	be__rpc_ids_del(&rpc->calls, call->id);
-	rpc_list_del(&call->link);
+	be__list_del_init(&call->link);
 	if (!call_counts(call))
 		return;
 	ch->c.outstanding--;
@@ -205,16 +205,16 @@ static void call_defer(struct rpc_call *call, int status)
 
 	call_finish(call, status, rpc_now());
 	call->deferred = true;
-	rpc_list_add_tail(&rpc->deferred, &call->link);
+	be__list_add_tail(&rpc->deferred, &call->link);
 	be__rpc_kick(rpc);
 }
 
 void be__rpc_flush(struct be_rpc *rpc)
 {
-	while (!rpc_list_empty(&rpc->deferred)) {
-		struct rpc_call *call = rpc_list_entry(rpc->deferred.next, struct rpc_call, link);
+	while (!be__list_empty(&rpc->deferred)) {
+		struct rpc_call *call = be__list_entry(rpc->deferred.next, struct rpc_call, link);
 
-		rpc_list_del(&call->link);
+		be__list_del_init(&call->link);
 		call->deferred = false;
 		if (call->kind == RPC_CALL_SCATTER)
 			be__rpc_scatter_notify(call);
@@ -412,7 +412,7 @@ static int call_attempt(struct rpc_call *call, int kind)
 		a->hedge = kind == ATT_HEDGE;
 		a->sent = false;
 		conn->refs++;
-		rpc_list_add_tail(&conn->atts, &a->clink);
+		be__list_add_tail(&conn->atts, &a->clink);
 		a->next = call->atts;
 		call->atts = a;
 		addr->c.outstanding++;
@@ -456,12 +456,12 @@ static bool status_retryable(int status)
 
 void be__rpc_conn_failed(struct rpc_conn *c, int err)
 {
-	struct rpc_list *p, *t;
+	struct be__list *p, *t;
 
 	c->refs++;
-	rpc_list_for_each_safe(p, t, &c->atts)
+	be__list_for_each_safe(p, t, &c->atts)
 	{
-		struct rpc_attempt *a = rpc_list_entry(p, struct rpc_attempt, clink);
+		struct rpc_attempt *a = be__list_entry(p, struct rpc_attempt, clink);
 		struct rpc_call *call = a->call;
 		bool ran = a->sent || c->established || c->heard;
 
@@ -720,7 +720,7 @@ static int call_new(struct be_rpc_chan *ch, int kind, uint32_t service, uint32_t
 	call->sc = NULL;
 	call->leg = 0;
 	call->next_free = NULL;
-	rpc_list_init(&call->link);
+	be__list_init(&call->link);
 	*out = call;
 	return 0;
 }
@@ -757,7 +757,7 @@ static int call_launch(struct rpc_call *call)
 			ch->c.unavailable++;
 		return rc;
 	}
-	rpc_list_add_tail(&ch->calls, &call->link);
+	be__list_add_tail(&ch->calls, &call->link);
 	if (call_counts(call)) {
 		ch->c.calls++;
 		ch->c.outstanding++;

@@ -85,7 +85,7 @@ static struct rpc_replica *rep_new(struct be_rpc_chan *ch, const struct be_rpc_r
 	rep->last_path = -1;
 	rep->state = r->state == BE_RPC_DRAINING ? BE_RPC_REP_DRAINING : BE_RPC_REP_ACTIVE;
 	rep->active_since_ns = rpc_now();
-	rpc_list_init(&rep->gone);
+	be__list_init(&rep->gone);
 	rep_addrs_init(rep);
 	return rep;
 }
@@ -116,7 +116,7 @@ static void rep_free(struct rpc_replica *rep)
 {
 	be__rpc_tmr_cancel(rep->ch->rpc, &rep->eject_tmr);
 	rep_close_conns(rep, -ECANCELED);
-	rpc_list_del(&rep->gone);
+	be__list_del_init(&rep->gone);
 	free(rep);
 }
 
@@ -134,7 +134,7 @@ static void rep_remove(struct be_rpc_chan *ch, uint32_t i)
 	ch->reps[i] = ch->reps[--ch->nreps];
 	rep->state = BE_RPC_REP_REMOVED;
 	be__rpc_tmr_cancel(ch->rpc, &rep->eject_tmr);
-	rpc_list_add_tail(&ch->gone, &rep->gone);
+	be__list_add_tail(&ch->gone, &rep->gone);
 	be__rpc_replica_maybe_free(rep);
 }
 
@@ -247,9 +247,9 @@ static int chan_new(struct be_rpc *rpc, struct be_rpc_chan **out)
 		return -ENOMEM;
 	ch->rpc = rpc;
 	ch->cfg = rpc->cfg;
-	rpc_list_init(&ch->gone);
-	rpc_list_init(&ch->calls);
-	rpc_list_add_tail(&rpc->chans, &ch->link);
+	be__list_init(&ch->gone);
+	be__list_init(&ch->calls);
+	be__list_add_tail(&rpc->chans, &ch->link);
 	*out = ch;
 	return 0;
 }
@@ -350,7 +350,7 @@ void be__rpc_chan_refresh(struct be_rpc_chan *ch)
 
 void be_rpc_chan_destroy(struct be_rpc_chan *ch)
 {
-	struct rpc_list *p, *t;
+	struct be__list *p, *t;
 
 	if (!ch)
 		return;
@@ -359,27 +359,27 @@ void be_rpc_chan_destroy(struct be_rpc_chan *ch)
 		be__rpc_watch_stop(ch->watch);
 		ch->watch = NULL;
 	}
-	while (!rpc_list_empty(&ch->calls))
-		be__rpc_call_abort(rpc_list_entry(ch->calls.next, struct rpc_call, link));
+	while (!be__list_empty(&ch->calls))
+		be__rpc_call_abort(be__list_entry(ch->calls.next, struct rpc_call, link));
 	while (ch->nreps)
 		rep_remove(ch, ch->nreps - 1);
 	/* Nothing is in flight any more: drained replicas go now. */
-	rpc_list_for_each_safe(p, t, &ch->gone)
+	be__list_for_each_safe(p, t, &ch->gone)
 	{
-		struct rpc_replica *rep = rpc_list_entry(p, struct rpc_replica, gone);
+		struct rpc_replica *rep = be__list_entry(p, struct rpc_replica, gone);
 
 		rep->outstanding = 0;
 		rep_free(rep);
 	}
-	rpc_list_del(&ch->link);
+	be__list_del_init(&ch->link);
 	free(ch->reps);
 	free(ch);
 }
 
 void be__rpc_chan_destroy_all(struct be_rpc *rpc)
 {
-	while (!rpc_list_empty(&rpc->chans))
-		be_rpc_chan_destroy(rpc_list_entry(rpc->chans.next, struct be_rpc_chan, link));
+	while (!be__list_empty(&rpc->chans))
+		be_rpc_chan_destroy(be__list_entry(rpc->chans.next, struct be_rpc_chan, link));
 }
 
 int be_rpc_chan_set_config(struct be_rpc_chan *ch, const struct be_rpc_config *user)

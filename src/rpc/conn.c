@@ -34,7 +34,7 @@ static int conn_close_sock(struct rpc_conn *c)
 	be_sock_close(c->s);
 	c->s = NULL;
 	if (c->role == RPC_CONN_SERVER) {
-		rpc_list_del(&c->link);
+		be__list_del_init(&c->link);
 		c->rpc->ss.conns--;
 	}
 	return 1;
@@ -89,7 +89,7 @@ static int server_accept(struct be_listener *l, struct be_sock *s, void *user)
 {
 	struct be_rpc *rpc = user;
 	struct rpc_conn *c;
-	struct rpc_list *p;
+	struct be__list *p;
 
 	/* l is NULL when the Engine's listener was closed since: the
 	 * server stopped accepting there (be_rpc_unlisten()), on the
@@ -103,14 +103,14 @@ static int server_accept(struct be_listener *l, struct be_sock *s, void *user)
 	c->s = s;
 	c->role = RPC_CONN_SERVER;
 	c->refs = 1;
-	rpc_list_init(&c->atts);
+	be__list_init(&c->atts);
 	for (p = rpc->lsts.next; p != &rpc->lsts; p = p->next) {
-		struct rpc_lst *rl = rpc_list_entry(p, struct rpc_lst, link);
+		struct rpc_lst *rl = be__list_entry(p, struct rpc_lst, link);
 
 		if (rl->l == l)
 			c->lst = rl;
 	}
-	rpc_list_add_tail(&rpc->sconns, &c->link);
+	be__list_add_tail(&rpc->sconns, &c->link);
 	rpc->ss.conns++;
 	be_sock_set_user(s, c);
 	return 0;

@@ -57,8 +57,8 @@ int be__rpc_addr_conn(struct rpc_addr *a, struct rpc_conn **out)
 	c->refs = 1;
 	c->addr = a;
 	c->born_ns = rpc_now();
-	rpc_list_init(&c->atts);
-	rpc_list_init(&c->link);
+	be__list_init(&c->atts);
+	be__list_init(&c->link);
 	rc = be_sock_connect(rpc->w, a->str, &be__rpc_client_cbs, c, &c->s);
 	if (rc) {
 		be__log(BE_LOG_INFO, "rpc: connect %s: %s", a->str, be_strerror(rc));

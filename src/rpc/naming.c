@@ -49,14 +49,14 @@ struct rpc_watch {
 	uint32_t shard;
 	atomic_int refs;          /* the channel's + one per queued refresh */
 	atomic_bool queued;
-	struct rpc_list link;     /* n->watches, under n->mu */
+	struct be__list link;     /* n->watches, under n->mu */
 };
 
 struct be_rpc_naming {
 	pthread_mutex_t mu;
 	struct be_rpc_record *recs;
 	uint32_t nrecs, cap;
-	struct rpc_list watches;
+	struct be__list watches;
 	struct be_rpc_naming_stats st;
 	/* etcd backend */
 	struct rpc_naming_etcd *etcd;
@@ -90,13 +90,13 @@ static void watch_run(struct be_worker *w, void *arg)
 /* Tell the watches of @service (NULL: all). Called with n->mu held. */
 static void naming_notify_locked(struct be_rpc_naming *n, const char *service)
 {
-	struct rpc_list *p;
+	struct be__list *p;
 
 	n->st.version++;
 	n->st.updates++;
 	n->st.records = n->nrecs;
 	for (p = n->watches.next; p != &n->watches; p = p->next) {
-		struct rpc_watch *wt = rpc_list_entry(p, struct rpc_watch, link);
+		struct rpc_watch *wt = be__list_entry(p, struct rpc_watch, link);
 
 		if (service && strcmp(wt->service, service))
 			continue;
@@ -126,7 +126,7 @@ int be__rpc_watch_start(struct be_rpc_chan *ch, struct be_rpc_naming *n, const c
 	atomic_init(&wt->refs, 1);
 	atomic_init(&wt->queued, false);
 	pthread_mutex_lock(&n->mu);
-	rpc_list_add_tail(&n->watches, &wt->link);
+	be__list_add_tail(&n->watches, &wt->link);
 	pthread_mutex_unlock(&n->mu);
 	ch->watch = wt;
 	return 0;
@@ -135,7 +135,7 @@ int be__rpc_watch_start(struct be_rpc_chan *ch, struct be_rpc_naming *n, const c
 void be__rpc_watch_stop(struct rpc_watch *wt)
 {
 	pthread_mutex_lock(&wt->n->mu);
-	rpc_list_del(&wt->link);
+	be__list_del_init(&wt->link);
 	pthread_mutex_unlock(&wt->n->mu);
 	wt->ch = NULL;
 	watch_unref(wt);
@@ -240,7 +240,7 @@ int be_rpc_naming_create(struct be_rpc_naming **out)
 	if (!n)
 		return -ENOMEM;
 	pthread_mutex_init(&n->mu, NULL);
-	rpc_list_init(&n->watches);
+	be__list_init(&n->watches);
 	*out = n;
 	return 0;
 }
@@ -628,7 +628,7 @@ void be_rpc_naming_destroy(struct be_rpc_naming *n)
 		pthread_join(n->thr, NULL);
 		pthread_cond_destroy(&n->cv);
 	}
-	if (!rpc_list_empty(&n->watches))
+	if (!be__list_empty(&n->watches))
 		be__log(BE_LOG_ERROR, "naming: destroyed while channels still watch it");
 	pthread_mutex_destroy(&n->mu);
 	free(n->recs);

@@ -114,10 +114,10 @@ int be_rpc_create(struct be_worker *w, const struct be_rpc_config *cfg, struct b
 	rpc->rnd = (uint64_t)rpc_now() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)rpc;
 	if (!rpc->rnd)
 		rpc->rnd = 1;
-	rpc_list_init(&rpc->deferred);
-	rpc_list_init(&rpc->lsts);
-	rpc_list_init(&rpc->sconns);
-	rpc_list_init(&rpc->chans);
+	be__list_init(&rpc->deferred);
+	be__list_init(&rpc->lsts);
+	be__list_init(&rpc->sconns);
+	be__list_init(&rpc->chans);
 	rc = be__rpc_timer_start(rpc);
 	if (rc)
 		goto err_free;

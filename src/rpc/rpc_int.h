@@ -33,6 +33,7 @@
 #include <be/rpc.h>
 #include "util/abi.h"
 #include "util/common.h"
+#include "util/list.h"
 
 /* The v1 layouts of rpc.h's growing structs end with these fields
  * (util/abi.h). */
@@ -52,37 +53,6 @@ static inline int be__rpc_opts(struct be_rpc_call_opts *o, const struct be_rpc_c
 	o->size = sizeof(*o);
 	return user ? be__abi_read(o, sizeof(*o), user, RPC_CALL_OPTS_V1) : 0;
 }
-
-/* ---- intrusive list (its own: the engine's is internal to src/engine) */
-
-struct rpc_list {
-	struct rpc_list *next, *prev;
-};
-
-static inline void rpc_list_init(struct rpc_list *l)
-{
-	l->next = l->prev = l;
-}
-static inline bool rpc_list_empty(const struct rpc_list *l)
-{
-	return l->next == l;
-}
-static inline void rpc_list_add_tail(struct rpc_list *h, struct rpc_list *n)
-{
-	n->prev = h->prev;
-	n->next = h;
-	h->prev->next = n;
-	h->prev = n;
-}
-static inline void rpc_list_del(struct rpc_list *n)
-{
-	n->prev->next = n->next;
-	n->next->prev = n->prev;
-	n->next = n->prev = n;
-}
-#define rpc_list_entry(p, type, member) container_of(p, type, member)
-#define rpc_list_for_each_safe(p, tmp, h) \
-	for ((p) = (h)->next, (tmp) = (p)->next; (p) != (h); (p) = (tmp), (tmp) = (p)->next)
 
 /* ---- wire header (proto.c) */
 
@@ -175,8 +145,8 @@ struct rpc_conn {
 	uint64_t born_ns;         /* client: when be_sock_connect() started it */
 	struct rpc_addr *addr;    /* client: whose connection this is (NULL once detached) */
 	struct rpc_lst *lst;      /* server: the listener that accepted it */
-	struct rpc_list atts;     /* client: attempts waiting for a reply */
-	struct rpc_list link;     /* server: rpc->sconns */
+	struct be__list atts;     /* client: attempts waiting for a reply */
+	struct be__list link;     /* server: rpc->sconns */
 };
 
 void be__rpc_conn_put(struct rpc_conn *c);
@@ -222,7 +192,7 @@ struct rpc_replica {
 	struct rpc_tmr eject_tmr;
 	uint64_t ejections, returns;
 	bool srv_draining;        /* its server said it is draining (notice or reply flag) */
-	struct rpc_list gone;     /* ch->gone while removed and draining */
+	struct be__list gone;     /* ch->gone while removed and draining */
 };
 
 struct rpc_budget {
@@ -237,11 +207,11 @@ struct rpc_watch;
 struct be_rpc_chan {
 	struct be_rpc *rpc;
 	struct be_rpc_config cfg;
-	struct rpc_list link;     /* rpc->chans */
+	struct be__list link;     /* rpc->chans */
 	struct rpc_replica **reps;
 	uint32_t nreps, cap;
-	struct rpc_list gone;     /* removed replicas still draining */
-	struct rpc_list calls;    /* calls in flight */
+	struct be__list gone;     /* removed replicas still draining */
+	struct be__list calls;    /* calls in flight */
 	uint64_t min_version;
 	struct rpc_budget budget;
 	struct be_rpc_counters c;
@@ -265,7 +235,7 @@ struct rpc_attempt {
 	uint8_t no;               /* 0 = first */
 	bool hedge;
 	bool sent;                /* its send completed with 0 */
-	struct rpc_list clink;    /* conn->atts */
+	struct be__list clink;    /* conn->atts */
 	struct rpc_attempt *next; /* call->atts */
 };
 
@@ -298,7 +268,7 @@ struct rpc_call {
 	struct rpc_replica *probe_rep;
 	struct rpc_scatter *sc;
 	uint32_t leg;
-	struct rpc_list link;     /* ch->calls, or rpc->deferred */
+	struct be__list link;     /* ch->calls, or rpc->deferred */
 	struct rpc_call *next_free;
 };
 
@@ -324,7 +294,7 @@ struct rpc_method {
 
 struct rpc_lst {
 	struct be_listener *l;
-	struct rpc_list link;
+	struct be__list link;
 };
 
 struct be_rpc_req {
@@ -362,17 +332,17 @@ struct be_rpc {
 	struct rpc_attempt *att_free;
 	struct rpc_call *call_free;
 	struct be_rpc_req *req_free;
-	struct rpc_list deferred; /* calls completing at the next flush */
+	struct be__list deferred; /* calls completing at the next flush */
 
 	/* server */
 	struct rpc_method *methods;
 	uint32_t mcap, mcount;
-	struct rpc_list lsts, sconns;
+	struct be__list lsts, sconns;
 	bool draining;
 	struct be_rpc_server_stats ss;
 
 	/* client */
-	struct rpc_list chans;
+	struct be__list chans;
 };
 
 /* ---- cross-file internals */

@@ -67,7 +67,7 @@ static void scatter_defer(struct rpc_scatter *sc)
 	struct be_rpc *rpc = sc->base.rpc;
 
 	sc->base.deferred = true;
-	rpc_list_add_tail(&rpc->deferred, &sc->base.link);
+	be__list_add_tail(&rpc->deferred, &sc->base.link);
 	be__rpc_kick(rpc);
 }
 
@@ -132,7 +132,7 @@ int be_rpc_scatter(struct be_rpc *rpc, struct be_rpc_scatter_item *items, unsign
 	sc->base.kind = RPC_CALL_SCATTER;
 	sc->base.rpc = rpc;
 	sc->base.refs = 1;
-	rpc_list_init(&sc->base.link);
+	be__list_init(&sc->base.link);
 	sc->items = items;
 	sc->n = sc->left = n;
 	sc->fail_fast = (o.flags & BE_RPC_SCATTER_FAIL_FAST) != 0;

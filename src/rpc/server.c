@@ -127,7 +127,7 @@ int be_rpc_listen(struct be_rpc *rpc, const char *addr, struct be_listener **out
 		free(rl);
 		return rc;
 	}
-	rpc_list_add_tail(&rpc->lsts, &rl->link);
+	be__list_add_tail(&rpc->lsts, &rl->link);
 	if (out)
 		*out = rl->l;
 	return 0;
@@ -135,11 +135,11 @@ int be_rpc_listen(struct be_rpc *rpc, const char *addr, struct be_listener **out
 
 static void lst_close(struct be_rpc *rpc, struct rpc_lst *rl, bool close_conns)
 {
-	struct rpc_list *p, *t;
+	struct be__list *p, *t;
 
-	rpc_list_for_each_safe(p, t, &rpc->sconns)
+	be__list_for_each_safe(p, t, &rpc->sconns)
 	{
-		struct rpc_conn *c = rpc_list_entry(p, struct rpc_conn, link);
+		struct rpc_conn *c = be__list_entry(p, struct rpc_conn, link);
 
 		if (c->lst != rl)
 			continue;
@@ -148,16 +148,16 @@ static void lst_close(struct be_rpc *rpc, struct rpc_lst *rl, bool close_conns)
 			be__rpc_conn_close(c);
 	}
 	be_listener_close(rl->l);
-	rpc_list_del(&rl->link);
+	be__list_del_init(&rl->link);
 	free(rl);
 }
 
 int be_rpc_unlisten(struct be_rpc *rpc, struct be_listener *l, int close_conns)
 {
-	struct rpc_list *p;
+	struct be__list *p;
 
 	for (p = rpc->lsts.next; p != &rpc->lsts; p = p->next) {
-		struct rpc_lst *rl = rpc_list_entry(p, struct rpc_lst, link);
+		struct rpc_lst *rl = be__list_entry(p, struct rpc_lst, link);
 
 		if (rl->l == l) {
 			lst_close(rpc, rl, close_conns);
@@ -169,12 +169,12 @@ int be_rpc_unlisten(struct be_rpc *rpc, struct be_listener *l, int close_conns)
 
 void be__rpc_server_close_all(struct be_rpc *rpc)
 {
-	struct rpc_list *p, *t;
+	struct be__list *p, *t;
 
-	rpc_list_for_each_safe(p, t, &rpc->lsts)
-		lst_close(rpc, rpc_list_entry(p, struct rpc_lst, link), false);
-	rpc_list_for_each_safe(p, t, &rpc->sconns)
-		be__rpc_conn_close(rpc_list_entry(p, struct rpc_conn, link));
+	be__list_for_each_safe(p, t, &rpc->lsts)
+		lst_close(rpc, be__list_entry(p, struct rpc_lst, link), false);
+	be__list_for_each_safe(p, t, &rpc->sconns)
+		be__rpc_conn_close(be__list_entry(p, struct rpc_conn, link));
 }
 
 /* ---- replies */
@@ -218,13 +218,13 @@ static void notice_send(struct be_rpc *rpc, struct rpc_conn *c)
  */
 void be_rpc_drain(struct be_rpc *rpc, int on)
 {
-	struct rpc_list *p, *t;
+	struct be__list *p, *t;
 
 	if (rpc->draining == (on != 0))
 		return;
 	rpc->draining = on != 0;
-	rpc_list_for_each_safe(p, t, &rpc->sconns)
-		notice_send(rpc, rpc_list_entry(p, struct rpc_conn, link));
+	be__list_for_each_safe(p, t, &rpc->sconns)
+		notice_send(rpc, be__list_entry(p, struct rpc_conn, link));
 }
 
 /* Send the reply at @payload (an RPC buffer, taken) for header @rh on

@@ -171,7 +171,7 @@ static void timer_tick(struct be_worker *w, void *arg)
 		heap_del(h, t);
 		t->fn(rpc, t);
 	}
-	if (!rpc_list_empty(&rpc->deferred))
+	if (!be__list_empty(&rpc->deferred))
 		be__rpc_flush(rpc);
 	timer_publish(rpc, h->n ? h->v[0]->due : UINT64_MAX);
 	ctl_done(ctl);
