@@ -16,8 +16,8 @@
  * so rxe can no longer route from it: the QPs on it fail at their next
  * send and new connections to it do not resolve, as when a real port goes
  * away. Taking the link down instead (--link, not registered) leaves the
- * repaired port unusable for connects from this process (docs/RPC.md,
- * "Closing one Engine"). The calls go on over the second path without a
+ * repaired port unusable for connects from any process, rping's too
+ * (docs/RPC.md, "Verbs connects in the guest"). The calls go on over the second path without a
  * failure; once the addresses are back they return to the first
  * (rt_path_switch(): no call failed, moved over and back, counted as port
  * switches or as a fallback and its return).
