@@ -17,7 +17,11 @@
 #   sock-lat  be    tcp shm  the Socket ping-pong of be-perf rpc-lat,
 #                            in blocks alternating with the calls, against
 #                            the same server process
-#   rpc-lat   be    tcp shm  be-perf rpc-lat: the call ping-pong
+#   rpc-lat   be    tcp shm  be-perf rpc-lat: the call ping-pong, both
+#                            ends busy-polling ("polling":"busy")
+#   rpc-lat   be    tcp shm  the same with --adaptive: both ends spin for
+#                            a bounded time, then sleep on events, as
+#                            gRPC sleeps in epoll ("polling":"adaptive")
 #   rpc-rate  be    tcp shm  be-perf rpc-rate: --outstanding calls in
 #                            flight (its --depth) for 3 s (--quick: 1 s)
 #   failover  be    tcp shm  test/rpc's failover scenarios with --json, a
@@ -38,13 +42,15 @@
 # all with --size bytes (default 64) per request and per reply, then the
 # medians with min-max spread and the targets of issue 15 section 5: be's
 # call round trip <= 1.2 x the Socket ping-pong of the same run (shm, tcp);
-# be's tcp p50 and p99 <= 0.5 x gRPC's; be's shm calls per second per core
-# >= 10 x gRPC's. Targets are reported, never enforced.
+# be's tcp p50 and p99 <= 0.5 x gRPC's (busy-polled and adaptive alike);
+# be's shm calls per second per core >= 10 x gRPC's. Targets are
+# reported, never enforced.
 #
 # Latencies are round trips in microseconds (p50, p99, avg).
 # calls_per_s_per_core = calls / (user + system CPU seconds of client and
 # server together). gRPC blocks in epoll when idle; be-perf rpc-lat
-# busy-polls both ends, rpc-rate spins then sleeps on events.
+# busy-polls both ends (and, in its adaptive rows, spins then sleeps),
+# rpc-rate spins then sleeps on events.
 # Every process runs under taskset -c 0,1 (client and server share cores 0
 # and 1); --no-pin: no taskset.
 #
@@ -57,7 +63,7 @@
 # --build names a build with tests; in build-bench they are built here).
 #
 # --json: one JSON object per measurement, with test, impl, transport,
-# size, outstanding, reps, failed, and p50_us, p99_us, avg_us, calls_per_s,
+# polling (busy, adaptive, or epoll for gRPC), size, outstanding, reps, failed, and p50_us, p99_us, avg_us, calls_per_s,
 # calls_per_s_per_core (medians), each also as NAME_min and NAME_max; a
 # measurement that could not run has "status":"n/a" and a "reason".
 # Failover lines have fault, paths, detect_ms and recover_ms (medians, with
@@ -133,15 +139,17 @@ line() {
 }
 
 # ---- measurements ----------------------------------------------------------
-# meas KEY TEST IMPL TRANSPORT OUTSTANDING: one JSON line of the report,
-# five values (def'd as KEY_p50 ... KEY_cpc) measured every repetition.
+# meas KEY TEST IMPL TRANSPORT OUTSTANDING POLLING: one JSON line of the
+# report, five values (def'd as KEY_p50 ... KEY_cpc) measured every
+# repetition.
 groups=()
-declare -A G_TEST G_IMPL G_XPORT G_OUT
+declare -A G_TEST G_IMPL G_XPORT G_OUT G_POLL
 meas() {
 	local key=$1 d="$3 $4 $2 ${size} B"
 	groups+=("$key")
-	G_TEST[$key]=$2; G_IMPL[$key]=$3; G_XPORT[$key]=$4; G_OUT[$key]=$5
+	G_TEST[$key]=$2; G_IMPL[$key]=$3; G_XPORT[$key]=$4; G_OUT[$key]=$5; G_POLL[$key]=$6
 	[ "$5" -gt 1 ] && d+=", $5 outstanding"
+	[ "$6" = adaptive ] && d+=", adaptive"
 	def ${key}_p50 lat "$d" 1
 	def ${key}_p99 lat99 "$d" 1
 	def ${key}_avg lat_avg "$d" 1
@@ -172,12 +180,13 @@ meas_run() {
 	done
 }
 
-meas grpc_tcp_lat rpc-lat grpc tcp 1
-meas grpc_tcp_rate rpc-rate grpc tcp "$outstanding"
+meas grpc_tcp_lat rpc-lat grpc tcp 1 epoll
+meas grpc_tcp_rate rpc-rate grpc tcp "$outstanding" epoll
 for x in tcp shm; do
-	meas be_${x}_sock sock-lat be $x 1
-	meas be_${x}_lat rpc-lat be $x 1
-	meas be_${x}_rate rpc-rate be $x "$outstanding"
+	meas be_${x}_sock sock-lat be $x 1 busy
+	meas be_${x}_lat rpc-lat be $x 1 busy
+	meas be_${x}_alat rpc-lat be $x 1 adaptive
+	meas be_${x}_rate rpc-rate be $x "$outstanding" adaptive
 done
 
 # Failover: fo KEY FAULT TRANSPORT PROGRAM ARGS...; three values a
@@ -252,6 +261,7 @@ has_rpc_rate=0
 for x in tcp shm; do
 	if [ $has_rpc_lat -eq 0 ]; then
 		meas_skip be_${x}_lat "this be-perf has no rpc-lat"
+		meas_skip be_${x}_alat "this be-perf has no rpc-lat"
 		meas_skip be_${x}_sock "this be-perf has no rpc-lat"
 	fi
 	[ $has_rpc_rate -eq 1 ] || meas_skip be_${x}_rate "this be-perf has no rpc-rate"
@@ -264,6 +274,12 @@ be_rpc_lat() { # TRANSPORT ITERS: the call and Socket ping-pongs, one run
 	echo $? >"$work/rpclat.rc"
 	meas_run be_$1_sock line sock-lat
 	meas_run be_$1_lat line rpc-lat
+	# Both ends waiting adaptively, as gRPC's do: what a p99 costs when
+	# the worker sleeps between calls (its sock-lat line is not used).
+	bp rpc-lat --adaptive --transport "$1" --size "$size" --iters "$2" \
+		--warmup $(($2 / 10)) >"$work/rpclat.out" 2>"$work/rpclat.err"
+	echo $? >"$work/rpclat.rc"
+	meas_run be_$1_alat line rpc-lat
 }
 
 be_rpc_rate() { # TRANSPORT SECONDS
@@ -299,6 +315,10 @@ for x in tcp shm; do
 done
 ratio tcp_p50_vs_grpc be_tcp_lat_p50 grpc_tcp_lat_p50 "<=" 0.5 "be tcp rpc-lat p50 / gRPC p50"
 ratio tcp_p99_vs_grpc be_tcp_lat_p99 grpc_tcp_lat_p99 "<=" 0.5 "be tcp rpc-lat p99 / gRPC p99"
+ratio tcp_p50_vs_grpc_adaptive be_tcp_alat_p50 grpc_tcp_lat_p50 "<=" 0.5 \
+	"be tcp rpc-lat p50, both ends adaptive / gRPC p50"
+ratio tcp_p99_vs_grpc_adaptive be_tcp_alat_p99 grpc_tcp_lat_p99 "<=" 0.5 \
+	"be tcp rpc-lat p99, both ends adaptive / gRPC p99"
 ratio shm_cpc_vs_grpc be_shm_rate_cpc grpc_tcp_rate_cpc ">=" 10 \
 	"be shm rpc-rate calls/s/core / gRPC tcp's"
 ratio tcp_cpc_vs_grpc be_tcp_rate_cpc grpc_tcp_rate_cpc info - \
@@ -312,8 +332,8 @@ ratio tcp_sock_vs_grpc be_tcp_sock_p50 grpc_tcp_lat_p50 info - \
 report_json() {
 	local g f s line n
 	for g in "${groups[@]}"; do
-		line=$(printf '{"test":"%s","impl":"%s","transport":"%s","size":%s,"outstanding":%s' \
-			"${G_TEST[$g]}" "${G_IMPL[$g]}" "${G_XPORT[$g]}" "$size" "${G_OUT[$g]}")
+		line=$(printf '{"test":"%s","impl":"%s","transport":"%s","polling":"%s","size":%s,"outstanding":%s' \
+			"${G_TEST[$g]}" "${G_IMPL[$g]}" "${G_XPORT[$g]}" "${G_POLL[$g]}" "$size" "${G_OUT[$g]}")
 		n=""
 		for f in p50 cps; do
 			[ -n "$(stats ${g}_$f)" ] && n=$f
@@ -383,6 +403,6 @@ report_json() {
 notes=("latency: round trip, us"
 	"failover: ms from the fault to detection / recovery (see the header of this script)"
 	"cps: calls per second; cps/core: calls per CPU second of client + server"
-	"polling: gRPC sleeps in epoll; be-perf rpc-lat busy-polls both ends, rpc-rate spins then sleeps")
+	"polling: gRPC sleeps in epoll; be-perf rpc-lat busy-polls both ends (adaptive rows: spin, then sleep), rpc-rate spins then sleeps")
 [ $pin -eq 1 ] || notes+=("not pinned (--no-pin): the scheduler places both ends")
 cmp_finish
