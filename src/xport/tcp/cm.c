@@ -404,20 +404,44 @@ static int conn_connect_next(struct tcp_conn *c, int *err)
 	return 1;
 }
 
+const char *be__tcp_hs_check(const uint8_t *buf, uint32_t avail, uint8_t expect,
+			     struct tcp_hdr *h)
+{
+	if (avail < TCP_HDR_LEN)
+		return NULL;
+	be__tcp_hdr_unpack(h, buf);
+	if (h->magic != TCP_MAGIC || h->rsvd || h->status || h->len > BE_XPORT_PRIV_MAX || h->ack)
+		return "bad handshake header";
+	if (avail < TCP_HDR_LEN + h->len)
+		return NULL;
+	if (expect == TCP_F_HELLO) {
+		/* Nothing may follow a HELLO: the connector waits for the
+		 * answer before it sends anything else. */
+		if (h->type != TCP_F_HELLO || h->addr != TCP_PROTO_VERSION || h->imm || h->rkey ||
+		    avail != TCP_HDR_LEN + h->len)
+			return "bad HELLO";
+		return NULL;
+	}
+	/* Frames may follow an ACCEPT at once; nothing follows a REJECT. */
+	if (h->type != TCP_F_ACCEPT && (h->type != TCP_F_REJECT || avail != TCP_HDR_LEN + h->len))
+		return "bad handshake answer";
+	return NULL;
+}
+
 /*
  * Read handshake bytes into rbuf; returns 1 with *h set when a whole
- * frame (header + up to BE_XPORT_PRIV_MAX bytes) is there, 0 if more is
- * needed, or -errno (hang-up: -ECONNRESET; malformed: -EPROTO).
+ * frame (header + up to BE_XPORT_PRIV_MAX bytes) is there and is what
+ * @expect allows (be__tcp_hs_check()), 0 if more is needed, or -errno
+ * (hang-up: -ECONNRESET; malformed: -EPROTO with *@why).
  */
-static int conn_hs_read(struct tcp_conn *c, struct tcp_hdr *h)
+static int conn_hs_read(struct tcp_conn *c, uint8_t expect, struct tcp_hdr *h, const char **why)
 {
 	for (;;) {
 		ssize_t n;
 
 		if (c->rend >= TCP_HDR_LEN) {
-			be__tcp_hdr_unpack(h, c->rbuf);
-			if (h->magic != TCP_MAGIC || h->rsvd || h->status ||
-			    h->len > BE_XPORT_PRIV_MAX || h->ack)
+			*why = be__tcp_hs_check(c->rbuf, c->rend, expect, h);
+			if (*why)
 				return -EPROTO;
 			if (c->rend >= TCP_HDR_LEN + h->len)
 				return 1;
@@ -458,6 +482,7 @@ static void conn_hs_progress(struct tcp_conn *c, uint32_t events)
 {
 	struct be_xevent ev;
 	struct tcp_hdr h;
+	const char *why = NULL;
 	int r;
 
 	switch (c->state) {
@@ -493,20 +518,17 @@ static void conn_hs_progress(struct tcp_conn *c, uint32_t events)
 		return;
 	}
 	case TCP_C_HELLO_SENT:
-		r = conn_hs_read(c, &h);
+		r = conn_hs_read(c, TCP_F_ACCEPT, &h, &why);
 		if (r == 0)
 			return;
 		if (r < 0) {
+			if (r == -EPROTO)
+				be_log_err("tcp: connect to %s: %s (type %u)", c->peer, why, h.type);
 			conn_unreachable(c, r);
 			return;
 		}
 		if (h.type == TCP_F_ACCEPT) {
 			conn_established(c, &h);
-			return;
-		}
-		if (h.type != TCP_F_REJECT || c->rend != TCP_HDR_LEN + h.len) {
-			be_log_err("tcp: connect to %s: bad handshake answer (type %u)", c->peer, h.type);
-			conn_unreachable(c, -EPROTO);
 			return;
 		}
 		memset(&ev, 0, sizeof(ev));
@@ -521,15 +543,12 @@ static void conn_hs_progress(struct tcp_conn *c, uint32_t events)
 		be__tcp_evch_push(c->ch, &ev);
 		return;
 	case TCP_C_WAIT_HELLO:
-		r = conn_hs_read(c, &h);
+		r = conn_hs_read(c, TCP_F_HELLO, &h, &why);
 		if (r == 0)
 			return;
-		if (r > 0 && (h.type != TCP_F_HELLO || h.addr != TCP_PROTO_VERSION || h.imm ||
-			      h.rkey || c->rend != TCP_HDR_LEN + h.len))
-			r = -EPROTO;
 		if (r < 0) {
 			if (r == -EPROTO)
-				be_log_err("tcp: inbound connection from %s: bad HELLO; closed", c->peer);
+				be_log_err("tcp: inbound connection from %s: %s; closed", c->peer, why);
 			else
 				be_log_info("tcp: inbound connection from %s: hung up before HELLO", c->peer);
 			conn_free(c);

@@ -323,48 +323,111 @@ static int conn_take_recv(struct tcp_conn *c)
 }
 
 /*
+ * Checks of a frame that need no conn state (tcp.h). The conn calls them
+ * in this order: be__tcp_hdr_check(), then the frame's ack (conn_ack:
+ * state), then be__tcp_frame_check(), then per type what needs state.
+ */
+const char *be__tcp_hdr_check(const struct tcp_hdr *h)
+{
+	if (h->magic != TCP_MAGIC || h->rsvd)
+		return "bad frame header";
+	return NULL;
+}
+
+const char *be__tcp_frame_check(const struct tcp_hdr *h)
+{
+	switch (h->type) {
+	case TCP_F_ACK:
+		return h->len || h->status ? "malformed ack" : NULL;
+	case TCP_F_NAK:
+		return h->len ? "malformed nak" : NULL;
+	case TCP_F_BYE:
+		return h->len || h->status ? "malformed bye" : NULL;
+	case TCP_F_SEND:
+	case TCP_F_WRITE:
+	case TCP_F_WRITE_IMM:
+	case TCP_F_AWRITE:
+	case TCP_F_AWRITE_IMM:
+		return h->status || h->len > TCP_MAX_MSG ? "malformed data frame" : NULL;
+	default:
+		return "unknown frame type";
+	}
+}
+
+/*
  * An RX_ALLOC write (xport.h, BE_XWR_F_RX_ALLOC): its slot must be free
  * at offset 0 (then the buffer is allocated: rx_alloc) and open
  * elsewhere, each frame starting where the last ended and the AWRITE_IMM
- * ending the buffer. Returns 1 (payload follows), 2 (no memory: the
- * conn stalls with the header left in rbuf) or -1 (refused, conn failed).
+ * ending the buffer. Only the opening frame can pass with a bad length:
+ * the buffer it asks for is the bound the frames after it are held to.
+ */
+const char *be__tcp_aslot_check(const struct tcp_hdr *h, const struct tcp_aslot *slots,
+				uint64_t *open)
+{
+	const struct tcp_aslot *a;
+	int imm = h->type == TCP_F_AWRITE_IMM;
+	uint64_t got, len;
+
+	*open = 0;
+	if (h->rkey >= TCP_MAX_RX_ALLOC)
+		return "RX_ALLOC write to no slot";
+	a = slots ? &slots[h->rkey] : NULL;
+	if (h->addr == 0) {
+		uint64_t total = imm ? h->len : h->imm;
+
+		if ((a && a->buf) || total == 0 || total < h->len || (!imm && total == h->len))
+			return "RX_ALLOC write opens a bad slot";
+		*open = total;
+		got = 0;
+		len = total;
+	} else {
+		if (!a || !a->buf || h->addr != a->got)
+			return "RX_ALLOC write out of order";
+		got = a->got;
+		len = a->len;
+	}
+	if (got + h->len > len || (imm && got + h->len != len) || (!imm && got + h->len == len))
+		return "RX_ALLOC write outside its buffer";
+	return NULL;
+}
+
+/*
+ * Set up the destination of the RX_ALLOC write in c->rx (checked by
+ * be__tcp_aslot_check()). Returns 1 (payload follows), 2 (no memory:
+ * the conn stalls with the header left in rbuf) or -1 (refused, conn
+ * failed).
  */
 static int conn_rx_begin_alloc(struct tcp_conn *c)
 {
 	struct tcp_hdr *h = &c->rx;
 	struct tcp_aslot *a;
-	int imm = h->type == TCP_F_AWRITE_IMM;
+	const char *why;
+	uint64_t open;
 
-	if (!c->rx_alloc || h->rkey >= TCP_MAX_RX_ALLOC)
+	if (!c->rx_alloc)
 		return conn_reject_frame(c, TCP_NAK_ACCESS, "RX_ALLOC write to no slot");
+	why = be__tcp_aslot_check(h, c->aslots, &open);
+	if (why)
+		return conn_reject_frame(c, TCP_NAK_ACCESS, why);
 	if (!c->aslots) {
 		c->aslots = calloc(TCP_MAX_RX_ALLOC, sizeof(*c->aslots));
 		if (!c->aslots)
 			return conn_reject_frame(c, TCP_NAK_PROTO, "no memory for RX_ALLOC slots");
 	}
 	a = &c->aslots[h->rkey];
-	if (h->addr == 0) {
-		uint64_t total = imm ? h->len : h->imm;
+	if (open) {
 		void *buf = NULL;
-		int rc;
+		int rc = c->rx_alloc(&c->x, open, &buf);
 
-		if (a->buf || total == 0 || total < h->len || (!imm && total == h->len))
-			return conn_reject_frame(c, TCP_NAK_ACCESS, "RX_ALLOC write opens a bad slot");
-		rc = c->rx_alloc(&c->x, total, &buf);
 		if (rc == -EAGAIN)
 			return 2;
 		if (rc || !buf)
 			return conn_reject_frame(c, TCP_NAK_LEN, "RX_ALLOC buffer refused");
 		a->buf = buf;
-		a->len = (uint32_t)total;
+		a->len = (uint32_t)open;
 		a->got = 0;
-	} else if (!a->buf || h->addr != a->got) {
-		return conn_reject_frame(c, TCP_NAK_ACCESS, "RX_ALLOC write out of order");
 	}
-	if ((uint64_t)a->got + h->len > a->len || (imm && a->got + h->len != a->len) ||
-	    (!imm && a->got + h->len == a->len))
-		return conn_reject_frame(c, TCP_NAK_ACCESS, "RX_ALLOC write outside its buffer");
-	if (imm && !conn_take_recv(c))
+	if (h->type == TCP_F_AWRITE_IMM && !conn_take_recv(c))
 		return conn_reject_frame(c, TCP_NAK_RNR, "WRITE_IMM with no receive posted");
 	c->rx_slot = a;
 	c->rx_dst = a->buf + a->got;
@@ -380,41 +443,31 @@ static int conn_rx_begin_alloc(struct tcp_conn *c)
 static int conn_rx_begin(struct tcp_conn *c)
 {
 	struct tcp_hdr *h = &c->rx;
+	const char *why = be__tcp_hdr_check(h);
 
-	if (h->magic != TCP_MAGIC || h->rsvd)
-		return conn_reject_frame(c, TCP_NAK_PROTO, "bad frame header");
+	if (why)
+		return conn_reject_frame(c, TCP_NAK_PROTO, why);
 	if (conn_ack(c, h->ack) < 0)
 		return conn_reject_frame(c, TCP_NAK_PROTO, "ack of a frame never sent");
+	why = be__tcp_frame_check(h);
+	if (why)
+		return conn_reject_frame(c, TCP_NAK_PROTO, why);
 	switch (h->type) {
 	case TCP_F_ACK:
-		if (h->len || h->status)
-			return conn_reject_frame(c, TCP_NAK_PROTO, "malformed ack");
 		return 0;
 	case TCP_F_NAK:
-		if (h->len)
-			return conn_reject_frame(c, TCP_NAK_PROTO, "malformed nak");
 		conn_nak(c, h->status);
 		return -1;
 	case TCP_F_BYE:
-		if (h->len || h->status)
-			return conn_reject_frame(c, TCP_NAK_PROTO, "malformed bye");
 		be_log_info("tcp: conn %s: peer disconnected", c->peer);
 		be__tcp_conn_fail(c, BE_XWC_WR_FLUSH_ERR, 0, 0);
 		return -1;
-	case TCP_F_SEND:
-	case TCP_F_WRITE:
-	case TCP_F_WRITE_IMM:
-		break;
 	case TCP_F_AWRITE:
 	case TCP_F_AWRITE_IMM:
-		if (h->status || h->len > TCP_MAX_MSG)
-			return conn_reject_frame(c, TCP_NAK_PROTO, "malformed data frame");
 		return conn_rx_begin_alloc(c);
 	default:
-		return conn_reject_frame(c, TCP_NAK_PROTO, "unknown frame type");
+		break;
 	}
-	if (h->status || h->len > TCP_MAX_MSG)
-		return conn_reject_frame(c, TCP_NAK_PROTO, "malformed data frame");
 	if (h->type == TCP_F_SEND) {
 		if (!conn_take_recv(c))
 			return conn_reject_frame(c, TCP_NAK_RNR, "SEND with no receive posted");

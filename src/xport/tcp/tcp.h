@@ -98,6 +98,34 @@ _Static_assert(TCP_RX_TAIL >= TCP_HDR_LEN && TCP_RX_TAIL <= TCP_RBUF_SIZE, "rx t
 void be__tcp_hdr_pack(uint8_t *out, const struct tcp_hdr *h);
 void be__tcp_hdr_unpack(struct tcp_hdr *h, const uint8_t *in);
 
+/*
+ * Checks of what a peer sent that need no conn state: pure functions, so
+ * a fuzzer drives them alone (test/fuzz/fuzz-tcp-frame.c). Each returns
+ * NULL when the input passes, else why not; the conn then fails.
+ *
+ * be__tcp_hs_check(): the handshake frame at @buf, of which @avail bytes
+ * arrived, on a conn waiting for @expect: TCP_F_HELLO (acceptor) or
+ * TCP_F_ACCEPT (connector: ACCEPT or REJECT). NULL with *@h decoded once
+ * @avail >= TCP_HDR_LEN; the frame is whole when @avail >= TCP_HDR_LEN +
+ * h->len (h->len <= BE_XPORT_PRIV_MAX), else more bytes are needed.
+ *
+ * An established conn's frames, in this order: be__tcp_hdr_check() (magic,
+ * reserved field), the ack (state), be__tcp_frame_check() (a known type
+ * and its fields: no payload on ACK, NAK and BYE, no status but on NAK,
+ * data frames at most TCP_MAX_MSG); refused with TCP_NAK_PROTO. Then
+ * be__tcp_aslot_check() for AWRITE and AWRITE_IMM against the conn's
+ * RX_ALLOC slots @slots (NULL: all free): NULL with *@open the bytes to
+ * allocate when the frame opens its slot (else 0); the payload then lies
+ * inside the slot's buffer. Refused with TCP_NAK_ACCESS.
+ */
+const char *be__tcp_hs_check(const uint8_t *buf, uint32_t avail, uint8_t expect,
+			     struct tcp_hdr *h);
+const char *be__tcp_hdr_check(const struct tcp_hdr *h);
+const char *be__tcp_frame_check(const struct tcp_hdr *h);
+struct tcp_aslot;
+const char *be__tcp_aslot_check(const struct tcp_hdr *h, const struct tcp_aslot *slots,
+				uint64_t *open);
+
 /* What an epoll entry points at. */
 enum tcp_kind {
 	TCP_K_LISTENER = 1,
