@@ -347,6 +347,12 @@ static void cm_close_fds(int *fds, int n)
 			close(fds[i]);
 }
 
+bool be__shm_ring_size_ok(uint32_t ring_size)
+{
+	return ring_size >= SHM_MIN_RING && ring_size <= SHM_MAX_RING &&
+	       !(ring_size & (ring_size - 1));
+}
+
 static int cm_map_segment(struct shm_conn *c, int fd, uint32_t ring_size)
 {
 	size_t len;
@@ -354,7 +360,7 @@ static int cm_map_segment(struct shm_conn *c, int fd, uint32_t ring_size)
 	uint8_t *p;
 	int seals;
 
-	if (ring_size < SHM_MIN_RING || ring_size > SHM_MAX_RING || (ring_size & (ring_size - 1)))
+	if (!be__shm_ring_size_ok(ring_size))
 		return -EPROTO;
 	len = SHM_SEG_CTL_BYTES + 2 * (size_t)ring_size;
 	/* The segment must not shrink under us (SIGBUS). */
@@ -418,6 +424,37 @@ static void cm_on_eof(struct shm_conn *c)
 	}
 }
 
+const char *be__shm_msg_check(const struct shm_msg *m, size_t len, int nfds)
+{
+	if (len < offsetof(struct shm_msg, u) || m->magic != SHM_MSG_MAGIC)
+		return "bad message header";
+	if (len < be__shm_msg_len(m->type, m->count) || m->count)
+		return "message shorter than its type, or with a count";
+	/* Anything else, the retired region announcements included (a memfd
+	 * we would map), is a protocol error. */
+	switch (m->type) {
+	case SHM_MSG_REQ:
+		if (nfds != 3 || m->u.cm.priv_len > BE_XPORT_PRIV_MAX)
+			return "malformed request";
+		/* The segment itself is checked as it is mapped. */
+		if (!be__shm_ring_size_ok(m->u.cm.ring_size))
+			return "request with a bad ring size";
+		return NULL;
+	case SHM_MSG_ACC:
+		if (nfds != 2 || m->u.cm.priv_len > BE_XPORT_PRIV_MAX)
+			return "malformed accept";
+		return NULL;
+	case SHM_MSG_REJ:
+		if (m->u.cm.priv_len > BE_XPORT_PRIV_MAX)
+			return "malformed reject";
+		return NULL;
+	case SHM_MSG_BYE:
+		return NULL;
+	default:
+		return "unknown message type";
+	}
+}
+
 /*
  * cm_handle() - one message from the peer, with @nfds received fds, which
  * it takes (maps or closes). Returns 0, or -EPROTO to drop the conn.
@@ -427,14 +464,11 @@ static int cm_handle(struct shm_conn *c, const struct shm_msg *m, size_t len, in
 	uint8_t plen;
 	int ret;
 
-	if (len < offsetof(struct shm_msg, u) || m->magic != SHM_MSG_MAGIC ||
-	    len < be__shm_msg_len(m->type, m->count) || m->count)
+	if (be__shm_msg_check(m, len, nfds))
 		goto proto;
-	/* Anything else, the retired region announcements included (a memfd
-	 * we would map), is a protocol error. */
 	switch (m->type) {
 	case SHM_MSG_REQ:
-		if (c->state != SHM_CS_WAIT_REQ || nfds != 3 || m->u.cm.priv_len > BE_XPORT_PRIV_MAX)
+		if (c->state != SHM_CS_WAIT_REQ)
 			goto proto;
 		ret = cm_map_segment(c, fds[0], m->u.cm.ring_size);
 		if (ret)
@@ -450,8 +484,7 @@ static int cm_handle(struct shm_conn *c, const struct shm_msg *m, size_t len, in
 		cm_queue(c, BE_XEV_CONNECT_REQUEST, 0, m->u.cm.priv, plen);
 		return 0;
 	case SHM_MSG_ACC:
-		if (c->state != SHM_CS_CONNECTING || nfds != 2 ||
-		    m->u.cm.priv_len > BE_XPORT_PRIV_MAX)
+		if (c->state != SHM_CS_CONNECTING)
 			goto proto;
 		c->peer_rx_efd = fds[0];
 		c->peer_tx_efd = fds[1];
@@ -462,19 +495,17 @@ static int cm_handle(struct shm_conn *c, const struct shm_msg *m, size_t len, in
 		cm_queue(c, BE_XEV_ESTABLISHED, 0, m->u.cm.priv, (uint8_t)m->u.cm.priv_len);
 		return 0;
 	case SHM_MSG_REJ:
-		if (c->state != SHM_CS_CONNECTING || m->u.cm.priv_len > BE_XPORT_PRIV_MAX)
+		if (c->state != SHM_CS_CONNECTING)
 			goto proto;
 		cm_handshake_failed(c, BE_XEV_REJECTED, -ECONNREFUSED, m->u.cm.priv,
 				    (uint8_t)m->u.cm.priv_len);
 		break;
-	case SHM_MSG_BYE:
+	default: /* SHM_MSG_BYE */
 		if (c->state == SHM_CS_CONNECTED)
 			be__shm_conn_error(c, BE_XWC_WR_FLUSH_ERR, 0);
 		else if (c->state == SHM_CS_REQ_RCVD)
 			c->state = SHM_CS_CLOSED;
 		break;
-	default:
-		goto proto;
 	}
 	cm_close_fds(fds, nfds);
 	return 0;

@@ -687,6 +687,19 @@ static void rx_publish(struct shm_conn *c)
 	c->rx_pub_wake = false;
 }
 
+uint64_t be__shm_rec_check(uint32_t op, uint32_t blen, uint64_t off, uint64_t size)
+{
+	uint64_t len;
+
+	if ((op != SHM_REC_SEND && op != SHM_REC_WRITE_IMM && op != SHM_REC_WRITE_IMM_INL &&
+	     op != SHM_REC_WRITE) ||
+	    ((op == SHM_REC_SEND || op == SHM_REC_WRITE) && blen > size / 4) ||
+	    (op == SHM_REC_WRITE_IMM_INL && blen > SHM_IMM_INLINE))
+		return 0;
+	len = shm_rec_len(op, blen);
+	return off + len > size ? 0 : len;
+}
+
 static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 {
 	uint64_t size = c->ring_size, mask = size - 1, head, head0, placed = 0;
@@ -732,15 +745,8 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 			c->rx_zeroed = head;
 			continue;
 		}
-		if ((op != SHM_REC_SEND && op != SHM_REC_WRITE_IMM &&
-		     op != SHM_REC_WRITE_IMM_INL && op != SHM_REC_WRITE) ||
-		    ((op == SHM_REC_SEND || op == SHM_REC_WRITE) && blen > size / 4) ||
-		    (op == SHM_REC_WRITE_IMM_INL && blen > SHM_IMM_INLINE)) {
-			err = BE_XWC_GENERAL_ERR;
-			break;
-		}
-		len = shm_rec_len(op, blen);
-		if (off + len > size) {
+		len = be__shm_rec_check(op, blen, off, size);
+		if (!len) {
 			err = BE_XWC_GENERAL_ERR;
 			break;
 		}

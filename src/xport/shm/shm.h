@@ -266,6 +266,27 @@ struct shm_msg {
 /* The ops of the table (xport.h), defined in the files named there. */
 BE__XPORT_DECLARE(shm)
 
+/*
+ * Checks of what a peer sends that need no conn state: pure functions, so
+ * a fuzzer drives them alone (test/fuzz/fuzz-shm-wire.c).
+ *
+ * be__shm_msg_check() (cm.c): one socket message of @len bytes as
+ * received, with @nfds descriptors: its header, a known type (REQ, ACC,
+ * REJ, BYE), a length that holds its type, no count, the fds its type
+ * carries, private data of at most BE_XPORT_PRIV_MAX bytes, a REQ's ring
+ * size (be__shm_ring_size_ok()). NULL when it passes, else why not (the
+ * conn drops it: -EPROTO); which type a conn's state takes is
+ * cm_handle's.
+ * be__shm_rec_check() (data.c): the record at ring offset @off of a ring
+ * of @size bytes whose tag says @op (not PAD) and whose byte_len is @blen:
+ * its length in the ring (it fits before the ring's end), or 0 when it is
+ * malformed (the conn fails with GENERAL_ERR). A WRITE's or inline
+ * WRITE_IMM's target is checked against the grants by cq_poll_rx().
+ */
+const char *be__shm_msg_check(const struct shm_msg *m, size_t len, int nfds);
+bool be__shm_ring_size_ok(uint32_t ring_size);
+uint64_t be__shm_rec_check(uint32_t op, uint32_t blen, uint64_t off, uint64_t size);
+
 /* dev.c */
 int be__shm_local_check(struct shm_dev *dev, uint32_t lkey, uint64_t addr, uint64_t len);
 int be__shm_sendmsg(int fd, const struct shm_msg *m, size_t len, const int *fds, int nfds,
