@@ -243,6 +243,21 @@ struct be_config {
 	 * take. BE_ADMIT_UIDS.
 	 */
 	char admit_uids[128];
+	/*
+	 * Bytes one Socket may hold for its peer: messages that arrived
+	 * complete, or announced and still being written, behind a large
+	 * message of the Socket that is not complete yet (they wait for it,
+	 * messages are delivered in order), each counted as its length plus
+	 * 64 bytes. The value is announced to the peer at connect; the
+	 * peer's Socket then stops sending (its messages wait in its queue,
+	 * nothing is dropped) until the large message completes here, and a
+	 * peer that sends beyond it is a protocol error that fails its
+	 * Engine (BE_EPROTO_PEER). One message always goes when the Socket
+	 * holds nothing, and the other Sockets of the Engine are not held
+	 * up. At least 4096 (raised, logged); 0: no bound. BE_SOCK_WINDOW,
+	 * default 16 MiB (docs/SECURITY.md, "Limits").
+	 */
+	uint64_t sock_window;
 };
 
 /* Longest shared secret (be_config.auth_secret). */

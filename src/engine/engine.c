@@ -52,6 +52,7 @@ static void engine_hello(struct be__engine *e, struct be__hello *h)
 		.max_sockets = cfg->max_sockets,
 		.max_msg_size = cfg->max_msg_size,
 		.keepalive_ms = cfg->keepalive_ms,
+		.sock_window = cfg->sock_window,
 	};
 }
 

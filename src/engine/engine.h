@@ -251,6 +251,8 @@ void be__engine_rx_retry(struct be__engine *e, uint64_t now);
 void be__engine_rx_free(struct be__engine *e);
 void be__sock_deliver(struct be_sock *s);
 void be__sock_deliver_rest(struct be_sock *s);
+bool be__sock_rxq_add(struct be_sock *s, struct be__rxmsg *r);
+void be__sock_rxq_del(struct be_sock *s, struct be__rxmsg *r);
 
 /* credit_elastic.c: growing and shrinking the peer's grant (credit.h).
  * grow after each receive the peer spent (@starved: a frame of it said it
@@ -296,6 +298,7 @@ int be__large_on_resp(struct be__engine *e, struct be_sock *s, const struct be__
 int be__large_on_nomem(struct be__engine *e, struct be_sock *s, const struct be__frame *f);
 int be__large_on_imm(struct be__engine *e, uint32_t token, uint32_t byte_len);
 void be__large_release_sock(struct be__engine *e, struct be_sock *s);
+void be__large_nomem_sent(struct be__engine *e, const struct be__frame *f);
 void be__large_free_grants(struct be__engine *e);
 void be__large_backoff_tick(struct be__engine *e, uint64_t now);
 

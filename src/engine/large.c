@@ -34,8 +34,16 @@
  * its earlier WRITEs landed before that SEND), or until the connection is
  * destroyed. Only then is it freed or handed to the application.
  *
+ * The records of messages a peer announced sit on the socket's receive
+ * queue until delivered, counted against the socket receive window (rx.c),
+ * the ones answered "no memory" too: a record is made once per message,
+ * never per answer, and a message holds at most one answer not yet sent,
+ * so neither the records nor the control frames answering them grow past
+ * what the window allows, however fast a peer repeats its requests.
+ *
  * Validation: a WRITE_REQ must carry the socket's next message id (or the
- * id of a message we answered "no memory"), a length within our limits;
+ * id of a message whose "no memory" answer we sent), a length within our
+ * limits, and fit the socket receive window;
  * a WRITE_RESP must match a request we sent, length included; an
  * immediate must name a live grant with its generation; a violation is a
  * protocol error on the Engine.
@@ -106,6 +114,39 @@ static void large_slot_put(struct be__engine *e, uint32_t slot)
 	e->grants_live--;
 }
 
+/* Answer "no memory" for @r: frame @a, queued. Until it is sent (see
+ * be__large_nomem_sent) the peer cannot have seen it, so a repeated
+ * WRITE_REQ for @r is a protocol error. */
+static int large_nomem(struct be__engine *e, struct be__rxmsg *r, struct be__frame *a)
+{
+	a->type = BE_FR_WRITE_NOMEM;
+	e->st.nomem_sent++;
+	r->nomem_due = true;
+	return be__engine_ctrl(e, a);
+}
+
+/*
+ * be__large_nomem_sent() - our WRITE_NOMEM frame @f was encoded into a
+ * SEND: the peer may retry its message from now on. The record may be
+ * gone (socket closed); then nothing is to be done.
+ */
+void be__large_nomem_sent(struct be__engine *e, const struct be__frame *f)
+{
+	struct be_sock *s = be__engine_sock_lookup(e, !(f->flags & BE_FRF_OPENER), f->sock);
+	struct be__list *p;
+
+	if (!s)
+		return;
+	for (p = s->rxq.next; p != &s->rxq; p = p->next) {
+		struct be__rxmsg *r = be__list_entry(p, struct be__rxmsg, link);
+
+		if (r->id == f->msg) {
+			r->nomem_due = false;
+			return;
+		}
+	}
+}
+
 /* Try to allocate and grant the destination of @r; answers the peer. */
 static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg *r)
 {
@@ -128,11 +169,8 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 	if ((e->grants_live && e->grant_bytes + r->len > cfg->max_grant_bytes) ||
 	    (e->pid && e->pid->grant_bytes &&
 	     e->pid->grant_bytes + r->len > cfg->max_peer_grant_bytes) ||
-	    (w->grant_bytes && w->grant_bytes + r->len > cfg->max_worker_grant_bytes)) {
-		a.type = BE_FR_WRITE_NOMEM;
-		e->st.nomem_sent++;
-		return be__engine_ctrl(e, &a);
-	}
+	    (w->grant_bytes && w->grant_bytes + r->len > cfg->max_worker_grant_bytes))
+		return large_nomem(e, r, &a);
 	buf = be_alloc(r->len);
 	if (!buf && be_alloc_trim())
 		buf = be_alloc(r->len); /* free blocks went back; the limit has room */
@@ -152,11 +190,8 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 		be_free(buf);
 		buf = NULL;
 	}
-	if (!buf) {
-		a.type = BE_FR_WRITE_NOMEM;
-		e->st.nomem_sent++;
-		return be__engine_ctrl(e, &a);
-	}
+	if (!buf)
+		return large_nomem(e, r, &a);
 	e->grants[slot].rx = r;
 	e->grants[slot].sock = s;
 	e->grants[slot].rkey = reg.rkey;
@@ -196,20 +231,25 @@ int be__large_on_req(struct be__engine *e, struct be_sock *s, const struct be__f
 		}
 		r->id = f->msg;
 		r->len = f->length;
+		if (!be__sock_rxq_add(s, r)) {
+			free(r);
+			return large_fail(e, f, "socket receive window exceeded");
+		}
 		s->rx_next_id++;
-		be__list_add_tail(&s->rxq, &r->link);
-		s->nrx++;
 	} else {
 		for (p = s->rxq.next; p != &s->rxq; p = p->next) {
 			struct be__rxmsg *x = be__list_entry(p, struct be__rxmsg, link);
 
-			if (x->id == f->msg && !x->granted && !x->done && x->len == f->length) {
+			if (x->id == f->msg && !x->granted && !x->done && !x->oneway &&
+			    x->len == f->length) {
 				r = x;
 				break;
 			}
 		}
 		if (!r)
 			return large_fail(e, f, "WRITE_REQ with an unexpected message id");
+		if (r->nomem_due)
+			return large_fail(e, f, "WRITE_REQ repeated before our WRITE_NOMEM was sent");
 	}
 	rc = large_grant(e, s, r);
 	if (rc)
@@ -306,8 +346,7 @@ int be__large_on_imm(struct be__engine *e, uint32_t token, uint32_t byte_len)
 	e->st.large_recv++;
 	s->st.large_recv++;
 	if (s->state != BE_SS_OPEN || s->app_closed) {
-		be__list_del_init(&r->link);
-		s->nrx--;
+		be__sock_rxq_del(s, r);
 		be_free(r->buf);
 		free(r);
 		return 0;
@@ -323,8 +362,7 @@ void be__large_release_sock(struct be__engine *e, struct be_sock *s)
 		struct be__rxmsg *r = be__list_entry(be__list_first(&s->rxq), struct be__rxmsg,
 						     link);
 
-		be__list_del_init(&r->link);
-		s->nrx--;
+		be__sock_rxq_del(s, r);
 		if (r->granted)
 			large_slot_put(e, r->slot);
 		be_free(r->buf);

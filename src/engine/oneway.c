@@ -152,9 +152,11 @@ int be__oneway_on_frame(struct be__engine *e, struct be_sock *s, const struct be
 	r->id = f->msg;
 	r->len = f->length;
 	r->oneway = true;
+	if (!be__sock_rxq_add(s, r)) {
+		free(r);
+		return oneway_fail(e, "socket receive window exceeded", f->token);
+	}
 	s->rx_next_id++;
-	be__list_add_tail(&s->rxq, &r->link);
-	s->nrx++;
 	o->rx = r;
 	o->sock = s;
 	return 0;

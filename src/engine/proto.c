@@ -45,7 +45,8 @@ static inline uint64_t rd64(const uint8_t *p)
 }
 
 /* Hello layout: magic 0, version 4, flags 6, recv_buf 8, eager 12,
- * credits 16, max_sockets 20, max_msg 24, keepalive 32, reason 36. */
+ * credits 16, max_sockets 20, max_msg 24, keepalive 32, reason 36,
+ * sock_window 40. */
 void be__hello_encode(const struct be__hello *h, uint8_t *buf)
 {
 	memset(buf, 0, BE_PROTO_HELLO_LEN);
@@ -59,6 +60,7 @@ void be__hello_encode(const struct be__hello *h, uint8_t *buf)
 	wr64(buf + 24, h->max_msg_size);
 	wr32(buf + 32, h->keepalive_ms);
 	wr32(buf + 36, h->reason);
+	wr64(buf + 40, h->sock_window);
 }
 
 int be__hello_decode(const uint8_t *buf, size_t len, int is_reject, struct be__hello *h,
@@ -81,6 +83,7 @@ int be__hello_decode(const uint8_t *buf, size_t len, int is_reject, struct be__h
 	h->max_msg_size = rd64(buf + 24);
 	h->keepalive_ms = rd32(buf + 32);
 	h->reason = rd32(buf + 36);
+	h->sock_window = rd64(buf + 40);
 	if (h->magic != BE_PROTO_MAGIC) {
 		*why = "bad handshake magic";
 		return BE_REJECT_BAD_HELLO;
@@ -104,7 +107,8 @@ int be__hello_decode(const uint8_t *buf, size_t len, int is_reject, struct be__h
 		*why = "credits out of range";
 		return BE_REJECT_PARAMS;
 	}
-	if (h->max_sockets == 0 || h->max_msg_size == 0 || h->reason != 0) {
+	if (h->max_sockets == 0 || h->max_msg_size == 0 || h->reason != 0 ||
+	    h->sock_window < BE_PROTO_MIN_SOCK_WINDOW) {
 		*why = "limits out of range";
 		return BE_REJECT_PARAMS;
 	}

@@ -17,17 +17,30 @@
 #include <stdint.h>
 
 #define BE_PROTO_MAGIC 0x31434542u /* "BEC1" */
-#define BE_PROTO_VERSION 2u /* 2: elastic credit grants (CREDIT_GROW ...) */
+#define BE_PROTO_VERSION 3u /* 2: elastic credit grants; 3: the socket receive window */
 
 /* ---- handshake: rdma_cm private data of connect, accept and reject ---- */
 
-#define BE_PROTO_HELLO_LEN 40 /* <= BE_XPORT_PRIV_MAX (56) */
+#define BE_PROTO_HELLO_LEN 48 /* <= BE_XPORT_PRIV_MAX (56) */
 
 /* Limits on what a peer may advertise. */
 #define BE_PROTO_MIN_RECV_BUF 256u
 #define BE_PROTO_MAX_RECV_BUF (1u << 24)
 #define BE_PROTO_MIN_CREDITS 4u
 #define BE_PROTO_MAX_CREDITS 65535u
+#define BE_PROTO_MIN_SOCK_WINDOW 4096u
+
+/*
+ * The socket receive window (docs/PROTOCOL.md, "Socket receive window"):
+ * what one message of a socket counts against its receiver's
+ * sock_window while it is held there: its length plus a record's cost,
+ * so that empty messages count too. Both sides count alike.
+ */
+#define BE_SOCK_WIN_MSG 64u
+static inline uint64_t be__sock_win_charge(uint64_t len)
+{
+	return len + BE_SOCK_WIN_MSG;
+}
 
 enum be__reject_reason {
 	BE_REJECT_NONE = 0,
@@ -53,6 +66,7 @@ struct be__hello {
 	uint64_t max_msg_size;   /* largest message we accept */
 	uint32_t keepalive_ms;   /* our keepalive interval (informational) */
 	uint32_t reason;         /* reject only: enum be__reject_reason */
+	uint64_t sock_window;    /* bytes one socket of ours holds for the peer at most */
 };
 
 /* Hello flags: optional features the sender supports. */

@@ -32,6 +32,16 @@
  * socket has nothing pending is delivered at once; otherwise it queues on
  * s->rxq behind the large messages (announced by WRITE_REQ, completed by
  * WRITE_WITH_IMM) that precede it.
+ *
+ * The socket receive window bounds that queue (docs/PROTOCOL.md, "Socket
+ * receive window"). Credits cannot: an eager message queued behind a
+ * large one has been copied out of its receive buffer, whose credit is
+ * returned at once, and credits are the Engine's, so withholding them for
+ * one socket would stop its others. So the bound is the sender's to keep,
+ * per socket: it knows which of its messages we hold (those announced
+ * behind a large one whose last fragment it has not posted), and stops
+ * that socket at our sock_window; a message that would take us past it
+ * is a protocol error here (be__sock_rxq_add()).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,6 +50,32 @@
 #include "engine/engine.h"
 #include "util/common.h"
 #include "util/log.h"
+
+/*
+ * be__sock_rxq_add() - message @r (id and len set) joins @s's receive
+ * queue, counted against our sock_window. A message that finds the queue
+ * empty always may; past the window the peer broke the protocol: returns
+ * false and queues nothing (the caller fails the Engine).
+ */
+bool be__sock_rxq_add(struct be_sock *s, struct be__rxmsg *r)
+{
+	uint64_t c = be__sock_win_charge(r->len);
+
+	if (!be__list_empty(&s->rxq) && s->rx_held + c > s->w->ctx->cfg.sock_window)
+		return false;
+	s->rx_held += c;
+	be__list_add_tail(&s->rxq, &r->link);
+	s->nrx++;
+	return true;
+}
+
+/* be__sock_rxq_del() - @r leaves @s's receive queue (the caller frees it). */
+void be__sock_rxq_del(struct be_sock *s, struct be__rxmsg *r)
+{
+	be__list_del_init(&r->link);
+	s->nrx--;
+	s->rx_held -= be__sock_win_charge(r->len);
+}
 
 static void rx_deliver_one(struct be_sock *s, void *buf, size_t len)
 {
@@ -74,10 +110,11 @@ void be__sock_deliver_rest(struct be_sock *s)
 
 	be__list_init(&done);
 	be__list_for_each_safe(p, t, &s->rxq) {
-		if (!be__list_entry(p, struct be__rxmsg, link)->done)
+		struct be__rxmsg *r = be__list_entry(p, struct be__rxmsg, link);
+
+		if (!r->done)
 			continue;
-		be__list_del_init(p);
-		s->nrx--;
+		be__sock_rxq_del(s, r);
 		be__list_add_tail(&done, p);
 	}
 	while ((p = be__list_first(&done))) {
@@ -108,8 +145,7 @@ void be__sock_deliver(struct be_sock *s)
 		r = be__list_entry(p, struct be__rxmsg, link);
 		if (!r->done)
 			break;
-		be__list_del_init(p);
-		s->nrx--;
+		be__sock_rxq_del(s, r);
 		buf = r->buf;
 		len = r->len;
 		free(r);
@@ -159,8 +195,11 @@ static int rx_data(struct be__engine *e, const struct be__frame *f, struct be_so
 	r->buf = nb;
 	r->len = f->len;
 	r->done = true;
-	be__list_add_tail(&s->rxq, &r->link);
-	s->nrx++;
+	if (!be__sock_rxq_add(s, r)) {
+		be_free(nb);
+		free(r);
+		return rx_fail(e, f, "socket receive window exceeded");
+	}
 	return 0;
 }
 

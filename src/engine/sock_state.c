@@ -117,8 +117,7 @@ static void sock_free_rx(struct be_sock *s, bool all)
 
 		if (r->granted || r->oneway)
 			continue;
-		be__list_del_init(p);
-		s->nrx--;
+		be__sock_rxq_del(s, r);
 		be_free(r->buf);
 		free(r);
 	}

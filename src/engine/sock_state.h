@@ -70,6 +70,7 @@ struct be__msg {
 	size_t off;                /* bytes posted */
 	uint32_t lkey;             /* of buf, found by be_sock_send */
 	uint32_t unretired;        /* posted WRs not yet retired */
+	uint64_t win_at;           /* its socket's tx_win before it was announced */
 	uint64_t retry_at;
 	uint32_t backoff_us;
 };
@@ -98,6 +99,7 @@ struct be__rxmsg {
 	bool done;                 /* payload complete */
 	bool granted;              /* buf lent to the peer (slot valid) */
 	bool oneway;               /* waits for its one-way data (e->ow_rx slot) */
+	bool nomem_due;            /* our WRITE_NOMEM for it is queued, not yet sent */
 	uint32_t slot;
 };
 
@@ -125,6 +127,12 @@ struct be_sock {
 	struct be__sq sq;
 	struct be__list rxq;       /* messages announced, not yet delivered */
 	uint32_t nrx;
+	/* The socket receive window (docs/PROTOCOL.md): rx_held is what rxq
+	 * counts against our sock_window; tx_win counts every message we
+	 * announced, so that tx_win - win_at of our oldest large message not
+	 * yet fully posted is what the peer holds of ours. */
+	uint64_t rx_held;
+	uint64_t tx_win;
 	struct be__list wlink;     /* w->socks */
 	struct be__list clink;     /* w->closeq */
 	struct be_sock_stats st;

@@ -400,6 +400,45 @@ static int tx_write_req(struct be__engine *e, struct be__msg *m)
 	return rc ? TURN_BLOCKED : TURN_DID;
 }
 
+/*
+ * The socket receive window, sender side (docs/PROTOCOL.md, "Socket
+ * receive window"). The peer holds a message of ours on its socket's
+ * receive queue from its announcement (DATA, WRITE_REQ, WRITE_ONEWAY)
+ * until every earlier large message of the socket completed there, which
+ * happens in order after that message's last fragment. So while our
+ * oldest large message of the socket waits for its last fragment to be
+ * posted, everything announced since it (itself included: tx_win -
+ * win_at) is held there, or was delivered already; once that fragment is
+ * posted nothing announced afterwards waits for it. A message may be
+ * announced when the socket holds nothing there, or when it fits the
+ * peer's sock_window beside what it holds. The blocked socket's queue
+ * leaves the round-robin (TURN_IDLE) and is activated again by what moves
+ * that large message on (a WriteResponse, a retry, its last fragment).
+ */
+static bool tx_win_fits(const struct be__engine *e, const struct be__sq *sq,
+			const struct be__msg *m)
+{
+	const struct be__list *p;
+	uint64_t held = 0;
+
+	for (p = sq->fragq.next; p != &sq->fragq; p = p->next) {
+		const struct be__msg *x = be__list_entry(p, struct be__msg, link);
+
+		if (x->sock == m->sock) {
+			held = m->sock->tx_win - x->win_at;
+			break;
+		}
+	}
+	return !held || held + be__sock_win_charge(m->len) <= e->peer.sock_window;
+}
+
+/* @m was announced: it counts on its socket's window from now on. */
+static void tx_win_add(struct be__msg *m)
+{
+	m->win_at = m->sock->tx_win;
+	m->sock->tx_win += be__sock_win_charge(m->len);
+}
+
 /* One unit of work of queue @sq. */
 static int tx_turn(struct be__engine *e, struct be__sq *sq)
 {
@@ -445,6 +484,8 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 		be__worker_defer_msg(e->w, m, -EMSGSIZE);
 		return TURN_DID;
 	}
+	if (!tx_win_fits(e, sq, m))
+		return TURN_IDLE;
 	if (m->len <= e->eager_max) {
 		f.type = BE_FR_DATA;
 		f.msg = m->id;
@@ -454,6 +495,7 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 		be__list_del_init(&m->link);
 		m->state = BE_MS_SENT_EAGER;
 		be__list_add_tail(&e->cur->msgs, &m->link);
+		tx_win_add(m);
 		e->small_seq++;
 		e->small_sq = sq;
 		return TURN_DID;
@@ -473,6 +515,7 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 			return TURN_BLOCKED;
 		m->state = BE_MS_REQ;
 	}
+	tx_win_add(m);
 	be__list_del_init(&m->link);
 	be__list_add_tail(&sq->fragq, &m->link);
 	sq->nfrag++;
@@ -673,6 +716,8 @@ void be__engine_run(struct be__engine *e)
 			be__credit_grow(&e->cr); /* the peer may use it from now */
 		else if (c->f.type == BE_FR_CREDIT_RELEASE)
 			be__credit_release_sent(&e->cr);
+		else if (c->f.type == BE_FR_WRITE_NOMEM)
+			be__large_nomem_sent(e, &c->f);
 		be__list_del_init(&c->link);
 		free(c);
 	}

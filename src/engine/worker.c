@@ -216,7 +216,7 @@ err:
 
 /*
  * Zero a reused record field by field: every send takes one, and GCC
- * turns a memset (or a zero struct assignment) of its 144 bytes into a
+ * turns a memset (or a zero struct assignment) of its 152 bytes into a
  * `rep stos`, whose start-up costs more than these stores (a tenth of
  * be_sock_send()'s samples in `perf record` of `be-perf lat`). The
  * lists are set up by the caller. A field added to struct be__msg must be
@@ -225,7 +225,7 @@ err:
 static void msg_zero(struct be__msg *m)
 {
 #if UINTPTR_MAX == UINT64_MAX && defined(__x86_64__)
-	_Static_assert(sizeof(struct be__msg) == 144, "zero the new field in msg_zero()");
+	_Static_assert(sizeof(struct be__msg) == 152, "zero the new field in msg_zero()");
 #endif
 	m->sock = NULL;
 	m->sq = NULL;
@@ -244,6 +244,7 @@ static void msg_zero(struct be__msg *m)
 	m->off = 0;
 	m->lkey = 0;
 	m->unretired = 0;
+	m->win_at = 0;
 	m->retry_at = 0;
 	m->backoff_us = 0;
 }

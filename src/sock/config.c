@@ -96,6 +96,7 @@ void be_config_init_sized(struct be_config *out)
 		.max_peer_sockets = 65536,
 		.max_peer_grant_bytes = 256ull << 20,
 		.max_reqs = 4,
+		.sock_window = 16ull << 20,
 		.nomem_backoff_us = 1000,
 		.nomem_backoff_max_us = 100000,
 		.engine_idle_ms = 30000,
@@ -128,6 +129,7 @@ void be_config_init_sized(struct be_config *out)
 	config_env32("BE_MAX_PEER_SOCKETS", &cfg->max_peer_sockets);
 	config_env64("BE_MAX_PEER_GRANT_BYTES", &cfg->max_peer_grant_bytes);
 	config_env32("BE_MAX_REQS", &cfg->max_reqs);
+	config_env64("BE_SOCK_WINDOW", &cfg->sock_window);
 	config_env32("BE_NOMEM_BACKOFF_US", &cfg->nomem_backoff_us);
 	config_env32("BE_NOMEM_BACKOFF_MAX_US", &cfg->nomem_backoff_max_us);
 	config_env32("BE_ENGINE_IDLE_MS", &cfg->engine_idle_ms);
@@ -292,6 +294,13 @@ int be__config_check(struct be_config *cfg)
 		cfg->max_worker_grant_bytes = UINT64_MAX;
 	if (!cfg->max_peer_grant_bytes)
 		cfg->max_peer_grant_bytes = UINT64_MAX;
+	if (!cfg->sock_window) {
+		cfg->sock_window = UINT64_MAX;
+	} else if (cfg->sock_window < BE_PROTO_MIN_SOCK_WINDOW) {
+		be_log_warn("config: sock_window %llu raised to %u (the least a peer accepts)",
+			    (unsigned long long)cfg->sock_window, BE_PROTO_MIN_SOCK_WINDOW);
+		cfg->sock_window = BE_PROTO_MIN_SOCK_WINDOW;
+	}
 	if (!cfg->nomem_backoff_us)
 		config_clamp32("nomem_backoff_us", &cfg->nomem_backoff_us, 1, "at least 1");
 	if (cfg->nomem_backoff_max_us < cfg->nomem_backoff_us)

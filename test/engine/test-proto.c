@@ -13,7 +13,7 @@ static void test_hello(void)
 	struct be__hello h = {
 		.magic = BE_PROTO_MAGIC, .version = BE_PROTO_VERSION, .recv_buf_size = 8192,
 		.eager_max = 4096, .credits = 64, .max_sockets = 1000, .max_msg_size = 1 << 30,
-		.keepalive_ms = 1000,
+		.keepalive_ms = 1000, .sock_window = 1u << 24,
 	}, d, bad;
 	uint8_t buf[BE_PROTO_HELLO_LEN];
 	const char *why = NULL;
@@ -23,6 +23,7 @@ static void test_hello(void)
 	ASSERT_EQ(d.recv_buf_size, 8192);
 	ASSERT_EQ(d.credits, 64);
 	ASSERT_UEQ(d.max_msg_size, 1u << 30);
+	ASSERT_UEQ(d.sock_window, 1u << 24);
 	ASSERT_EQ(be__hello_decode(buf, sizeof(buf) - 1, 0, &d, &why), BE_REJECT_BAD_HELLO);
 	ASSERT_EQ(be__hello_decode(NULL, 0, 0, &d, &why), BE_REJECT_BAD_HELLO);
 
@@ -39,6 +40,7 @@ static void test_hello(void)
 	HELLO_BAD(credits, 1, BE_REJECT_PARAMS);
 	HELLO_BAD(recv_buf_size, 100, BE_REJECT_PARAMS);
 	HELLO_BAD(recv_buf_size, 8193, BE_REJECT_PARAMS);
+	HELLO_BAD(sock_window, BE_PROTO_MIN_SOCK_WINDOW - 1, BE_REJECT_PARAMS);
 #undef HELLO_BAD
 	/* A reject carries a reason and only magic/version are checked. */
 	bad = (struct be__hello){ .magic = BE_PROTO_MAGIC, .version = BE_PROTO_VERSION,

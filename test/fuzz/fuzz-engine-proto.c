@@ -43,7 +43,7 @@ static void hello_one(const uint8_t *p, size_t n, int is_reject)
 		       h.recv_buf_size <= BE_PROTO_MAX_RECV_BUF && h.recv_buf_size % BE_FRAME_ALIGN == 0);
 		ASSERT(h.credits >= BE_PROTO_MIN_CREDITS && h.credits <= BE_PROTO_MAX_CREDITS);
 		ASSERT(h.max_sockets > 0 && h.max_msg_size > 0 && h.reason == 0 &&
-		       !(h.flags & ~BE_HELLO_F_ALL));
+		       !(h.flags & ~BE_HELLO_F_ALL) && h.sock_window >= BE_PROTO_MIN_SOCK_WINDOW);
 	}
 	be__hello_encode(&h, enc);
 	ASSERT_EQ(be__hello_decode(enc, sizeof(enc), is_reject, &h2, &why), 0);
@@ -144,7 +144,7 @@ void fuzz_seeds(void (*put)(const char *dir, const char *name, const void *p, si
 	struct be__hello h = {
 		.magic = BE_PROTO_MAGIC, .version = BE_PROTO_VERSION, .recv_buf_size = 8192,
 		.eager_max = 4096, .credits = 8, .max_sockets = 65536, .max_msg_size = 1u << 30,
-		.keepalive_ms = 1000,
+		.keepalive_ms = 1000, .sock_window = 16u << 20,
 	};
 	struct be__hello r = { .magic = BE_PROTO_MAGIC, .version = BE_PROTO_VERSION,
 			       .reason = BE_REJECT_RESOURCES };

@@ -149,7 +149,7 @@ void raw_connect(const char *addr, uint32_t magic, uint32_t credits)
 	struct be__hello h = {
 		.magic = magic, .version = BE_PROTO_VERSION, .recv_buf_size = 8192,
 		.eager_max = 4096, .credits = 32, .max_sockets = 100, .max_msg_size = 1 << 20,
-		.keepalive_ms = 1000,
+		.keepalive_ms = 1000, .sock_window = 1 << 20,
 	};
 
 	(void)credits;

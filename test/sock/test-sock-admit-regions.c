@@ -107,7 +107,7 @@ static void raw_hello(uint8_t *priv)
 	struct be__hello h = {
 		.magic = BE_PROTO_MAGIC, .version = BE_PROTO_VERSION, .flags = hello_flags,
 		.recv_buf_size = 8192, .eager_max = 4096, .credits = 8, .max_sockets = 64,
-		.max_msg_size = 1u << 20, .keepalive_ms = 1000,
+		.max_msg_size = 1u << 20, .keepalive_ms = 1000, .sock_window = 16u << 20,
 	};
 
 	be__hello_encode(&h, priv);

@@ -6,9 +6,12 @@
  * types, truncated frames, returned credits it never received, credit
  * grants, revokes and releases out of bounds, more SENDs than it was
  * granted, a message id out of sequence, a WriteResponse
- * for nothing, and a WRITE_WITH_IMM with a forged token. Requests for
- * more memory than max_grant_bytes are answered "no memory" (bounded, not
- * an error). Each violation must fail
+ * for nothing, a WRITE_WITH_IMM with a forged token, eager messages
+ * beyond the socket receive window behind an unfinished large one, and a
+ * WriteRequest repeated before its "no memory" answer was sent. Requests
+ * for more memory than max_grant_bytes are answered "no memory" (bounded,
+ * not an error), and one repeated after that answer arrived is answered
+ * again. Each violation must fail
  * only that Engine (protocol error logged and counted, connection
  * dropped), never the process, and the server keeps serving.
  */
@@ -188,11 +191,92 @@ int main(int argc, char **argv)
 		ASSERT_EQ(raw.nresp, 8);
 		ASSERT_EQ(raw.nnomem, 4);
 		ASSERT_EQ(be_worker_engine_count(w), 1);
+		/* A request repeated once its "no memory" arrived is answered
+		 * again (its record reused, nothing added). */
+		raw_send_frames(&f[12], 1, NULL);
+		st_pump(&w, 1, cond_answers, (void *)(intptr_t)13);
+		ASSERT(!raw.dead);
+		ASSERT_EQ(raw.nnomem, 5);
 		raw.ops->conn_destroy(raw.conn);
 		raw.conn = NULL;
 		st_pump(&w, 1, cond_no_engine, NULL);
 		fprintf(stderr, "bounded: 8 MiB granted, 4 requests answered no-memory\n");
 	}
+
+	/* A request repeated before our "no memory" answer left: the peer
+	 * cannot have seen it, and every repeat would queue one more answer.
+	 * (8 MiB granted to message 0, message 1 does not fit beside it.) */
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	{
+		struct be__frame f[4] = {
+			{ .type = BE_FR_SOCK_OPEN, .flags = BE_FRF_OPENER, .sock = 0 },
+			{ .type = BE_FR_WRITE_REQ, .flags = BE_FRF_OPENER, .sock = 0, .msg = 0,
+			  .length = 8u << 20 },
+			{ .type = BE_FR_WRITE_REQ, .flags = BE_FRF_OPENER, .sock = 0, .msg = 1,
+			  .length = 1u << 20 },
+			{ .type = BE_FR_WRITE_REQ, .flags = BE_FRF_OPENER, .sock = 0, .msg = 1,
+			  .length = 1u << 20 },
+		};
+
+		raw_send_frames(f, 4, NULL);
+	}
+	expect_protocol_error("WRITE_REQ repeated before its WRITE_NOMEM was sent");
+
+	/* The socket receive window: behind a large message that never
+	 * completes, eager messages are held; up to sock_window (each counted
+	 * as its length + 64) they are the peer's right, one more is a
+	 * protocol error, never a queue that grows without bound. */
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	{
+		enum { N = 14, LEN = 24 };
+		uint64_t win = be_ctx_config(ctx)->sock_window;
+		uint64_t big = win - be__sock_win_charge(0) - N * be__sock_win_charge(LEN);
+		struct be__frame f[2] = {
+			{ .type = BE_FR_SOCK_OPEN, .flags = BE_FRF_OPENER, .sock = 0 },
+			{ .type = BE_FR_WRITE_REQ, .flags = BE_FRF_OPENER, .sock = 0, .msg = 0,
+			  .length = big },
+		};
+		struct be__frame d[8];
+		static char payload[LEN];
+		int k, sent = 0;
+
+		raw_send_frames(f, 2, NULL);
+		st_pump(&w, 1, cond_resp, NULL);
+		/* 14 eager messages fill the window exactly, 7 to an inline
+		 * SEND. */
+		for (k = 0; k < 2; k++) {
+			for (i = 0; i < 7; i++)
+				d[i] = (struct be__frame){ .type = BE_FR_DATA, .flags = BE_FRF_OPENER,
+							   .sock = 0, .msg = (uint32_t)(1 + sent++),
+							   .len = LEN };
+			raw_send_frames(d, 7, payload);
+		}
+		st_pump_ms(&w, 1, 50);
+		raw_poll();
+		ASSERT(!raw.dead);
+		ASSERT_EQ(be_worker_engine_count(w), 1);
+		d[0] = (struct be__frame){ .type = BE_FR_DATA, .flags = BE_FRF_OPENER, .sock = 0,
+					   .msg = (uint32_t)(1 + sent), .len = LEN };
+		raw_send_frames(d, 1, payload);
+	}
+	expect_protocol_error("eager messages beyond the socket receive window");
+
+	/* ... and large ones: a request that does not fit beside what the
+	 * socket holds (granted or not) is refused the same way. */
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	{
+		uint64_t win = be_ctx_config(ctx)->sock_window;
+		struct be__frame f[3] = {
+			{ .type = BE_FR_SOCK_OPEN, .flags = BE_FRF_OPENER, .sock = 0 },
+			{ .type = BE_FR_WRITE_REQ, .flags = BE_FRF_OPENER, .sock = 0, .msg = 0,
+			  .length = win / 2 },
+			{ .type = BE_FR_WRITE_REQ, .flags = BE_FRF_OPENER, .sock = 0, .msg = 1,
+			  .length = win / 2 },
+		};
+
+		raw_send_frames(f, 3, NULL);
+	}
+	expect_protocol_error("a WRITE_REQ beyond the socket receive window");
 
 	/* A WRITE_WITH_IMM whose token names no grant (a real grant exists,
 	 * the generation is forged). */
