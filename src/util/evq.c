@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/common.h"
 #include "util/evq.h"
 
 struct evq_node {
@@ -16,22 +17,84 @@ struct evq_node {
 	alignas(max_align_t) unsigned char rec[];
 };
 
+int be__evq_fail_allocs;
+
 static struct evq_node *evq_node(const struct be__list *e)
 {
 	return be__list_entry(e, struct evq_node, link);
 }
 
+/* A node off the queue (its link unlinked) refills the reserve first. */
+static void evq_release(struct be__evq *q, struct evq_node *n)
+{
+	if (q->nspare < q->reserved) {
+		be__list_add_tail(&q->spare, &n->link);
+		q->nspare++;
+	} else {
+		free(n);
+	}
+}
+
 void be__evq_init(struct be__evq *q, size_t size)
 {
 	be__list_init(&q->nodes);
+	be__list_init(&q->spare);
 	q->size = size;
+	q->nspare = q->reserved = 0;
 }
 
-int be__evq_push(struct be__evq *q, const void *rec)
+int be__evq_reserve(struct be__evq *q, size_t n)
 {
-	struct evq_node *n = malloc(sizeof(*n) + q->size);
+	struct be__list got;
+	size_t i;
+
+	be__list_init(&got);
+	for (i = 0; i < n; i++) {
+		struct evq_node *x = malloc(sizeof(*x) + q->size);
+
+		if (!x) {
+			while (!be__list_empty(&got)) {
+				struct be__list *e = got.next;
+
+				be__list_del_init(e);
+				free(evq_node(e));
+			}
+			return -ENOMEM;
+		}
+		be__list_add_tail(&got, &x->link);
+	}
+	be__list_splice_tail(&q->spare, &got);
+	q->nspare += n;
+	q->reserved += n;
+	return 0;
+}
+
+void be__evq_unreserve(struct be__evq *q, size_t n)
+{
+	q->reserved -= BE_MIN(n, q->reserved);
+	while (q->nspare > q->reserved) {
+		struct be__list *e = q->spare.next;
+
+		be__list_del_init(e);
+		free(evq_node(e));
+		q->nspare--;
+	}
+}
+
+int be__evq_push(struct be__evq *q, const void *rec, bool reserved)
+{
+	struct evq_node *n = NULL;
 	bool was_empty = be__evq_empty(q);
 
+	if (be__evq_fail_allocs > 0)
+		be__evq_fail_allocs--;
+	else
+		n = malloc(sizeof(*n) + q->size);
+	if (!n && reserved && q->nspare) {
+		n = evq_node(q->spare.next);
+		be__list_del_init(&n->link);
+		q->nspare--;
+	}
 	if (!n)
 		return -ENOMEM;
 	memcpy(n->rec, rec, q->size);
@@ -48,7 +111,7 @@ int be__evq_pop(struct be__evq *q, void *rec)
 	n = evq_node(q->nodes.next);
 	be__list_del_init(&n->link);
 	memcpy(rec, n->rec, q->size);
-	free(n);
+	evq_release(q, n);
 	return 1;
 }
 
@@ -61,7 +124,7 @@ size_t be__evq_drop_if(struct be__evq *q, be__evq_match_fn match, const void *ar
 		if (!match(evq_node(e)->rec, arg))
 			continue;
 		be__list_del_init(e);
-		free(evq_node(e));
+		evq_release(q, evq_node(e));
 		dropped++;
 	}
 	return dropped;
@@ -84,4 +147,8 @@ void be__evq_clear(struct be__evq *q)
 	be__list_for_each_safe(e, next, &q->nodes)
 		free(evq_node(e));
 	be__list_init(&q->nodes);
+	be__list_for_each_safe(e, next, &q->spare)
+		free(evq_node(e));
+	be__list_init(&q->spare);
+	q->nspare = q->reserved = 0;
 }

@@ -10,6 +10,16 @@
  * (be__evq_drop_if()) in one pass. The queue does not look inside a
  * record: the caller's @match functions do.
  *
+ * Reserve. A push allocates a node, and could find no memory, while the
+ * owner cannot lose the record (an event of a connection: its user
+ * would wait for it forever). So an owner reserves nodes ahead, when it
+ * can still refuse what it is asked (be__evq_reserve(), at a connection's
+ * creation, as many as that connection will ever push); an owner's push
+ * that finds no memory takes a reserved node, and a node coming off the
+ * queue refills the reserve before it is freed. The reserve plus the
+ * queued nodes never drop below what was reserved, so as long as no
+ * owner pushes more than it reserved, an owner's push cannot fail.
+ *
  * Ownership: the queue owns its copies; be__evq_clear() frees them. The
  * records pushed and the buffers popped into are the caller's (borrowed
  * for the call).
@@ -28,17 +38,33 @@
 struct be__evq {
 	struct be__list nodes;  /* oldest first */
 	size_t size;            /* bytes of a record */
+	struct be__list spare;  /* reserved nodes not in use */
+	size_t nspare, reserved;
 };
+
+/* Test hook: the next be__evq_fail_allocs pushes of any queue find no
+ * memory (as malloc failing; a reserved node is taken if there is one). */
+extern int be__evq_fail_allocs;
 
 /* be__evq_init() - an empty queue of @size-byte records (no allocation). */
 void be__evq_init(struct be__evq *q, size_t size);
 
 /*
- * be__evq_push() - copy @rec to the tail. Returns 1 when the queue was
- * empty before (the caller may have to signal it), 0 when it was not,
- * -ENOMEM when no node could be allocated (nothing queued).
+ * be__evq_push() - copy @rec to the tail; @reserved: a record of an owner
+ * that reserved nodes, which takes one when no memory is left. Returns 1
+ * when the queue was empty before (the caller may have to signal it), 0
+ * when it was not, -ENOMEM when no node could be had (nothing queued).
  */
-int be__evq_push(struct be__evq *q, const void *rec);
+int be__evq_push(struct be__evq *q, const void *rec, bool reserved);
+
+/*
+ * be__evq_reserve() - reserve @n more nodes for pushes that find no
+ * memory. Returns 0 or -ENOMEM (nothing reserved).
+ * be__evq_unreserve() - give @n of them back (an owner that will push no
+ * more).
+ */
+int be__evq_reserve(struct be__evq *q, size_t n);
+void be__evq_unreserve(struct be__evq *q, size_t n);
 
 /*
  * be__evq_pop() - copy the oldest record into @rec and drop it. Returns 1,
@@ -61,7 +87,8 @@ size_t be__evq_drop_if(struct be__evq *q, be__evq_match_fn match, const void *ar
 /* be__evq_any() - true when some queued record is accepted by @match. */
 bool be__evq_any(const struct be__evq *q, be__evq_match_fn match, const void *arg);
 
-/* be__evq_clear() - drop every record; the queue stays usable. */
+/* be__evq_clear() - drop every record and the reserve; the queue stays
+ * usable (with nothing reserved). */
 void be__evq_clear(struct be__evq *q);
 
 #endif /* BE_UTIL_EVQ_H */

@@ -81,7 +81,9 @@ void be__xevq_init(struct be__evq *q)
 
 int be__xevq_push(struct be__evq *q, int efd, const struct be_xevent *ev)
 {
-	int ret = be__evq_push(q, ev);
+	/* A connection's events come out of its reserve (BE_XPORT_CONN_EVENTS)
+	 * when memory is short; the others are lost, and said so. */
+	int ret = be__evq_push(q, ev, ev->conn != NULL);
 
 	if (ret < 0) {
 		be_log_err("xport: out of memory queueing a %s event; lost",

@@ -74,6 +74,12 @@
 struct be_xport_ops;
 
 #define BE_XPORT_MAX_PORTS 4
+/* Events one connection queues on its event channel over its life at
+ * most: CONNECT_REQUEST (acceptor), the end of its handshake
+ * (ESTABLISHED, REJECTED or UNREACHABLE), DISCONNECTED. The tcp and shm
+ * transports reserve that many queue nodes when they make a connection,
+ * so no event of it is lost for want of memory afterwards. */
+#define BE_XPORT_CONN_EVENTS 3
 #define BE_XPORT_PRIV_MAX 55 /* rdma_cm carries 56 bytes on an RC connect; verbs
 			     * spends one on the length (rdma_cm reports 56) */
 #define BE_XPORT_ADDR_MAX 108
