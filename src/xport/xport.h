@@ -36,7 +36,7 @@
  *   or arms its cq; its sender's completion may wait until then. So a
  *   receiver that took a message and then does none of the three may
  *   hold its sender back, where an RC QP would not; a worker always does
- *   one of them (test-ack-idle).
+ *   one of them (test/xport/test-ack-idle.c).
  * - No receive posted when a SEND/WRITE_IMM arrives: with rnr_retry 0 this
  *   is BE_XWC_RNR_RETRY_EXC on the sender and the conn goes to error. The
  *   core's credits make it impossible; seeing it is a bug.
@@ -48,7 +48,7 @@
  * - Once a conn is in error (local error, peer death, disconnect), every
  *   outstanding WR, signaled or not, completes with an error status
  *   (BE_XWC_WR_FLUSH_ERR for those after the first), and a
- *   BE_XEV_DISCONNECTED (or BE_XEV_CONN_ERROR) event reaches its evch.
+ *   BE_XEV_DISCONNECTED event reaches its evch.
  *   Peer death is detected within a bounded time (socket hang-up for shm
  *   and tcp; the QP's retry timeout for verbs).
  * - After conn_destroy() no completion or event names that conn again.
@@ -280,7 +280,13 @@ struct be_xport_ops {
 	int (*evch_get)(struct be_xevch *ch, struct be_xevent *ev);
 
 	/* Completion queues. poll returns the count (0..n) or -errno. arm asks
-	 * for one wakeup of fd at the next completion; ack consumes it. */
+	 * for one wakeup of fd at the next completion (at once when one
+	 * waits already) and returns 0 or -errno; after a failed arm no
+	 * wakeup is promised, so the caller must not sleep on fd unbounded
+	 * (the worker counts it as cq_arm_errors and sleeps at most 1 ms).
+	 * On shm and tcp arming is also where a receiver settles what it
+	 * owes its peers (tcp: its deferred acks), so a caller arms before
+	 * every sleep. ack consumes the wakeup. */
 	int (*cq_create)(struct be_xdev *dev, uint32_t depth, struct be_xcq **out);
 	void (*cq_destroy)(struct be_xcq *cq);
 	int (*cq_poll)(struct be_xcq *cq, struct be_xwc *wc, int n);
