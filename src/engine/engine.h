@@ -139,6 +139,7 @@ struct be__engine {
 	struct be__list active;    /* be__sq with work, round-robin */
 	struct be__list ctrlq;
 	struct be__sendbuf *cur;   /* open batch */
+	struct tx_held *tx_held;   /* in a pass: a SEND the next post takes along (tx.c) */
 	struct be__list sbfree;
 	uint32_t nsbfree;
 	struct be__list backoff;   /* msgs in BE_MS_BACKOFF */

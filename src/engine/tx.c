@@ -28,6 +28,7 @@
  * on devices that have one): a small message then waits behind at most
  * that many bytes of the stream, not the whole window.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,61 +192,123 @@ static void tx_sendbuf_done(struct be__engine *e, struct be__sendbuf *sb, int er
 
 /* ---- posting ---- */
 
+/*
+ * A staged SEND held back for the pass's first fragment (be__engine_run):
+ * the frames staged before a pass's fragments (a one-way message's
+ * WRITE_ONEWAY, the WriteResponses a pass answers with) and that
+ * fragment go to the transport as one chain, so one post_send covers
+ * both: one sendmsg() on tcp instead of two, one doorbell on verbs. The
+ * SEND stays first on the wire, as when it was posted alone.
+ */
+struct tx_held {
+	struct be_xsend_wr wr;
+	struct be_xsge sge;
+	struct be__sendbuf *sb;
+	bool inl;
+};
+
+/* The held SEND was posted: its Engine counts it, and an inline one's
+ * buffer and messages are free at once (the transport copied it). */
+static void tx_held_posted(struct be__engine *e, struct tx_held *h)
+{
+	e->st.sends_posted++;
+	if (h->sb->nframes > 1)
+		e->st.frames_batched += h->sb->nframes;
+	e->tx_seen = true;
+	if (h->inl)
+		tx_sendbuf_done(e, h->sb, 0); /* may free sb */
+}
+
 static int tx_post(struct be__engine *e, struct be_xsend_wr *wr)
 {
-	struct be_xsend_wr *bad = NULL;
-	int rc = e->ops->post_send(e->conn, wr, &bad);
+	struct tx_held *h = e->tx_held;
+	struct be_xsend_wr *bad = NULL, *first = wr;
+	int rc;
 
+	if (h) {
+		e->tx_held = NULL;
+		h->wr.next = wr;
+		first = &h->wr;
+	}
+	rc = e->ops->post_send(e->conn, first, &bad);
 	if (rc) {
-		be__window_unpush(&e->win);
+		/* @wr (last in the window) did not go; nor the held SEND
+		 * when it was refused first: it is the open batch again,
+		 * whose messages the Engine's failure completes. */
+		if (wr)
+			be__window_unpush(&e->win);
+		if (h && bad == &h->wr) {
+			be__window_unpush(&e->win);
+			e->cur = h->sb;
+		} else if (h) {
+			tx_held_posted(e, h);
+		}
 		be__engine_fail(e, rc, "post_send failed");
+	} else if (h) {
+		tx_held_posted(e, h);
 	}
 	return rc;
 }
 
-/* Post the open staging buffer as one SEND. */
-static int tx_flush(struct be__engine *e)
+/* Build the SEND of the open staging buffer into @p (window record
+ * pushed): the staging buffer is no longer open. */
+static void tx_flush_build(struct be__engine *e, struct tx_held *p)
 {
 	struct be__sendbuf *sb = e->cur;
-	struct be_xsend_wr wr = { 0 };
-	struct be_xsge sge;
-	bool sig, inl;
-	int rc;
+	bool sig;
 
-	if (!sb)
-		return 0;
-	sge.lkey = sb->lkey;
-	sge.addr = (uint64_t)(uintptr_t)sb->buf;
-	sge.length = sb->used;
-	wr.opcode = BE_XWR_SEND;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
+	*p = (struct tx_held){ .sb = sb };
+	p->sge.lkey = sb->lkey;
+	p->sge.addr = (uint64_t)(uintptr_t)sb->buf;
+	p->sge.length = sb->used;
+	p->wr.opcode = BE_XWR_SEND;
+	p->wr.sg_list = &p->sge;
+	p->wr.num_sge = 1;
 	/* An inline SEND was copied by the transport at post: its staging
 	 * buffer and its messages are free at once, and nothing waits for
 	 * its completion (it is signaled only by the quarter rule). */
-	inl = sb->used <= e->max_inline;
+	p->inl = sb->used <= e->max_inline;
 	/* An unsignaled inline SEND counts no window bytes: its record may
 	 * wait for a later signaled WR, and bytes nobody signals for must
 	 * not keep a large fragment out of the window (it holds no memory
 	 * of ours, and at most max_inline bytes of link). One that answers
 	 * a peer's close is signaled: a closing Engine disconnects only
 	 * once it arrived (be__engine_close_check). */
-	wr.wr_id = be__window_push(&e->win,
-				   !inl ? BE_WR_SEND :
-				   sb->close_ack ? BE_WR_SEND_INLINE_SIG : BE_WR_SEND_INLINE,
-				   inl ? 0 : sb->used, inl ? NULL : sb, &sig);
-	wr.flags = (sig ? BE_XWR_F_SIGNALED : 0) | (inl ? BE_XWR_F_INLINE : 0);
-	rc = tx_post(e, &wr);
-	if (rc)
-		return rc; /* engine failed: it completes sb's messages */
+	p->wr.wr_id = be__window_push(&e->win,
+				      !p->inl ? BE_WR_SEND :
+				      sb->close_ack ? BE_WR_SEND_INLINE_SIG : BE_WR_SEND_INLINE,
+				      p->inl ? 0 : sb->used, p->inl ? NULL : sb, &sig);
+	p->wr.flags = (sig ? BE_XWR_F_SIGNALED : 0) | (p->inl ? BE_XWR_F_INLINE : 0);
 	e->cur = NULL;
-	e->st.sends_posted++;
-	if (sb->nframes > 1)
-		e->st.frames_batched += sb->nframes;
-	e->tx_seen = true;
-	if (inl)
-		tx_sendbuf_done(e, sb, 0); /* may free sb */
-	return 0;
+}
+
+/* Post the open staging buffer as one SEND. Not while a SEND is held:
+ * only fragments are posted then. */
+static int tx_flush(struct be__engine *e)
+{
+	struct tx_held h;
+
+	if (!e->cur)
+		return 0;
+	assert(!e->tx_held);
+	tx_flush_build(e, &h);
+	e->tx_held = &h;
+	return tx_post(e, NULL); /* failed: the engine completes sb's messages */
+}
+
+/* Build the open staging buffer's SEND into @h, for the next post. */
+static void tx_flush_hold(struct be__engine *e, struct tx_held *h)
+{
+	assert(!e->tx_held);
+	tx_flush_build(e, h);
+	e->tx_held = h;
+}
+
+/* Post a held SEND that no fragment took along. */
+static void tx_post_held(struct be__engine *e)
+{
+	if (e->tx_held)
+		tx_post(e, NULL);
 }
 
 /* Room in the window for @bytes more, counting the unposted staging
@@ -682,6 +745,7 @@ static void tx_admit_pass(struct be__engine *e)
 void be__engine_run(struct be__engine *e)
 {
 	struct be__list later, waiting, frags;
+	struct tx_held held;
 	bool blocked = false;
 
 	if (e->state == BE_ES_CONNECTING && e->xestab && !e->in_pass) {
@@ -734,15 +798,17 @@ void be__engine_run(struct be__engine *e)
 		else
 			blocked = !tx_give_turn(e, sq, &later, &waiting);
 	}
-	if (!be__list_empty(&frags) && !blocked && e->state == BE_ES_ESTABLISHED && e->cur &&
-	    tx_flush(e))
-		blocked = true;
+	/* The staged SEND goes before the fragments, in the first one's
+	 * post (tx_held). */
+	if (!be__list_empty(&frags) && !blocked && e->state == BE_ES_ESTABLISHED && e->cur)
+		tx_flush_hold(e, &held);
 	while (!blocked && !be__list_empty(&frags) && e->state == BE_ES_ESTABLISHED) {
 		struct be__sq *sq = be__list_entry(be__list_first(&frags), struct be__sq, link);
 
 		be__list_del_init(&sq->link);
 		blocked = !tx_give_turn(e, sq, &later, &waiting);
 	}
+	tx_post_held(e);
 	be__list_splice_head(&e->active, &frags); /* blocked: their turn comes first */
 	be__list_splice_head(&e->active, &waiting); /* first in line next pass */
 	if (!be__list_empty(&later)) {
