@@ -10,6 +10,12 @@
  * (data.c), then returns what the ring holds. An srq is a ring of posted
  * receives, taken from in arrival order by every conn attached to it.
  *
+ * Syscalls. A poll asks the kernel once at most: with one conn in the
+ * set that waits to read, it reads that conn (cq_sole_conn: where data
+ * came, the epoll_wait() would only have named it); with more, one
+ * epoll_wait(0). The first poll after cq_arm asks nothing: the owner
+ * sleeps on the cq fd next, which is readable while a socket is.
+ *
  * Wakeups. After cq_arm the eventfd is written (once) for work the owner
  * would not find by polling: a completion or kick made outside cq_poll,
  * or left behind by a poll that returned less. What a poll makes, it
@@ -167,9 +173,40 @@ void be__tcp_cq_destroy(struct be_xcq *xcq)
 	free(cq);
 }
 
-static void cq_progress(struct tcp_cq *cq)
+/*
+ * The conn to read without asking the epoll set: the one conn in it, when
+ * it waits only to read. Its recv() costs what an epoll_wait() that finds
+ * nothing costs, and when data is there it saves the epoll_wait(); with
+ * two or more conns one epoll_wait() is cheaper than a recv() each, and a
+ * conn waiting for room to write is left to EPOLLOUT. NULL: use epoll.
+ */
+static struct tcp_conn *cq_sole_conn(struct tcp_cq *cq)
+{
+	struct tcp_conn *one = NULL;
+	struct be__list *p;
+
+	be__list_for_each(p, &cq->conns) {
+		struct tcp_conn *c = container_of(p, struct tcp_conn, scq_link);
+		int in;
+
+		/* On the list by scq_link, or by rcq_link when its rcq
+		 * differs from its scq (be__tcp_cq_destroy). */
+		if (c->scq != cq)
+			c = container_of(p, struct tcp_conn, rcq_link);
+		in = c->scq == cq ? c->ep_scq : c->ep_rcq;
+		if (!in)
+			continue;
+		if (one || c->ep_events != EPOLLIN)
+			return NULL;
+		one = c;
+	}
+	return one;
+}
+
+static void cq_progress(struct tcp_cq *cq, int armed_now)
 {
 	struct epoll_event evs[64];
+	struct tcp_conn *one;
 	int n, i;
 
 	cq->polling = 1;
@@ -179,6 +216,21 @@ static void cq_progress(struct tcp_cq *cq)
 
 		be__list_del_init(&c->kick_link);
 		be__tcp_conn_progress(c);
+	}
+	/* The first poll after cq_arm leaves the sockets to the sleep that
+	 * follows it: the cq fd is readable while one of them is (the set
+	 * is level-triggered), so the owner's epoll returns at once if data
+	 * came, and a poll that would find nothing costs no syscall. */
+	if (armed_now) {
+		cq->polling = 0;
+		return;
+	}
+	one = cq_sole_conn(cq);
+	if (one) {
+		cq_drain_efd(cq); /* we are awake: stop it waking us */
+		be__tcp_conn_progress(one);
+		cq->polling = 0;
+		return;
 	}
 	n = epoll_wait(cq->wake.epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
 	for (i = 0; i < n; i++) {
@@ -194,13 +246,15 @@ static void cq_progress(struct tcp_cq *cq)
 int be__tcp_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 {
 	struct tcp_cq *cq;
-	int i;
+	int i, armed_now;
 
 	if (!xcq || n < 0 || (n && !wc))
 		return -EINVAL;
 	cq = container_of(xcq, struct tcp_cq, x);
+	armed_now = cq->armed_now;
+	cq->armed_now = 0;
 	if (cq->count < (uint32_t)n)
-		cq_progress(cq);
+		cq_progress(cq, armed_now);
 	for (i = 0; i < n && cq->count; i++) {
 		wc[i] = cq->ring[cq->head];
 		cq->head = (cq->head + 1) % cq->cap;
@@ -232,6 +286,7 @@ int be__tcp_cq_arm(struct be_xcq *xcq)
 	/* About to sleep: owe no peer an ack, or its sender may stall. */
 	be__tcp_cq_flush_acks(cq);
 	cq->armed = 1;
+	cq->armed_now = 1;
 	/* Work already waiting must wake the sleeper, not be lost. */
 	if (cq->count || !be__list_empty(&cq->kick))
 		cq_notify(cq);
@@ -248,6 +303,7 @@ int be__tcp_cq_ack(struct be_xcq *xcq)
 		return -EINVAL;
 	cq = container_of(xcq, struct tcp_cq, x);
 	cq->armed = 0;
+	cq->armed_now = 0;
 	cq_drain_efd(cq);
 	return 0;
 }

@@ -164,6 +164,7 @@ struct tcp_cq {
 	struct be__wake wake;     /* cq_fd: sockets + efd, the wakeup for
 				   * completions made locally */
 	int armed;
+	int armed_now;            /* armed, and not polled since (cq_progress) */
 	int polling;              /* inside cq_progress: the poller is awake */
 	int efd_set;              /* the eventfd was written, not drained */
 	struct be_xwc *ring;
