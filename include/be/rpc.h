@@ -18,7 +18,7 @@
  *                replica (least outstanding calls of two chosen at random)
  *                and that replica's current address. Replica sets come
  *                from code, from one address string, or from a naming
- *                source (be_rpc_naming: a static file, later etcd).
+ *                source (be_rpc_naming: a static file or etcd).
  *   call         one request and at most one outcome: its reply, or an
  *                error no later than its deadline. A call may make several
  *                attempts (retries, one hedged copy); the first reply wins,
