@@ -14,12 +14,14 @@
  * from nomem_backoff_us to nomem_backoff_max_us. A message is never
  * dropped: it fails only when its socket closes or its Engine dies.
  *
- * Keys: on a transport with grants (xport.h: tcp, shm) each grant gets a
- * key of its own, valid on this connection only, for exactly the
+ * Keys: each grant gets a key of its own from the transport (xport.h
+ * grant: tcp and shm check WRITEs against their tables, verbs binds a
+ * memory window), valid on this connection only, for exactly the
  * message's bytes, and revoked when the grant ends (the WRITE_WITH_IMM,
  * the socket's release, the Engine's reap); a peer's WRITE anywhere else
- * fails its connection. Without (verbs), the key is the one of the
- * bemalloc block the buffer lies in (docs/SECURITY.md, "Remote keys").
+ * fails its connection. On verbs without memory windows (the default:
+ * BE_VERBS_MW=1 turns them on) the key is the one of the bemalloc block
+ * the buffer lies in (docs/SECURITY.md, "Remote keys").
  *
  * Bound: at most max_grant_bytes are lent to one Engine at once,
  * max_peer_grant_bytes to all the Engines of one peer identity (peer.c),

@@ -1,6 +1,6 @@
 /*
- * Check that a peer's RDMA WRITEs reach only what it was granted, on a
- * transport with grants (xport.h grant op: tcp, shm): a raw peer (raw.h)
+ * Check that a peer's RDMA WRITEs reach only what it was granted (xport.h
+ * grant op: tcp and shm, verbs by memory windows): a raw peer (raw.h)
  * asks for large messages and gets WRITE_RESPs, then
  * - writes right past a granted buffer, in the same bemalloc block;
  * - writes again into a grant whose message it completed (the buffer now
@@ -10,7 +10,14 @@
  * server's Engine gone) and leave the memory untouched; and
  * - the keys of one connection's grants are distinct, none repeating the
  *   one before (on a block's rkey, every grant of a block had one key).
- * Verbs has no grants yet (block rkeys, docs/SECURITY.md): skipped there.
+ * On verbs (memory windows) two cases are left out: the write past the
+ * grant, since Soft-RoCE checks a window's WRITE against its MR, the
+ * whole block, not the window; and the write into a completed grant,
+ * since the window's invalidate is posted when the message is delivered
+ * and runs behind the server's earlier WRs, so when the raw peer's WRITE
+ * arrives is a race (docs/SECURITY.md, "Remote keys";
+ * test-xport-grant-window checks it once the invalidate ran). Skipped on
+ * verbs unless BE_VERBS_MW=1 (block rkeys).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -82,11 +89,12 @@ int main(int argc, char **argv)
 	uint8_t *src, before[64], *a;
 	uint64_t old_addr;
 	uint32_t old_rkey;
-	int i, j;
+	int i, j, verbs;
 
 	st_init(&t, argc, argv);
-	if (!strcmp(t.transport, "verbs")) {
-		fprintf(stderr, "verbs: no grants; a block's rkey reaches the block "
+	verbs = !strcmp(t.transport, "verbs");
+	if (verbs && (!getenv("BE_VERBS_MW") || strcmp(getenv("BE_VERBS_MW"), "1"))) {
+		fprintf(stderr, "verbs without windows: a block's rkey reaches the block "
 				"(docs/SECURITY.md): skipped\n");
 		return 77;
 	}
@@ -112,12 +120,18 @@ int main(int argc, char **argv)
 	}
 
 	/* Right past a grant, inside the same block: refused, untouched. */
-	a = (uint8_t *)(uintptr_t)raw.resp.addr + LEN;
-	memcpy(before, a, sizeof(before));
-	post(BE_XWR_WRITE, src, 64, raw.resp.addr + LEN, raw.resp.rkey, 0);
-	expect_refused("WRITE past the end of its grant");
-	if (memcmp(before, a, sizeof(before)))
-		TEST_FAIL("the bytes past the grant changed");
+	if (!verbs) {
+		a = (uint8_t *)(uintptr_t)raw.resp.addr + LEN;
+		memcpy(before, a, sizeof(before));
+		post(BE_XWR_WRITE, src, 64, raw.resp.addr + LEN, raw.resp.rkey, 0);
+		expect_refused("WRITE past the end of its grant");
+		if (memcmp(before, a, sizeof(before)))
+			TEST_FAIL("the bytes past the grant changed");
+	} else {
+		raw.ops->conn_destroy(raw.conn);
+		raw.conn = NULL;
+		st_pump(&w, 1, cond_no_engine, NULL);
+	}
 
 	/* A grant written and completed, then written again. */
 	raw_connect(addr, BE_PROTO_MAGIC, 8);
@@ -126,8 +140,14 @@ int main(int argc, char **argv)
 	st_pump(&w, 1, cond_recvd, (void *)(intptr_t)1);
 	ASSERT_EQ(srv.recvd, 1);
 	ASSERT(!raw.dead);
-	post(BE_XWR_WRITE, src, 64, raw.resp.addr, raw.resp.rkey, 0);
-	expect_refused("WRITE into a completed grant");
+	if (!verbs) {
+		post(BE_XWR_WRITE, src, 64, raw.resp.addr, raw.resp.rkey, 0);
+		expect_refused("WRITE into a completed grant");
+	} else {
+		raw.ops->conn_destroy(raw.conn);
+		raw.conn = NULL;
+		st_pump(&w, 1, cond_no_engine, NULL);
+	}
 
 	/* A key of a connection that is gone, on a new one (which has a
 	 * grant of its own, so it is not refused for having none). */

@@ -156,6 +156,9 @@ int main(int argc, char **argv)
 	unsigned long long retries;
 
 	/* Before the device opens: every QP takes it at accept/connect. */
+	/* Block rkeys (no grant windows): this test posts to the peer's
+	 * memory by its MR's rkey, as before any grant could be made. */
+	setenv("BE_VERBS_MW", "0", 1);
 	setenv("BE_VERBS_ACK_TIMEOUT", "20", 1);
 	xt_init(&e, argc, argv);
 	xt_mem_reg(&e, &mem, TV_REGION);

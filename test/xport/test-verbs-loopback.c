@@ -34,6 +34,9 @@ int main(int argc, char **argv)
 	char peer[128];
 	int p, i;
 
+	/* Block rkeys (no grant windows): this test posts to the peer's
+	 * memory by its MR's rkey, as before any grant could be made. */
+	setenv("BE_VERBS_MW", "0", 1);
 	xt_init(&e, argc, argv);
 	xt_mem_reg(&e, &mem, TV_REGION);
 	fprintf(stderr, "device %s: %d port(s), max_inline %u, max_sge %u, max_qp_wr %u, "

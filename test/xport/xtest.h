@@ -91,8 +91,8 @@ uint32_t xt_lkey(struct xt *t, const void *p);
 uint32_t xt_rkey(struct xt *t, const void *p);
 /* The rkey under which the peer of @owner, a conn of this process, may
  * WRITE into the registered region holding @p: a new grant of all of it
- * on @owner where the transport has grants (tcp, shm), else the region's
- * rkey (verbs). */
+ * on @owner (tcp, shm; verbs: a memory window, or the region's rkey on a
+ * device without them), else the region's rkey. */
 uint32_t xt_grant(struct xt *t, struct be_xconn *owner, const void *p);
 
 /* An evch + cq (@cq_depth) + srq (@srq_depth, 0 = none). */

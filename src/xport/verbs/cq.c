@@ -120,16 +120,19 @@ static int verbs_sq_has(const struct verbs_conn *vc, uint64_t wr_id)
  * completed silently (on success) and leave the ring with it. On error
  * every WR has its own completion, signaled or not.
  */
-static enum be_xwc_opcode verbs_sq_complete(struct verbs_conn *vc, const struct ibv_wc *iwc)
+static enum be_xwc_opcode verbs_sq_complete(struct verbs_conn *vc, const struct ibv_wc *iwc,
+					    int *mw)
 {
 	enum be_xwc_opcode op = BE_XWC_SEND;
 
+	*mw = 0;
 	while (vc->sq_head != vc->sq_tail) {
 		struct verbs_swr *s = &vc->sq[vc->sq_head & vc->sq_mask];
 
 		vc->sq_head++;
 		if (s->wr_id == iwc->wr_id && (s->signaled || iwc->status != IBV_WC_SUCCESS)) {
 			op = (enum be_xwc_opcode)s->opcode;
+			*mw = s->mw;
 			break;
 		}
 	}
@@ -146,7 +149,7 @@ static int verbs_wc_map(struct verbs_cq *cq, const struct ibv_wc *iwc, struct be
 {
 	struct verbs_conn *vc = NULL;
 	uint64_t v, cnt;
-	int is_recv;
+	int is_recv, mw = 0;
 
 	if (be__verbs_map_get(&cq->qps, iwc->qp_num, &v))
 		vc = (struct verbs_conn *)(uintptr_t)v;
@@ -182,7 +185,7 @@ static int verbs_wc_map(struct verbs_cq *cq, const struct ibv_wc *iwc, struct be
 		if (vc->srq)
 			verbs_srq_unrecord(vc->srq, iwc->wr_id);
 	} else {
-		wc->opcode = verbs_sq_complete(vc, iwc);
+		wc->opcode = verbs_sq_complete(vc, iwc, &mw);
 	}
 	if (wc->status != BE_XWC_SUCCESS && !vc->reported_down && !vc->disconnect_sent) {
 		char why[96];
@@ -191,6 +194,11 @@ static int verbs_wc_map(struct verbs_cq *cq, const struct ibv_wc *iwc, struct be
 			 is_recv ? "receive" : "send", ibv_wc_status_str(iwc->status),
 			 iwc->vendor_err);
 		be__verbs_conn_failed(vc, verbs_status_errno(wc->status), why);
+	}
+	if (mw) {
+		/* A grant's bind or invalidate (data.c): the transport's own. */
+		be__verbs_mw_done(vc, iwc->wr_id);
+		return 0;
 	}
 	return 1;
 }

@@ -12,11 +12,26 @@
  * ready yet, so an acceptor's conn keeps copies of what is posted and
  * posts them at the RTU (cm.c, be__verbs_accept()); meanwhile cq_poll()
  * and post_send() also read the evch, where the RTU arrives.
+ *
+ * Grants (verbs.h). On a device with type-2B memory windows, grant binds
+ * a window of the conn to exactly [addr, addr+len) of the block's MR
+ * (remote write only) with an IBV_WR_BIND_MW on the conn's QP, under a key
+ * whose low 8 bits are random, and revoke posts an IBV_WR_LOCAL_INV of it.
+ * Both go on the send queue before whatever is posted after them: the
+ * WRITE_RESP carrying a key follows its bind, so the peer cannot use the
+ * key before it is bound. They are signaled and their completions stay
+ * here (cq.c); a window is bound again only once its invalidate completed.
+ * A window is bound to this QP (type 2B): its key is worth nothing on any
+ * other conn. revoke returns once the LOCAL_INV is posted: until the QP
+ * executes it, behind the WRs posted before it, the peer can still write
+ * the range (docs/SECURITY.md, "Remote keys"). Without windows, grant
+ * hands out the rkey of the block's MR and revoke does nothing.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "util/log.h"
 #include "xport/verbs/verbs.h"
@@ -52,7 +67,9 @@ int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr)
 	ia.recv_cq = rcq->cq;
 	ia.srq = srq ? srq->srq : NULL;
 	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = depth;
+	/* Room for a bind and an invalidate of every window beside. */
+	ia.cap.max_send_wr = dev->has_mw ?
+		BE_MIN(depth + 2 * VERBS_MW_MAX, (uint32_t)dev->attr.max_qp_wr) : depth;
 	ia.cap.max_recv_wr = srq ? 0 : 1;
 	ia.cap.max_send_sge = dev->max_sge;
 	ia.cap.max_recv_sge = 1;
@@ -74,7 +91,12 @@ int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr)
 	vc->qp_num = vc->qp->qp_num;
 	vc->max_inline = ia.cap.max_inline_data;
 	vc->max_sge = BE_MIN(ia.cap.max_send_sge, dev->max_sge);
-	vc->max_send_wr = ia.cap.max_send_wr;
+	vc->max_send_wr = BE_MIN(depth, ia.cap.max_send_wr);
+	vc->mws = NULL;
+	vc->nmws = 0;
+	vc->mw_free = UINT32_MAX;
+	memset(&vc->mw_keys, 0, sizeof(vc->mw_keys));
+	vc->nrnd = 0;
 	vc->held = NULL;
 	vc->held_tail = &vc->held;
 	be__list_init(&vc->hold_link);
@@ -121,12 +143,23 @@ void be__verbs_qp_destroy(struct verbs_conn *vc)
 	struct verbs_cq *cq[2] = { vc->send_cq, vc->recv_cq };
 	int i, n = vc->recv_cq == vc->send_cq ? 1 : 2;
 
+	uint32_t k;
+
 	if (!vc->qp)
 		return;
 	verbs_held_free(vc);
 	if (ibv_destroy_qp(vc->qp))
 		be_log_err("verbs: ibv_destroy_qp(%u): %s", vc->qp_num, strerror(errno));
 	vc->qp = NULL;
+	/* With the QP its windows are unreachable (type 2B); free them. */
+	for (k = 0; k < vc->nmws; k++)
+		if (ibv_dealloc_mw(vc->mws[k].mw))
+			be_log_err("verbs: ibv_dealloc_mw: %s", strerror(errno));
+	free(vc->mws);
+	vc->mws = NULL;
+	vc->nmws = 0;
+	vc->mw_free = UINT32_MAX;
+	be__verbs_map_free(&vc->mw_keys);
 	/* The QP is gone: whatever it completed is on the CQs now. */
 	for (i = 0; i < n; i++)
 		be__verbs_cq_drop_qp(cq[i], vc);
@@ -147,6 +180,7 @@ static void verbs_sq_push(struct verbs_conn *vc, const struct be_xsend_wr *w)
 			      w->opcode == BE_XWR_WRITE ? BE_XWC_WRITE :
 							  BE_XWC_WRITE_IMM);
 	s->signaled = !!(w->flags & BE_XWR_F_SIGNALED);
+	s->mw = 0;
 }
 
 /* The checks ibv_post_send() would not make for us (or would make only
@@ -379,4 +413,181 @@ int be__verbs_post_send(struct be_xconn *c, struct be_xsend_wr *wr, struct be_xs
 			return verbs_hold(vc, wr, bad);
 	}
 	return verbs_post_now(vc, wr, bad);
+}
+
+/* ------------------------------------------------------------ grants */
+
+/* Post the window WR @x (of window @idx), signaled, on @vc's QP. */
+static int verbs_mw_post(struct verbs_conn *vc, struct ibv_send_wr *x, uint64_t idx)
+{
+	struct ibv_send_wr *ibad;
+	struct verbs_swr *s;
+	int ret;
+
+	if (vc->sq_tail - vc->sq_head > vc->sq_mask)
+		return -ENOMEM;
+	x->wr_id = VERBS_MW_WRID | idx;
+	x->send_flags |= IBV_SEND_SIGNALED;
+	x->next = NULL;
+	ret = ibv_post_send(vc->qp, x, &ibad);
+	if (ret)
+		return -ret;
+	s = &vc->sq[vc->sq_tail++ & vc->sq_mask];
+	s->wr_id = x->wr_id;
+	s->opcode = BE_XWC_SEND;
+	s->signaled = 1;
+	s->mw = 1;
+	return 0;
+}
+
+/* A free window of @vc into *idx: one invalidated, else a new one. */
+static int verbs_mw_get(struct verbs_conn *vc, uint32_t *idx)
+{
+	struct verbs_dev *dev = to_vdev(vc->base.dev);
+	struct ibv_mw *mw;
+
+	if (vc->mw_free != UINT32_MAX) {
+		*idx = vc->mw_free;
+		vc->mw_free = vc->mws[*idx].next_free;
+		return 0;
+	}
+	if (vc->nmws >= VERBS_MW_MAX)
+		return -ENOMEM; /* the Engine answers "no memory": asked again later */
+	if (!vc->mws) {
+		vc->mws = calloc(VERBS_MW_MAX, sizeof(*vc->mws));
+		if (!vc->mws)
+			return -ENOMEM;
+	}
+	mw = ibv_alloc_mw(dev->pd, IBV_MW_TYPE_2);
+	if (!mw)
+		return errno ? -errno : -ENOMEM;
+	*idx = vc->nmws++;
+	vc->mws[*idx].mw = mw;
+	vc->mws[*idx].state = VERBS_MW_FREE;
+	return 0;
+}
+
+static void verbs_mw_put(struct verbs_conn *vc, uint32_t idx)
+{
+	vc->mws[idx].state = VERBS_MW_FREE;
+	vc->mws[idx].next_free = vc->mw_free;
+	vc->mw_free = idx;
+}
+
+/* The next key of a window whose rkey is @old: its index part (high 24
+ * bits) stays, the low 8 bits are random and differ from @old's. */
+static int verbs_mw_key(struct verbs_conn *vc, uint32_t old, uint32_t *key)
+{
+	uint8_t b;
+
+	do {
+		if (!vc->nrnd) {
+			ssize_t n = getrandom(vc->rnd, sizeof(vc->rnd), 0);
+
+			if (n != (ssize_t)sizeof(vc->rnd))
+				return n < 0 ? -errno : -EIO;
+			vc->nrnd = sizeof(vc->rnd);
+		}
+		b = vc->rnd[--vc->nrnd];
+	} while (b == (old & 0xff));
+	*key = (old & ~0xffu) | b;
+	return 0;
+}
+
+int be__verbs_grant(struct be_xconn *c, void *addr, size_t len, uint32_t *rkey)
+{
+	struct verbs_conn *vc;
+	struct verbs_dev *dev;
+	struct ibv_send_wr wr;
+	struct ibv_mr *mr;
+	struct verbs_mw *m;
+	uint32_t idx, key = 0;
+	int ret;
+
+	if (!c || !addr || !len || !rkey)
+		return -EINVAL;
+	vc = to_vconn(c);
+	dev = to_vdev(c->dev);
+	mr = be__verbs_mr_find(dev, addr, len);
+	if (!mr)
+		return -EINVAL;
+	if (!dev->has_mw) {
+		*rkey = mr->rkey; /* the whole block: docs/SECURITY.md */
+		return 0;
+	}
+	if (!vc->qp || !vc->was_established)
+		return -ENOTCONN;
+	ret = verbs_mw_get(vc, &idx);
+	if (ret)
+		return ret;
+	m = &vc->mws[idx];
+	ret = verbs_mw_key(vc, m->mw->rkey, &key);
+	if (ret)
+		goto err;
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.bind_mw.mw = m->mw;
+	wr.bind_mw.rkey = key;
+	wr.bind_mw.bind_info.mr = mr;
+	wr.bind_mw.bind_info.addr = (uintptr_t)addr;
+	wr.bind_mw.bind_info.length = len;
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	ret = be__verbs_map_put(&vc->mw_keys, key, idx);
+	if (ret)
+		goto err;
+	ret = verbs_mw_post(vc, &wr, idx);
+	if (ret) {
+		be__verbs_map_del(&vc->mw_keys, key);
+		goto err;
+	}
+	m->mw->rkey = key; /* the provider names the window by it from now on */
+	m->state = VERBS_MW_BOUND;
+	*rkey = key;
+	return 0;
+
+err:
+	verbs_mw_put(vc, idx);
+	return ret;
+}
+
+void be__verbs_revoke(struct be_xconn *c, uint32_t rkey)
+{
+	struct verbs_conn *vc;
+	struct ibv_send_wr wr;
+	uint64_t v;
+	uint32_t idx;
+
+	if (!c)
+		return;
+	vc = to_vconn(c);
+	if (!be__verbs_map_get(&vc->mw_keys, rkey, &v))
+		return; /* not a live window (a block's rkey: nothing to end) */
+	be__verbs_map_del(&vc->mw_keys, rkey);
+	idx = (uint32_t)v;
+	if (!vc->qp)
+		return; /* gone with the QP */
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_LOCAL_INV;
+	wr.invalidate_rkey = rkey;
+	if (verbs_mw_post(vc, &wr, VERBS_MW_INV | idx)) {
+		/* Cannot happen (the QP keeps room for it). If it does, the
+		 * window stays bound: put the QP in error, which no WRITE
+		 * passes, and never bind the window again. */
+		be__verbs_conn_failed(vc, -EIO, "posting the invalidate of a grant's window");
+		return;
+	}
+	vc->mws[idx].state = VERBS_MW_INVALIDATING;
+}
+
+void be__verbs_mw_done(struct verbs_conn *vc, uint64_t wr_id)
+{
+	uint32_t idx = (uint32_t)(wr_id & VERBS_MW_IDX);
+
+	if (idx >= vc->nmws)
+		return;
+	/* A bind completed: nothing to do (its key is live until revoke).
+	 * An invalidate completed, or flushed with the QP in error: the
+	 * window may be bound again. */
+	if ((wr_id & VERBS_MW_INV) && vc->mws[idx].state == VERBS_MW_INVALIDATING)
+		verbs_mw_put(vc, idx);
 }

@@ -11,8 +11,10 @@
  * and carries the handshake. A cm_id bound to another device is refused.
  *
  * Registration. bemalloc registers every block with ibv_reg_mr() on the
- * device's PD (local write, remote write; docs/SECURITY.md, "Remote
- * keys", has what that exposes) and the lkey goes into
+ * device's PD (local write and window binding where the device has
+ * type-2B memory windows, which grants bind, data.c; else local and
+ * remote write: docs/SECURITY.md, "Remote keys", has what that exposes)
+ * and the lkey goes into
  * the device's table, so that a receive with a bad lkey is refused when it
  * is posted rather than failing when a message arrives. A device a forked
  * child inherited registers nothing: the child opens its own.
@@ -50,6 +52,8 @@
 #include "xport/verbs/verbs.h"
 
 #define VERBS_SGE_MAX 8      /* send SGEs per WR we ask for */
+
+static int verbs_probe_mw(struct verbs_dev *dev);
 
 pthread_mutex_t be__verbs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct be__list verbs_devs = BE__LIST_INIT(verbs_devs); /* verbs_lock */
@@ -240,8 +244,11 @@ int be__verbs_dev_open(const char *name, struct be_xdev **out)
 	dev->max_inline = verbs_probe_inline(ctx, dev->pd);
 	dev->max_sge = (uint32_t)BE_MIN(dev->attr.max_sge, VERBS_SGE_MAX);
 	dev->has_td = verbs_probe_td(ctx);
-	be_log_info("verbs: opened %s: %d port(s), max_inline %u, thread domains %s", want,
-		    dev->num_ports, dev->max_inline, dev->has_td ? "yes" : "no (plain PD)");
+	dev->has_mw = verbs_probe_mw(dev);
+	be_log_info("verbs: opened %s: %d port(s), max_inline %u, thread domains %s, "
+		    "grants %s", want, dev->num_ports, dev->max_inline,
+		    dev->has_td ? "yes" : "no (plain PD)",
+		    dev->has_mw ? "type-2 memory windows" : "no (block rkeys)");
 
 	pthread_mutex_lock(&be__verbs_lock);
 	be__list_add_head(&verbs_devs, &dev->link);
@@ -405,6 +412,28 @@ int be__verbs_addr_dev(const char *addr, bool passive, char *buf, size_t len)
 
 /* ------------------------------------------------------ registration */
 
+/*
+ * Type-2B memory windows, what a grant binds (data.c): the device must say
+ * so and allocate one. They are off unless BE_VERBS_MW=1 (block rkeys, as
+ * on a device without them): docs/SECURITY.md, "Remote keys", has what is
+ * still missing before they can be the default.
+ */
+static int verbs_probe_mw(struct verbs_dev *dev)
+{
+	const char *env = getenv("BE_VERBS_MW");
+	struct ibv_mw *mw;
+
+	if (!env || strcmp(env, "1"))
+		return 0;
+	if (!(dev->attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) || dev->attr.max_mw <= 0)
+		return 0;
+	mw = ibv_alloc_mw(dev->pd, IBV_MW_TYPE_2);
+	if (!mw)
+		return 0;
+	ibv_dealloc_mw(mw);
+	return 1;
+}
+
 static int verbs_reg(void *d, void *addr, size_t len, int fd, uint64_t fd_offset,
 		     struct be_alloc_mr *out, char *err, size_t err_len)
 {
@@ -424,8 +453,14 @@ static int verbs_reg(void *d, void *addr, size_t len, int fd, uint64_t fd_offset
 		return 0;
 	}
 	/* No remote read: the core never posts an RDMA READ, and with it a
-	 * block's rkey would also let a peer read the whole block. */
-	mr = ibv_reg_mr(dev->pd, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	 * block's rkey would also let a peer read the whole block. With
+	 * windows, no remote access at all: a peer writes only through the
+	 * window a grant binds over the block (MW_BIND; a window with remote
+	 * write needs local write on its MR), and the block's own rkey,
+	 * guessed or not, reaches nothing. */
+	mr = ibv_reg_mr(dev->pd, addr, len,
+			IBV_ACCESS_LOCAL_WRITE |
+				(dev->has_mw ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE));
 	if (!mr) {
 		e = errno ? errno : ENOMEM;
 		if (err && err_len)
@@ -475,6 +510,28 @@ void be__verbs_dev_reg_hook(struct be_xdev *d, struct be_alloc_reg_hook *out)
 	out->reg = verbs_reg;
 	out->dereg = verbs_dereg;
 	out->dev = dev;
+}
+
+/* The registration holding [@addr, @addr+@len): a walk of the table, one
+ * entry per bemalloc block (a grant's, once per large message). */
+struct ibv_mr *be__verbs_mr_find(struct verbs_dev *dev, const void *addr, size_t len)
+{
+	struct ibv_mr *found = NULL;
+	uint64_t a = (uintptr_t)addr, key, v;
+	size_t pos = 0;
+
+	pthread_rwlock_rdlock(&dev->mr_lock);
+	while (be__verbs_map_next(&dev->mrs, &pos, &key, &v)) {
+		struct ibv_mr *mr = (struct ibv_mr *)(uintptr_t)v;
+		uint64_t start = (uintptr_t)mr->addr;
+
+		if (a >= start && a - start <= mr->length && len <= mr->length - (a - start)) {
+			found = mr;
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&dev->mr_lock);
+	return found;
 }
 
 /* Does @sge lie inside a region registered on @dev with its lkey? */

@@ -18,4 +18,6 @@ const struct be_xport_ops be__xport_verbs_ops = {
 	.addr_canon = be__inet_canon,
 	.addr_dev = be__verbs_addr_dev,
 	.dev_name = be__verbs_dev_name,
+	.grant = be__verbs_grant,
+	.revoke = be__verbs_revoke,
 };

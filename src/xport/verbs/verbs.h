@@ -76,6 +76,7 @@ struct verbs_dev {
 	uint32_t max_inline;     /* probed: largest max_inline_data an RC QP accepts */
 	uint32_t max_sge;        /* send SGEs per WR we create QPs with */
 	int has_td;
+	int has_mw;              /* type-2 memory windows: a grant binds one (data.c) */
 	int quirk_rxe;           /* Soft-RoCE: remap its LOC_QP_OP_ERR statuses */
 	/* lkey -> struct ibv_mr *, to refuse receives with a bad lkey at post
 	 * (verbs would fail them only when a message arrives). */
@@ -145,6 +146,33 @@ struct verbs_swr {
 	uint64_t wr_id;
 	uint8_t opcode;          /* enum be_xwc_opcode */
 	uint8_t signaled;
+	uint8_t mw;              /* the transport's own: a bind or invalidate of
+				  * mws[wr_id & VERBS_MW_IDX]; never delivered */
+};
+
+/*
+ * Grants on verbs (data.c): a type-2B memory window per live grant, bound
+ * on the conn's QP to exactly the granted range, so that only this QP can
+ * use its rkey, and invalidated when the grant ends. A conn keeps at most
+ * VERBS_MW_MAX windows (more grants at once: -ENOMEM, which the Engine
+ * answers like a failed allocation) and its QP has room for their binds
+ * and invalidates beside what the user posts.
+ */
+#define VERBS_MW_MAX 64u
+#define VERBS_MW_WRID 0x6d77000000000000ull /* | index: a window's bind */
+#define VERBS_MW_INV 0x10000ull              /* | this: its invalidate */
+#define VERBS_MW_IDX 0xffffu
+
+enum verbs_mw_state {
+	VERBS_MW_FREE,           /* invalid: may be bound again */
+	VERBS_MW_BOUND,          /* bind posted: its rkey was handed out */
+	VERBS_MW_INVALIDATING,   /* LOCAL_INV posted, not completed */
+};
+
+struct verbs_mw {
+	struct ibv_mw *mw;       /* mw->rkey: as last bound */
+	uint8_t state;           /* enum verbs_mw_state */
+	uint32_t next_free;
 };
 
 /*
@@ -189,6 +217,13 @@ struct verbs_conn {
 	int dreq_pending;        /* disconnect asked before cm_established */
 	int hold;                /* acceptor before the RTU: post_send holds WRs */
 	struct verbs_held *held, **held_tail; /* in posting order */
+	/* Grants (has_mw): the windows, the free ones as a list through
+	 * next_free (UINT32_MAX: none), rkey -> index of the bound ones. */
+	struct verbs_mw *mws;
+	uint32_t nmws, mw_free;
+	struct verbs_map mw_keys;
+	uint8_t rnd[32];         /* getrandom() output for window keys */
+	uint32_t nrnd;
 	uint32_t nheld;
 	struct be__list hold_link; /* send_cq->holding, while nheld */
 	struct be__list ch_link; /* evch->conns */
@@ -264,5 +299,12 @@ void be__verbs_qp_destroy(struct verbs_conn *vc);
  * buffers of non-inline WRs stay lent until their completions, as for any
  * posted WR. Owner thread. */
 void be__verbs_release_held(struct verbs_conn *vc);
+/* The grant and revoke ops (xport.h). */
+int be__verbs_grant(struct be_xconn *conn, void *addr, size_t len, uint32_t *rkey);
+void be__verbs_revoke(struct be_xconn *conn, uint32_t rkey);
+/* A completion of the window WR @wr_id (VERBS_MW_WRID | index). */
+void be__verbs_mw_done(struct verbs_conn *vc, uint64_t wr_id);
+/* The registration (ibv_mr) holding [@addr, @addr+@len), or NULL. */
+struct ibv_mr *be__verbs_mr_find(struct verbs_dev *dev, const void *addr, size_t len);
 
 #endif /* BE_XPORT_VERBS_VERBS_H */
