@@ -31,9 +31,9 @@
  * transport rejects with a reason. While the secret is proven, the Engine
  * exists with its first grant (credits_init receives of the SRQ, already
  * posted) and the connection, under the connect deadline; but no Socket,
- * no grant of memory, staging buffers of BE_PROTO_MIN_RECV_BUF bytes only,
- * and nothing the transport shares with admitted peers (its conn_admit
- * runs only once admitted; no transport shares memory now). A refusal is counted (worker "admit_refused") and logged; the
+ * no grant of memory, and staging buffers of BE_PROTO_MIN_RECV_BUF bytes
+ * only; no transport shares memory with a peer, admitted or not. A
+ * refusal is counted (worker "admit_refused") and logged; the
  * peer hears the reason (reject reason, or AUTH REFUSED) and its connect
  * fails with -EACCES.
  *

@@ -72,26 +72,17 @@ static void engine_set_peer(struct be__engine *e, const struct be__hello *h)
 
 /*
  * be__engine_admitted() - @e admitted its peer (admit.c): its staging
- * buffers take the peer's size, the transport may share what admitted
- * peers get (shm: our regions), and once the transport is up too the
- * Engine is established and sends what waited.
+ * buffers take the peer's size, and once the transport is up too the
+ * Engine is established and sends what waited. No transport shares
+ * anything with a peer because it was admitted (docs/SECURITY.md).
  */
 void be__engine_admitted(struct be__engine *e)
 {
-	int rc;
-
 	e->sbuf_size = e->peer.recv_buf_size;
 	/* Staging buffers for control frames even when bemalloc is at its
 	 * limit later: a receiver out of memory must still say so. */
 	be__sendbuf_free_all(e);
 	be__sendbuf_prealloc(e, 2);
-	if (e->ops->conn_admit) {
-		rc = e->ops->conn_admit(e->conn);
-		if (rc) {
-			be__engine_fail(e, rc, "the transport could not admit the peer");
-			return;
-		}
-	}
 	e->state = BE_ES_ESTABLISHED;
 	e->st.state = BE_ES_ESTABLISHED;
 	e->last_rx_ns = e->last_tx_ns = be__now_ns();

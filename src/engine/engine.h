@@ -168,8 +168,8 @@ struct be__engine {
 	uint64_t idle_since_ns;    /* connector with no Socket: since when (0: busy) */
 	struct be_engine_stats st;
 
-	/* Admission (admit.c): nothing but AUTH frames crosses, and the
-	 * transport shares nothing (conn_admit), until admit is DONE. */
+	/* Admission (admit.c): nothing but AUTH frames crosses until admit
+	 * is DONE. */
 	uint8_t admit;             /* enum be__admit_state */
 	bool xestab;               /* the transport reported ESTABLISHED */
 	bool auth;                 /* both hold a secret: AUTH frames prove it */

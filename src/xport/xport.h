@@ -336,14 +336,6 @@ struct be_xport_ops {
 	 * cq_poll on. Returns 0 or -errno. */
 	int (*conn_rx_resume)(struct be_xconn *conn);
 
-	/* Optional. The Engine admitted the peer of @conn (ESTABLISHED, and
-	 * the shared secret and the rules of docs/SECURITY.md passed): the
-	 * transport may now give the peer what it shares with every admitted
-	 * peer. Returns 0 or -errno (the Engine then fails). NULL: nothing
-	 * to share, as on every transport now (shm announced its regions
-	 * here until WRITEs were placed by their owner into grants; fake
-	 * passes it to its inner transport). */
-	int (*conn_admit)(struct be_xconn *conn);
 	/* Optional. The name of the device @addr belongs to (@passive: an
 	 * address to listen on) or is reached through (to connect to) into
 	 * @buf; "" when any device will do (a wildcard address, or nothing

@@ -213,7 +213,7 @@ static bool raw_established(void *arg)
 
 /* A raw client without a secret, to a listener that needs none: its
  * Engine admits it and accepts its Socket; not one region came before or
- * after (conn_admit ran before the SOCK_OPEN was handled). */
+ * after (admission was done before the SOCK_OPEN was handled). */
 static void test_admitted_server(struct st *t)
 {
 	struct be_listener *l;
@@ -363,7 +363,7 @@ static bool raw_recvd(void *arg)
 
 /* A raw listener that needs no secret; a client without one connects and
  * opens a Socket: its Engine admitted the raw peer (the SOCK_OPEN comes
- * after conn_admit), and not one region came with or after it. */
+ * after admission), and not one region came with or after it. */
 static void test_admitted_client(struct st *t)
 {
 	const struct be_sock_cbs cbs = { .on_close = cli_close };

@@ -41,7 +41,6 @@ int main(int argc, char **argv)
 			ASSERT(s[ev.priv[0]] == NULL);
 			s[ev.priv[0]] = ev.conn;
 			ASSERT_OK(t->ops->accept(ev.conn, &sa, NULL, 0));
-			xt_admit(t->ops, ev.conn);
 			nreq++;
 		} else {
 			ASSERT_EQ(ev.type, BE_XEV_ESTABLISHED);
@@ -50,7 +49,6 @@ int main(int argc, char **argv)
 	}
 	while (nest_c < NCONN) {
 		xt_expect_event(t, &p.cli, BE_XEV_ESTABLISHED, &ev);
-		xt_admit(t->ops, ev.conn);
 		nest_c++;
 	}
 	xt_post_recvs(t, &p.srv, NCONN * 2, 256);

@@ -45,7 +45,6 @@ static void child(int argc, char **argv, const char *addr, int progress)
 	a = xt_attr(&s, 16);
 	ASSERT_OK(t.ops->connect(s.ch, addr, &a, NULL, 0, &c));
 	xt_expect_event(&t, &s, BE_XEV_ESTABLISHED, &ev);
-	xt_admit(t.ops, c);
 	tg = xt_alloc(&t, sizeof(*tg));
 	tg->addr = (uint64_t)(uintptr_t)buf;
 	tg->rkey = xt_grant(&t, c, buf);
@@ -84,7 +83,6 @@ static void round_(struct xt *t, struct xt_side *srv, struct be_xlistener *l, in
 	xt_expect_event(t, srv, BE_XEV_CONNECT_REQUEST, &ev);
 	s = ev.conn;
 	ASSERT_OK(t->ops->accept(s, &sa, NULL, 0));
-	xt_admit(t->ops, s);
 	xt_expect_event(t, srv, BE_XEV_ESTABLISHED, &ev);
 	xt_wait_wc(t, srv, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);

@@ -68,7 +68,6 @@ static void server(const char *name, int ready_fd)
 	for (int i = 0; i < 8; i++)
 		xt_mem_recv(&s, &m, 4096 * (uint64_t)i, 4096, (uint64_t)i);
 	ASSERT_OK(ops->accept(s.conn, &attr, &priv, sizeof(priv)));
-	xt_admit(ops, s.conn);
 	xt_side_expect(&s, BE_XEV_ESTABLISHED, &ev, NULL);
 	ASSERT_EQ(write(ready_fd, "r", 1), 1);
 	/* Never poll again: the client's SENDs stay outstanding. */
@@ -118,7 +117,6 @@ int main(int argc, char **argv)
 		c.conn = NULL;
 		poll(NULL, 0, 10);
 	}
-	xt_admit(ops, c.conn);
 	memcpy(&priv, ev.priv, sizeof(priv));
 	ASSERT_EQ(read(pfd[0], &ch, 1), 1);
 

@@ -59,7 +59,6 @@ static int server(const char *name, int ready_fd)
 	for (int i = 0; i < 32; i++)
 		xt_mem_recv(&s, &out, 0, 64, 1000 + (uint64_t)i);
 	ASSERT_OK(ops->accept(s.conn, &attr, &priv, sizeof(priv)));
-	xt_admit(ops, s.conn);
 	xt_side_expect(&s, BE_XEV_ESTABLISHED, &ev, NULL);
 
 	for (;;) {
@@ -176,7 +175,6 @@ int main(int argc, char **argv)
 	attr = xt_attr(&c, 64);
 	ASSERT_OK(ops->connect(c.ch, name, &attr, NULL, 0, &c.conn));
 	xt_side_expect(&c, BE_XEV_ESTABLISHED, &ev, NULL);
-	xt_admit(ops, c.conn);
 	ASSERT_EQ(ev.priv_len, sizeof(priv));
 	memcpy(&priv, ev.priv, sizeof(priv));
 

@@ -362,21 +362,12 @@ void xt_connect_pair(struct xt *t, struct xt_side *cli, struct xt_side *srv,
 	ASSERT(memcmp(ev.priv, "hi", 2) == 0);
 	*srv_conn = ev.conn;
 	ASSERT_OK(t->ops->accept(*srv_conn, &sa, "ok", 2));
-	/* Admitted at once, as an Engine does before it hands out a key. */
-	xt_admit(t->ops, *srv_conn);
 	xt_expect_event(t, srv, BE_XEV_ESTABLISHED, &ev);
 	ASSERT_PTR_EQ(ev.conn, *srv_conn);
 	xt_expect_event(t, cli, BE_XEV_ESTABLISHED, &ev);
 	ASSERT_PTR_EQ(ev.conn, *cli_conn);
 	ASSERT_EQ(ev.priv_len, 2);
 	ASSERT(memcmp(ev.priv, "ok", 2) == 0);
-	xt_admit(t->ops, *cli_conn);
-}
-
-void xt_admit(const struct be_xport_ops *ops, struct be_xconn *c)
-{
-	if (ops->conn_admit)
-		ASSERT_OK(ops->conn_admit(c));
 }
 
 void xt_pair_open(struct xt_pair *p, int argc, char **argv, uint32_t cq, uint32_t cli_srq,
@@ -649,14 +640,12 @@ void xt_side_connect(struct xt_side *a, struct xt_side *b, const char *name,
 	ASSERT_PTR_EQ(ev.listener, a->l);
 	a->conn = ev.conn;
 	ASSERT_OK(ops->accept(a->conn, &aa, "hello", 5));
-	xt_admit(ops, a->conn);
 	xt_side_expect(b, BE_XEV_ESTABLISHED, &ev, NULL);
 	ASSERT_EQ(ev.priv_len, 5);
 	ASSERT(memcmp(ev.priv, "hello", 5) == 0);
 	ASSERT_PTR_EQ(ev.conn, b->conn);
 	xt_side_expect(a, BE_XEV_ESTABLISHED, &ev, NULL);
 	ASSERT_PTR_EQ(ev.conn, a->conn);
-	xt_admit(ops, b->conn);
 }
 
 void xt_sides_open(struct xt *t, struct xt_side *a, struct xt_side *b, uint32_t srq_depth,

@@ -246,9 +246,4 @@ int xt_mem_post(struct be_xconn *c, enum be_xwr_opcode op, struct xt_mem *m, uin
 void xt_fill(void *p, size_t len, uint32_t seed);
 int xt_check(const void *p, size_t len, uint32_t seed); /* 1 if it matches */
 
-/* The Engine's admission of the peer of @c (xport.h conn_admit, where a
- * transport has it). Tests call it on both sides once established, as an
- * Engine does before it hands out a key. */
-void xt_admit(const struct be_xport_ops *ops, struct be_xconn *c);
-
 #endif /* BE_TEST_XPORT_XTEST_H */

@@ -212,17 +212,6 @@ static int raw_hello_check(const struct raw_opts *o, const uint8_t *priv, size_t
 	return 0;
 }
 
-/* The peer is admitted at once, as an Engine admits it before it hands
- * out a key (xport.h conn_admit). */
-static int raw_admit(struct raw_ctx *c, const struct raw_opts *o)
-{
-	int rc = c->ops->conn_admit ? c->ops->conn_admit(c->conn) : 0;
-
-	if (rc)
-		fprintf(stderr, "be-perf %s: admit: %s\n", o->cmd, strerror(-rc));
-	return rc;
-}
-
 /* The server role: listen, serve one client, exit. */
 static int raw_server(const struct raw_opts *o, int ready_fd)
 {
@@ -293,9 +282,6 @@ static int raw_server(const struct raw_opts *o, int ready_fd)
 		fprintf(stderr, "be-perf %s: accept: %s\n", o->cmd, strerror(-rc));
 		goto out;
 	}
-	rc = raw_admit(&c, o);
-	if (rc)
-		goto out;
 	rc = raw_wait_event(&c, BE_XEV_ESTABLISHED, &ev, o->timeout_ms);
 	if (rc)
 		goto out;
@@ -339,9 +325,6 @@ static int raw_connect(struct raw_ctx *c, const struct raw_opts *o, const char *
 	if (rc)
 		return rc;
 	rc = raw_hello_check(o, ev.priv, ev.priv_len, &peer);
-	if (rc)
-		return rc;
-	rc = raw_admit(c, o);
 	if (rc)
 		return rc;
 	c->peer_addr = peer.addr;

@@ -554,20 +554,6 @@ int be__fake_conn_rx_resume(struct be_xconn *xc)
 	return in->conn_rx_resume(c->in);
 }
 
-int be__fake_conn_admit(struct be_xconn *xc)
-{
-	struct fake_conn *c;
-	const struct be_xport_ops *in;
-
-	if (!xc)
-		return -EINVAL;
-	c = to_fconn(xc);
-	in = fake_in_ops(xc->dev);
-	if (!c->in || !in->conn_admit)
-		return 0;
-	return in->conn_admit(c->in);
-}
-
 /* grant and revoke (xport.h): the inner conn's, so that its peer's
  * WRITEs, checked there, find them. Both inner transports have them. */
 int be__fake_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey)

@@ -29,7 +29,6 @@ const struct be_xport_ops be__xport_fake_ops = {
 	BE__XPORT_OPS(fake),
 	.addr_canon = be__fake_addr_canon,
 	.conn_rx_resume = be__fake_conn_rx_resume,
-	.conn_admit = be__fake_conn_admit,
 	.grant = be__fake_grant,
 	.revoke = be__fake_revoke,
 };

@@ -329,7 +329,6 @@ extern const struct be_xport_ops be__xport_fake_ops;
 BE__XPORT_DECLARE(fake)
 int be__fake_addr_canon(const char *addr, char *buf, size_t len);
 int be__fake_conn_rx_resume(struct be_xconn *conn);
-int be__fake_conn_admit(struct be_xconn *conn);
 int be__fake_grant(struct be_xconn *conn, void *addr, size_t len, uint32_t *rkey);
 void be__fake_revoke(struct be_xconn *conn, uint32_t rkey);
 

@@ -17,8 +17,8 @@
  * connector needs is in the ACC, and the connector posts nothing before it
  * has read it. No memory of ours but the segment reaches the peer, before
  * or after the Engine admitted it: a WRITE is placed by its target's owner
- * into a grant (shm.h), so shm has nothing to hold back until admission
- * and no conn_admit op. An accepted socket must send its REQ within
+ * into a grant (shm.h), so shm has nothing to hold back until the
+ * Engine admits the peer. An accepted socket must send its REQ within
  * SHM_HELLO_TIMEOUT_MS, and only so many may wait for theirs
  * (cm_accept_sockets()).
  *
