@@ -31,27 +31,74 @@
 
 static int drop_nic[2];
 static int ndrop;
-static pid_t act_pid;
 static bool link_fault;
+static int act_cmd = -1, act_done = -1; /* pipes to and from the actor */
+static int act_queued;                  /* commands sent, status not read */
 
-/* The last change of addresses has ended, and well. */
+/*
+ * The actor: a process forked before the client exists that runs the
+ * command lines it reads (one per write, NUL-terminated) with sh, one
+ * after the other, and answers each with its status (an int). The
+ * client's thread only writes to a pipe and never waits for a command:
+ * the repair is asked while the break's `ip` may still run (it takes a
+ * second or more in the guest; the calls move over as soon as the first
+ * NIC's address is gone), and it queues behind it. The test used to wait
+ * for the break's child there (waitpid() on the thread that drives the
+ * client's worker), which held every path of the worker for up to 1.4 s,
+ * tcp included: the calls in flight over tcp outlived their deadline.
+ */
+static void actor_start(void)
+{
+	int to[2], from[2];
+	pid_t pid;
+
+	ASSERT_OK(pipe(to));
+	ASSERT_OK(pipe(from));
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (!pid) {
+		char cmd[512];
+		size_t n = 0;
+
+		close(to[1]);
+		close(from[0]);
+		/* A byte at a time: two commands may be in the pipe at once. */
+		while (read(to[0], &cmd[n], 1) == 1) {
+			int st;
+
+			if (cmd[n] && ++n < sizeof(cmd))
+				continue;
+			cmd[n < sizeof(cmd) ? n : sizeof(cmd) - 1] = '\0';
+			n = 0;
+			st = system(cmd);
+			if (write(from[1], &st, sizeof(st)) != sizeof(st))
+				_exit(1);
+		}
+		_exit(0); /* the client is gone */
+	}
+	close(to[0]);
+	close(from[1]);
+	act_cmd = to[1];
+	act_done = from[0];
+}
+
+/* Every change of addresses asked has ended, and well. */
 static void act_wait(void)
 {
 	int st;
 
-	if (!act_pid)
-		return;
-	ASSERT_EQ(waitpid(act_pid, &st, 0), act_pid);
-	if (!WIFEXITED(st) || WEXITSTATUS(st))
-		TEST_FAIL("changing the addresses failed (status %d)", st);
-	act_pid = 0;
+	for (; act_queued; act_queued--) {
+		ASSERT_EQ(read(act_done, &st, sizeof(st)), (ssize_t)sizeof(st));
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			TEST_FAIL("changing the addresses failed (status %d)", st);
+	}
 }
 
 /*
- * Remove (or give back) the address of every NIC in --drop, in a child
- * process: starting `ip` in the guest takes a second or more, and this
- * thread must keep the client's worker going meanwhile, as an
- * application's would be while a NIC fails under it.
+ * Remove (or give back) the address of every NIC in --drop, in the actor:
+ * starting `ip` in the guest takes a second or more, and this thread must
+ * keep the client's worker going meanwhile, as an application's would be
+ * while a NIC fails under it.
  */
 static void act(struct rt_replica *rep, bool repair, void *arg)
 {
@@ -61,7 +108,6 @@ static void act(struct rt_replica *rep, bool repair, void *arg)
 
 	(void)rep;
 	(void)arg;
-	act_wait();
 	for (i = 0; i < ndrop; i++) {
 		snprintf(var, sizeof(var), "BE_RXE_IP%d", drop_nic[i]);
 		ASSERT(getenv(var));
@@ -74,12 +120,8 @@ static void act(struct rt_replica *rep, bool repair, void *arg)
 						repair ? "add" : "del", getenv(var), drop_nic[i]);
 		ASSERT_LT(off, sizeof(cmd));
 	}
-	act_pid = fork();
-	ASSERT(act_pid >= 0);
-	if (!act_pid) {
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
+	ASSERT_EQ(write(act_cmd, cmd, strlen(cmd) + 1), (ssize_t)(strlen(cmd) + 1));
+	act_queued++;
 }
 
 /* The library's log with a clock and the process (client or replica):
@@ -117,6 +159,7 @@ int main(int argc, char **argv)
 		drop_nic[ndrop++] = *drop - '0';
 		drop += strcspn(drop, ",");
 	}
+	actor_start();
 	be_rpc_config_init(&def); /* the default deadline */
 	rt_path_switch(&t, paths, rt_slow_factor() * def.timeout_us, act, NULL,
 		       ndrop > 1 ? "rdma-gone" : "port-gone", &cs);
