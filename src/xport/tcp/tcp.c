@@ -7,7 +7,8 @@
  * handshake, listeners), cq.c (cq and srq), data.c (the data path: send
  * queue, frames, acks) and tcp.h (objects, wire format).
  *
- * Model (objects in tcp.h; the wire format in docs/TRANSPORTS.md):
+ * Model (objects in tcp.h; the wire format in docs/PROTOCOL.md, "tcp
+ * transport frames"):
  *
  *   device      "tcp", one port, a table of registered regions.
  *   evch        progress for connection setup: accepts, non-blocking

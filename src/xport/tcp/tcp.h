@@ -53,7 +53,8 @@
 
 /*
  * Wire format: every frame starts with this 32-byte header, fields little
- * endian, followed by @len payload bytes. docs/TRANSPORTS.md has the table.
+ * endian, followed by @len payload bytes. docs/PROTOCOL.md, "tcp transport
+ * frames", has the table.
  */
 #define TCP_MAGIC 0x31544542u /* "BET1" */
 #define TCP_HDR_LEN 32u
