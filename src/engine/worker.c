@@ -28,9 +28,8 @@
  * when answers come fast again. A ping-pong whose answers come within
  * the spin keeps spinning; a worker whose traffic comes slower, or whose
  * host is too busy to answer within it, stops paying for it within a few
- * waits. (A first version also grew the spin when a sleep ended with
- * work within spin_us; on a loaded host that kept it spinning for
- * wakeups that a spin would not have caught: be-perf pull, PERFORMANCE.md.)
+ * waits. A sleep that ends with work does not grow the spin: on a loaded
+ * host that would keep it spinning for wakeups a spin would not catch.
  */
 #include <assert.h>
 #include <errno.h>

@@ -183,8 +183,8 @@ static void sq_gather(uint8_t *dst, const struct shm_op *op)
  * sees the tag the rest of a two-line record (a 64-byte message) comes
  * over in the same transfer. Written in order, the header's store could
  * hand the first line to the consumer's poll before the tag's store took
- * it back, and the second line was fetched only after the tag was seen:
- * together ~10 % of the shm Socket round trip (docs/PERFORMANCE.md).
+ * it back, and the second line would be fetched only after the tag was
+ * seen: up to two more cache-line transfers per record.
  */
 static void sq_fill_record(struct shm_rec *rec, const void *lead, uint32_t nlead,
 			   const struct shm_op *op, uint64_t from, uint64_t n)
@@ -663,8 +663,7 @@ static void rx_zero_to(struct shm_conn *c, uint64_t end)
  * stores hit lines the producer reads, and on x86 every later store waits
  * behind them, so the answer a receive callback posts (its record's tag)
  * would wait until those lines were taken from the producer. Behind the
- * answer they cost it nothing (-12 % on the shm Socket round trip, -7 %
- * on raw-lat, docs/PERFORMANCE.md). The price, and
+ * answer they cost it nothing. The price, and
  * the one difference from an RC QP: a receiver that takes a record and
  * then neither polls, posts nor sleeps holds back its sender's completion.
  */
