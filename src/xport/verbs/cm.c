@@ -40,6 +40,14 @@
  * request died with its listener) is BE_XEV_UNREACHABLE, -ECONNREFUSED,
  * as a TCP connect to a closed port would be.
  *
+ * Events and memory. rdma_cm queues its events in the kernel, but the
+ * transport queues some of a conn's itself (evch->evq): ESTABLISHED at
+ * accept(), DISCONNECTED from disconnect() and from a failed conn, fatal
+ * QP errors, and whatever evch_pump() read early. Each conn reserves
+ * queue nodes for them when it is made (VERBS_CONN_EVENTS, util/evq.h),
+ * when a refusal is still possible (connect() fails, a request is
+ * rejected), so none of them is lost for want of memory later.
+ *
  * Disconnection. disconnect(), a failed conn and a DISCONNECTED event (the
  * peer left or failed) all move our QP to error (its WRs flush) and send
  * the DREQ/DREP with rdma_disconnect(). disconnect() reports DISCONNECTED
@@ -206,6 +214,7 @@ void be__verbs_conn_detach(struct verbs_conn *vc)
 		be__list_del_init(&vc->ch_link);
 		pthread_mutex_lock(&be__verbs_lock);
 		be__verbs_purge_locked(ch, &vc->base, NULL);
+		be__evq_unreserve(&ch->evq, VERBS_CONN_EVENTS);
 		pthread_mutex_unlock(&be__verbs_lock);
 		vc->base.evch = NULL;
 	}
@@ -444,6 +453,18 @@ static int cm_route_resolved(struct verbs_conn *vc)
 	return 0;
 }
 
+/* Reserve a new conn's queue nodes on @ch (see "Events and memory").
+ * 0 or -ENOMEM. */
+static int cm_reserve(struct verbs_evch *ch)
+{
+	int ret;
+
+	pthread_mutex_lock(&be__verbs_lock);
+	ret = be__evq_reserve(&ch->evq, VERBS_CONN_EVENTS);
+	pthread_mutex_unlock(&be__verbs_lock);
+	return ret;
+}
+
 /* A connection request on listener @vl: a new conn, or refused. */
 static int cm_conn_request(struct verbs_evch *ch, struct rdma_cm_event *e, struct be_xevent *ev)
 {
@@ -458,6 +479,10 @@ static int cm_conn_request(struct verbs_evch *ch, struct rdma_cm_event *e, struc
 			   cm_dev_name(id->verbs), dev->name, dev->name);
 	} else {
 		vc = calloc(1, sizeof(*vc));
+		if (vc && cm_reserve(ch)) {
+			free(vc);
+			vc = NULL;
+		}
 		if (!vc)
 			be_log_err("verbs: out of memory: connection request refused");
 	}
@@ -831,7 +856,8 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 		return ret;
 	}
 	vc = calloc(1, sizeof(*vc));
-	if (!vc) {
+	if (!vc || cm_reserve(ch)) {
+		free(vc);
 		free(addrs);
 		return -ENOMEM;
 	}
@@ -865,6 +891,9 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 err_id:
 	rdma_destroy_id(vc->id);
 err_free:
+	pthread_mutex_lock(&be__verbs_lock);
+	be__evq_unreserve(&ch->evq, VERBS_CONN_EVENTS);
+	pthread_mutex_unlock(&be__verbs_lock);
 	free(vc->addrs);
 	free(vc);
 	return ret;

@@ -44,6 +44,11 @@ _Static_assert(offsetof(struct be_xsge, lkey) == offsetof(struct ibv_sge, lkey),
  * async fd by some thread, turned into DISCONNECTED by the conn's owner. */
 #define VERBS_QEV_QP_FATAL ((enum be_xev_type)100)
 
+/* Queue nodes each conn reserves on its evch (util/evq.h): the events of
+ * every transport (BE_XPORT_CONN_EVENTS: those rdma_cm delivers are
+ * queued when evch_pump() reads them early) and one fatal QP error. */
+#define VERBS_CONN_EVENTS (BE_XPORT_CONN_EVENTS + 1)
+
 /* u64 -> u64 open-addressing hash (map.c); owner thread only. */
 struct verbs_map {
 	uint64_t *keys;
