@@ -8,7 +8,8 @@
  *        from its loop once be_worker_progress() returned, in a new one.
  *   bw   --sockets sockets stream --size-byte messages, --window messages
  *        in flight per socket; the server answers each with an 8-byte
- *        ack. Throughput, and the send->ack time per message.
+ *        ack. Throughput, and the send->ack time per message, after
+ *        --warmup messages per socket were answered (as raw-bw).
  *   hol  head-of-line blocking: one socket streams --big messages (acked)
  *        while another does --size ping-pongs on the same Engine. Reports
  *        the small ping-pong's latency; run with --no-sched to see FIFO.
@@ -27,7 +28,9 @@
  * Output: a table, or with --json one object per line with the fields
  * test, transport, size, iters, p50_us, p99_us, avg_us, mb_s,
  * cpu_s_per_gb, sockets, bytes_per_socket (library memory one more Socket
- * costs on the client: glibc heap + bemalloc in use), scheduling, polling.
+ * costs on the client: glibc heap + bemalloc in use), scheduling, polling,
+ * and for bw cpu_tx_s_per_gb (the sender's CPU in the measured part, as
+ * raw-bw's cpu s/GB(tx); cpu_s_per_gb counts the server's whole run).
  *
  * Polling: lat, hol and mux busy-poll both ends by default (like the raw
  * tests and perftest: the library's latency, not the scheduler's wakeup);
@@ -233,6 +236,7 @@ struct sk_cli {
 	uint64_t mem_per_sock;    /* bytes one more Socket costs (client side) */
 	uint64_t cb_t0;           /* lat from the callback: clock and CPU when */
 	double cb_cpu0;           /* the last warmup answer arrived */
+	double cpu_tx0, cpu_tx;   /* bw: the sender's CPU, measured phase */
 };
 
 static void sk_sample(struct sk_cli *c, double us);
@@ -391,8 +395,12 @@ static void sk_report(const struct sk_opts *o, struct sk_cli *c, double secs, ui
 	struct perf_summary s;
 	double mb_s = secs > 0 ? (double)bytes / secs / 1e6 : 0;
 	double cpu_gb = bytes ? cpu / ((double)bytes / 1e9) : 0;
+	char tx[64] = "";
 
 	perf_summarize(c->samples, c->nsamples, &s);
+	if (o->mode == SK_BW)
+		snprintf(tx, sizeof(tx), ",\"cpu_tx_s_per_gb\":%.4f",
+			 bytes ? c->cpu_tx / ((double)bytes / 1e9) : 0);
 	if (o->mode == SK_IDLE) {
 		double pct = secs > 0 ? cpu / secs * 100.0 : 0;
 
@@ -412,13 +420,13 @@ static void sk_report(const struct sk_opts *o, struct sk_cli *c, double secs, ui
 		       ",\"iters\":%" PRIu64 ",\"p50_us\":%.3f,\"p99_us\":%.3f,\"avg_us\":%.3f"
 		       ",\"mb_s\":%.2f,\"cpu_s_per_gb\":%.4f,\"sockets\":%u"
 		       ",\"bytes_per_socket\":%" PRIu64 ",\"scheduling\":\"%s\""
-		       ",\"polling\":\"%s\"%s}\n",
+		       ",\"polling\":\"%s\"%s%s}\n",
 		       names[o->mode], o->transport, o->size, o->iters, s.p50, s.p99, s.avg, mb_s,
 		       cpu_gb, o->sockets, c->mem_per_sock,
 		       o->sched ? "round-robin" : "fifo", o->adaptive ? "adaptive" : "busy",
 		       o->mode != SK_LAT ? "" :
 		       o->after_progress ? ",\"client\":\"after-progress\"" :
-					   ",\"client\":\"callback\"");
+					   ",\"client\":\"callback\"", tx);
 		return;
 	}
 	printf("be-perf %s: %s, %" PRIu64 " B, %u socket(s), scheduling %s, %s polling%s\n",
@@ -429,7 +437,11 @@ static void sk_report(const struct sk_opts *o, struct sk_cli *c, double secs, ui
 				   ", client sends from its callback");
 	printf("  latency us (%s): p50 %.3f  p99 %.3f  avg %.3f  (n=%zu)\n",
 	       o->mode == SK_BW ? "send->ack" : "one-way", s.p50, s.p99, s.avg, s.n);
-	printf("  throughput %.2f MB/s, CPU %.4f s/GB (both processes)\n", mb_s, cpu_gb);
+	printf("  throughput %.2f MB/s, CPU %.4f s/GB (both processes)", mb_s, cpu_gb);
+	if (o->mode == SK_BW)
+		printf(", %.4f s/GB (sender, measured part)",
+		       bytes ? c->cpu_tx / ((double)bytes / 1e9) : 0);
+	printf("\n");
 	if (o->sockets > 1)
 		printf("  memory per further Socket (client): %" PRIu64 " B\n", c->mem_per_sock);
 }
@@ -544,24 +556,33 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 		bytes = 2 * o->size * o->iters * nsock;
 		break;
 	case SK_BW: {
-		uint64_t per = (total + nsock - 1) / nsock, sent = 0;
+		/* As raw-bw: --warmup messages per socket first, all answered
+		 * (the first touch of every buffer, on both sides, is not the
+		 * stream), then the clock, the CPU and the samples. */
+		uint64_t warm = o->warmup, per = warm + (o->iters + nsock - 1) / nsock;
 
-		cpu0 = perf_cpu_seconds();
 		for (i = 0; i < per && !rc; i++) {
+			if (i == warm) {
+				for (j = 0; j < nsock && !rc; j++)
+					rc = sk_wait(w, &c, &c.socks[j], warm, false, false);
+				t0 = perf_now_ns();
+				cpu0 = perf_cpu_seconds();
+				c.cpu_tx0 = cpu0;
+			}
 			for (j = 0; j < nsock && !rc; j++) {
 				struct sk_sock *k = &c.socks[j];
+				uint64_t from = i >= warm ? warm : 0;
 
-				if (i >= o->window)
-					rc = sk_wait(w, &c, k, i - o->window + 1, false, true);
+				if (i >= from + o->window)
+					rc = sk_wait(w, &c, k, i - o->window + 1, false, i >= warm);
 				if (!rc)
 					rc = sk_send(&c, k, o->size, 'A');
-				sent++;
 			}
 		}
 		for (j = 0; j < nsock && !rc; j++)
 			rc = sk_wait(w, &c, &c.socks[j], per, false, true);
-		bytes = o->size * per * nsock;
-		(void)sent;
+		bytes = o->size * (per - warm) * nsock;
+		c.cpu_tx = perf_cpu_seconds() - c.cpu_tx0;
 		break;
 	}
 	case SK_HOL: {
