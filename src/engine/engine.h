@@ -318,5 +318,6 @@ void be__oneway_rx_free(struct be_xconn *c, void *buf);
 
 /* keepalive.c */
 void be__keepalive_tick(struct be__engine *e, uint64_t now);
+void be__keepalive_on_frame(struct be__engine *e, const struct be__frame *f);
 
 #endif /* BE_ENGINE_ENGINE_H */

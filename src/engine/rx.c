@@ -365,13 +365,7 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 		break;
 	}
 	case BE_FR_KEEPALIVE:
-		e->st.keepalives_recv++;
-		if (f->flags & BE_FRF_REPLY_REQ) {
-			struct be__frame k = { .type = BE_FR_KEEPALIVE };
-
-			if (be__engine_ctrl(e, &k))
-				be__engine_fail(e, -ENOMEM, "no memory for a control frame");
-		}
+		be__keepalive_on_frame(e, f);
 		break;
 	default:
 		return rx_fail(e, f, "unexpected frame type");

@@ -9,6 +9,10 @@
 
 struct raw raw;
 
+/* Buffers of SENDs too large to go inline: kept until raw_close(). */
+static void *raw_kept[64];
+static int raw_nkept;
+
 uint32_t raw_lkey(const void *p, uint32_t *rkey)
 {
 	struct be_alloc_region r;
@@ -61,6 +65,9 @@ void raw_close(void)
 	raw.ops->evch_destroy(raw.ch);
 	for (i = 0; i < 64; i++)
 		be_free(raw.bufs[i]);
+	for (i = 0; i < raw_nkept; i++)
+		be_free(raw_kept[i]);
+	raw_nkept = 0;
 	ASSERT_OK(be_alloc_detach_device(raw.alloc_dev));
 	raw.ops->dev_close(raw.dev);
 }
@@ -101,6 +108,8 @@ void raw_poll(void)
 					raw.nresp++;
 				} else if (f.type == BE_FR_WRITE_NOMEM) {
 					raw.nnomem++;
+				} else if (f.type == BE_FR_KEEPALIVE) {
+					raw.nka++;
 				}
 			raw_post_recv(b);
 		} else if (wc[i].status != BE_XWC_SUCCESS) {
@@ -154,28 +163,35 @@ void raw_connect(const char *addr, uint32_t magic, uint32_t credits)
 
 	(void)credits;
 	raw.established = raw.dead = raw.rejected = 0;
-	raw.nresp = raw.nnomem = 0;
+	raw.nresp = raw.nnomem = raw.nka = 0;
 	be__hello_encode(&h, priv);
 	ASSERT_OK(raw.ops->connect(raw.ch, strstr(addr, "://") + 3, &attr, priv, sizeof(priv),
 				   &raw.conn));
 	st_pump(&raw.w, 1, cond_established, NULL);
 }
 
-/* Post one SEND of @len bytes at @data. */
+/* Post one SEND of @len bytes at @data: inline up to 256 bytes (every
+ * device takes that much), else from a buffer kept until raw_close(). */
 void raw_send(const void *data, uint32_t len)
 {
 	uint8_t *b = be_alloc(8192);
+	bool inl = len <= 256;
 	struct be_xsge sge = { .addr = (uintptr_t)b, .length = len };
 	struct be_xsend_wr wr = {
 		.opcode = BE_XWR_SEND, .sg_list = &sge, .num_sge = 1,
-		.flags = BE_XWR_F_INLINE,
+		.flags = inl ? BE_XWR_F_INLINE : 0,
 	}, *bad;
 
 	ASSERT(b);
 	memcpy(b, data, len);
 	sge.lkey = raw_lkey(b, NULL);
 	ASSERT_OK(raw.ops->post_send(raw.conn, &wr, &bad));
-	be_free(b); /* inline: copied at post */
+	if (inl) {
+		be_free(b); /* copied at post */
+		return;
+	}
+	ASSERT_LT(raw_nkept, (int)BE_ARRAY_SIZE(raw_kept));
+	raw_kept[raw_nkept++] = b;
 }
 
 void raw_send_frames(const struct be__frame *fs, int n, const void *payload)

@@ -28,6 +28,7 @@ struct raw {
 	struct be__frame resp;   /* last WRITE_RESP received */
 	uint32_t rkeys[16];      /* rkeys of the first 16 WRITE_RESPs */
 	int nresp, nnomem;
+	int nka;                 /* KEEPALIVE frames received */
 	void *bufs[64];
 	struct be_worker *w;     /* the server's, pumped while waiting */
 };
@@ -40,12 +41,13 @@ void raw_close(void);
 /* The keys of bemalloc's @p on the raw peer's device (rkey if set). */
 uint32_t raw_lkey(const void *p, uint32_t *rkey);
 void raw_post_recv(void *buf);
-/* Events and completions: established, dead, WRITE_RESPs, NOMEMs. */
+/* Events and completions: established, dead, WRITE_RESPs, NOMEMs,
+ * KEEPALIVEs. */
 void raw_poll(void);
 /* Connect to @addr ("scheme://...") with a hello of @magic; pumps
  * raw.w until established, rejected or dead. */
 void raw_connect(const char *addr, uint32_t magic, uint32_t credits);
-/* One inline SEND of @len bytes at @data. */
+/* One SEND of @len bytes at @data (inline up to 256 bytes). */
 void raw_send(const void *data, uint32_t len);
 /* The @n frames of @fs (payload @payload) in one SEND. */
 void raw_send_frames(const struct be__frame *fs, int n, const void *payload);

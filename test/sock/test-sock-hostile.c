@@ -8,7 +8,9 @@
  * granted, a message id out of sequence, a WriteResponse
  * for nothing, a WRITE_WITH_IMM with a forged token, eager messages
  * beyond the socket receive window behind an unfinished large one, and a
- * WriteRequest repeated before its "no memory" answer was sent. Requests
+ * WriteRequest repeated before its "no memory" answer was sent. KEEPALIVEs
+ * asking for an answer, hundreds to a SEND, get one answer queued at a
+ * time, not one each. Requests
  * for more memory than max_grant_bytes are answered "no memory" (bounded,
  * not an error), and one repeated after that answer arrived is answered
  * again. Each violation must fail
@@ -303,6 +305,42 @@ int main(int argc, char **argv)
 		ASSERT_OK(raw.ops->post_send(raw.conn, &wr, &bad));
 		expect_protocol_error("forged WRITE_WITH_IMM token");
 		be_free(src);
+	}
+
+	/* KEEPALIVEs that ask for an answer, 60 to a SEND: one answer waits
+	 * at a time (it answers every request before it leaves), not one
+	 * per frame, so the peer cannot make our control queue outgrow its
+	 * credits. A WRITE_REQ after them is answered behind whatever was
+	 * queued for them, so once its WRITE_RESP is here every answer is. */
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	{
+		enum { PER = 60, SENDS = 6 };
+		static struct be__frame ka[PER];
+		struct be__frame f[2] = {
+			{ .type = BE_FR_SOCK_OPEN, .flags = BE_FRF_OPENER, .sock = 0 },
+			{ .type = BE_FR_WRITE_REQ, .flags = BE_FRF_OPENER, .sock = 0, .msg = 0,
+			  .length = 100000 },
+		};
+
+		for (i = 0; i < PER; i++)
+			ka[i] = (struct be__frame){ .type = BE_FR_KEEPALIVE,
+						    .flags = BE_FRF_REPLY_REQ };
+		for (i = 0; i < SENDS; i++)
+			raw_send_frames(ka, PER, NULL);
+		raw_send_frames(f, 2, NULL);
+		st_pump(&w, 1, cond_resp, NULL);
+		ASSERT(!raw.dead);
+		ASSERT_EQ(raw.nresp, 1);
+		ASSERT_GT(raw.nka, 0);
+		/* One per SEND at most, and our own keepalives besides. */
+		if (raw.nka > SENDS + 2)
+			TEST_FAIL("%d KEEPALIVE answers to %d requests in %d SENDs", raw.nka,
+				  PER * SENDS, SENDS);
+		fprintf(stderr, "bounded: %d KEEPALIVEs answered %d requests\n", raw.nka,
+			PER * SENDS);
+		raw.ops->conn_destroy(raw.conn);
+		raw.conn = NULL;
+		st_pump(&w, 1, cond_no_engine, NULL);
 	}
 
 	/* The server is still healthy: a well-behaved client works. */
