@@ -73,7 +73,8 @@ static void engine_set_peer(struct be__engine *e, const struct be__hello *h)
 /*
  * be__engine_admitted() - @e admitted its peer (admit.c): its staging
  * buffers take the peer's size, and once the transport is up too the
- * Engine is established and sends what waited. No transport shares
+ * Engine is established, announces its one-way budget (oneway.c) and
+ * sends what waited. No transport shares
  * anything with a peer because it was admitted (docs/SECURITY.md).
  */
 void be__engine_admitted(struct be__engine *e)
@@ -87,6 +88,7 @@ void be__engine_admitted(struct be__engine *e)
 	e->st.state = BE_ES_ESTABLISHED;
 	e->last_rx_ns = e->last_tx_ns = be__now_ns();
 	be_log_dbg("engine %s: established", e->addr);
+	be__oneway_announce(e);
 	be__engine_kick(e);
 }
 
@@ -665,6 +667,7 @@ void be__engine_reap(struct be__engine *e)
 	be__wdev_unreserve(e->wd, e->granted_to_peer);
 	be__list_del_init(&e->wlink);
 	e->w->nengines--;
+	be__oneway_reap(e);
 	be__peer_engine_gone(e);
 	be__engine_unref(e);
 }

@@ -156,6 +156,14 @@ struct be__engine {
 	bool oneway;
 	uint64_t ow_tx_used;       /* our slots in use, a bit each */
 	uint64_t ow_tx_bytes;      /* bytes of our one-way messages in progress */
+	uint64_t ow_tx_budget;     /* ... at most: the peer's budget, within our
+				    * max_grant_bytes (0: none came, WRITE_REQ only) */
+	bool ow_budget_got;        /* the peer's ONEWAY_BUDGET came (once) */
+	uint64_t ow_rx_budget;     /* announced to the peer, reserved in the grant
+				    * bounds of its identity and our worker */
+	uint64_t ow_rx_bytes;      /* the peer's one-way bytes in progress */
+	uint64_t ow_rx_alloc;      /* ... lent by rx_alloc, no RECV_IMM yet */
+	bool ow_alloc_wait;        /* rx_alloc waits for a RECV_IMM (budget) */
 	struct be__owslot *ow_rx;  /* the peer's slots (BE_ONEWAY_SLOTS), lazily */
 	bool ow_stalled;           /* the transport waits for memory to place one */
 	uint64_t ow_retry_at;
@@ -193,6 +201,7 @@ struct be__peer {
 	uint32_t engines;          /* ... not yet reaped (max_peer_engines) */
 	uint32_t socks;            /* Sockets it opened on them (max_peer_sockets) */
 	uint64_t grant_bytes;      /* lent to its WRITEs (max_peer_grant_bytes) */
+	uint64_t ow_reserved;      /* ... of them one-way budgets (oneway.c) */
 };
 
 enum be__admit_state {
@@ -305,6 +314,9 @@ void be__large_backoff_tick(struct be__engine *e, uint64_t now);
 
 /* oneway.c: large messages without a round trip, on transports whose
  * receiver allocates (docs/PROTOCOL.md, section 4). */
+void be__oneway_announce(struct be__engine *e);
+int be__oneway_on_budget(struct be__engine *e, const struct be__frame *f);
+void be__oneway_reap(struct be__engine *e);
 int be__oneway_start(struct be__engine *e, struct be__msg *m, struct be__frame *f);
 void be__oneway_sent(struct be__engine *e, struct be__msg *m);
 void be__oneway_done(struct be__engine *e, struct be__msg *m);

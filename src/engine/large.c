@@ -28,8 +28,8 @@
  * and max_worker_grant_bytes to all the peers of a worker together; a
  * request beyond any is answered WRITE_NOMEM like a failed allocation, so a
  * peer (hostile or just eager), or many, cannot make us allocate without
- * bound. One message always fits when nothing is lent, so every message
- * up to max_msg_size goes eventually.
+ * bound. One message always fits when nothing is lent (one-way budgets
+ * aside, oneway.c), so every message up to max_msg_size goes eventually.
  *
  * Lifetime of a granted buffer: the peer may write it until it sends the
  * WRITE_WITH_IMM, or until it sends SOCK_CLOSE for the socket (RC order:
@@ -167,11 +167,13 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 
 	/* Bound what a peer's Engine, all the Engines of its identity, and
 	 * all peers of the worker can make us allocate (one grant always
-	 * fits). */
+	 * fits: one-way budgets, reserved for as long as their Engines
+	 * live, do not count as grants there, oneway.c). */
 	if ((e->grants_live && e->grant_bytes + r->len > cfg->max_grant_bytes) ||
-	    (e->pid && e->pid->grant_bytes &&
+	    (e->pid && e->pid->grant_bytes > e->pid->ow_reserved &&
 	     e->pid->grant_bytes + r->len > cfg->max_peer_grant_bytes) ||
-	    (w->grant_bytes && w->grant_bytes + r->len > cfg->max_worker_grant_bytes))
+	    (w->grant_bytes > w->ow_reserved &&
+	     w->grant_bytes + r->len > cfg->max_worker_grant_bytes))
 		return large_nomem(e, r, &a);
 	buf = be_alloc(r->len);
 	if (!buf && be_alloc_trim())

@@ -29,11 +29,39 @@
  * the RECV_IMM completes it there. Both go through the receive backlog
  * when one exists (rx.c), so they are handled in arrival order.
  *
+ * Budget. The receiver cannot refuse a one-way message: its data follows
+ * the frame on the stream, and leaving a header unread stalls everything
+ * behind it, our own half-read data and the peer's answers included (two
+ * Engines waiting on each other). So it promises ahead what it will take:
+ * once admitted it reserves a budget of bytes out of the grant bounds of
+ * the peer's identity and of the worker (max_peer_grant_bytes,
+ * max_worker_grant_bytes, as if lent to a WRITE_REQ) and announces it in
+ * an ONEWAY_BUDGET frame. The budget is max_grant_bytes / 8 at most, and
+ * all the budgets of an identity, or of a worker, take half its bound at
+ * most, so WRITE_REQs keep the other half; what is left is announced
+ * (0 once the bounds are exhausted). The reservation holds until the
+ * Engine is reaped. The sender's large messages wait for the budget
+ * (it left the peer when the peer admitted us), then keep its one-way
+ * bytes in progress within it and the sender's own max_grant_bytes: a
+ * message that would not fit alone takes the WRITE_REQ path, whose "no
+ * memory" answer is the backpressure; one that fits waits for a
+ * completion.
+ *
+ * The budget is checked twice. The WRITE_ONEWAY frame must fit it beside
+ * the frames in progress. And the transport's rx_alloc, which may run
+ * before the Engine handled the frame (the data is read in the same
+ * completion batch), is held to it too: what rx_alloc lent and no
+ * RECV_IMM gave back yet stays within the budget, so data sent without
+ * its frame gets no more than the budget allocated before its RECV_IMM
+ * is refused. A correct peer's data can find that sum over the budget
+ * only while RECV_IMMs of earlier messages wait in the batch (its own
+ * count fell when their writes left, before this data): the transport
+ * then waits (-EAGAIN), and the RECV_IMM resumes it.
+ *
  * Backpressure. Each one-way message costs the sender a receive credit
  * for its frame's SEND and one for its RECV_IMM, as a WRITE_REQ does;
- * at most BE_ONEWAY_SLOTS are in progress per Engine, and a sender keeps
- * at most max_grant_bytes of them in progress (one always may go). When
- * bemalloc has no memory for a buffer, the allocation fails with -EAGAIN:
+ * at most BE_ONEWAY_SLOTS are in progress per Engine, within the budget.
+ * When bemalloc has no memory for a buffer, the allocation fails with -EAGAIN:
  * the transport stops reading this connection, so the data waits in the
  * kernel's socket buffers (bounded) and TCP's own flow control stops the
  * sender; after a backoff (nomem_backoff_us doubling up to
@@ -44,9 +72,12 @@
  * message with it.
  *
  * Validation: WRITE_ONEWAY only when we advertised it; the socket's next
- * message id; a length within max_msg_size; a slot not in use. The
- * RECV_IMM must name a slot in use with the frame's length. A violation
- * is a protocol error on the Engine.
+ * message id; a length within max_msg_size and, with the peer's other
+ * one-way messages in progress, within the budget we announced (for a
+ * socket we closed too: its data arrives all the same); a slot not in
+ * use. The RECV_IMM must name a slot in use with the frame's length.
+ * ONEWAY_BUDGET once, when both announced ONEWAY, socket, message and
+ * flags 0. A violation is a protocol error on the Engine.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -65,20 +96,105 @@ static int oneway_fail(struct be__engine *e, const char *why, uint32_t slot)
 	return BE_EPROTO_PEER;
 }
 
+/* What of @max a new budget may take, when @lent of it is lent and
+ * @reserved of that reserved for budgets already: the rest, and no more
+ * than the rest of half of @max (so that WRITE_REQs keep the other). */
+static uint64_t oneway_room(uint64_t lent, uint64_t reserved, uint64_t max)
+{
+	uint64_t half = max / 2;
+
+	if (lent >= max || reserved >= half)
+		return 0;
+	return BE_MIN(max - lent, half - reserved);
+}
+
 /*
- * be__oneway_start() - make @m (a large message at the head of its turn)
- * one-way: take a slot and fill @f with its WRITE_ONEWAY frame.
- * Returns 0, or -EAGAIN when every slot (or max_grant_bytes) is in use:
- * a completion frees one and kicks the Engine.
+ * be__oneway_announce() - @e admitted its peer: reserve the budget of the
+ * peer's one-way messages and queue its ONEWAY_BUDGET frame (nothing when
+ * one-way was not negotiated or the bounds leave nothing).
+ */
+void be__oneway_announce(struct be__engine *e)
+{
+	const struct be_config *cfg = &e->w->ctx->cfg;
+	struct be_worker *w = e->w;
+	struct be__frame f = { .type = BE_FR_ONEWAY_BUDGET };
+	uint64_t b;
+
+	if (!e->oneway || e->ow_rx_budget)
+		return;
+	b = BE_MIN(cfg->max_grant_bytes / 8,
+		   oneway_room(w->grant_bytes, w->ow_reserved, cfg->max_worker_grant_bytes));
+	if (e->pid)
+		b = BE_MIN(b, oneway_room(e->pid->grant_bytes, e->pid->ow_reserved,
+					  cfg->max_peer_grant_bytes));
+	/* Sent even when 0: the peer's large messages wait for it. */
+	f.length = b;
+	if (be__engine_ctrl(e, &f)) {
+		be__engine_fail(e, -ENOMEM, "no memory for a control frame");
+		return;
+	}
+	e->ow_rx_budget = b;
+	w->grant_bytes += b;
+	w->ow_reserved += b;
+	if (w->grant_bytes > w->grant_bytes_max)
+		w->grant_bytes_max = w->grant_bytes;
+	if (e->pid) {
+		e->pid->grant_bytes += b;
+		e->pid->ow_reserved += b;
+	}
+}
+
+/* The Engine is reaped: its budget goes back to the bounds. */
+void be__oneway_reap(struct be__engine *e)
+{
+	uint64_t b = e->ow_rx_budget;
+
+	if (!b)
+		return;
+	e->w->grant_bytes -= b;
+	e->w->ow_reserved -= b;
+	if (e->pid) {
+		e->pid->grant_bytes -= b;
+		e->pid->ow_reserved -= b;
+	}
+	e->ow_rx_budget = 0;
+}
+
+/* The peer's ONEWAY_BUDGET @f. Returns 0 or the Engine's failure. */
+int be__oneway_on_budget(struct be__engine *e, const struct be__frame *f)
+{
+	uint64_t mine = e->w->ctx->cfg.max_grant_bytes;
+
+	if (!e->oneway || e->ow_budget_got || f->sock || f->msg ||
+	    (f->flags & ~BE_FRF_STARVED))
+		return oneway_fail(e, "ONEWAY_BUDGET unexpected or malformed", 0);
+	e->ow_budget_got = true;
+	e->ow_tx_budget = BE_MIN(f->length, mine);
+	/* Large messages waiting for a WRITE_RESP keep that way; the next
+	 * ones may go one-way from now. */
+	be__engine_kick(e);
+	return 0;
+}
+
+/*
+ * be__oneway_start() - make @m (a large message at the head of its turn,
+ * on an Engine that negotiated one-way) one-way: take a slot and fill @f
+ * with its WRITE_ONEWAY frame. Returns 0; 1 when @m does not fit the
+ * budget alone (it takes the WRITE_REQ path); or -EAGAIN when the budget
+ * has not come yet (it does, and kicks the Engine) or every slot, or the
+ * budget, is in use (a completion frees some and kicks the Engine).
  */
 int be__oneway_start(struct be__engine *e, struct be__msg *m, struct be__frame *f)
 {
-	uint64_t limit = e->w->ctx->cfg.max_grant_bytes;
 	uint32_t slot;
 
+	if (!e->ow_budget_got)
+		return -EAGAIN;
+	if (m->len > e->ow_tx_budget)
+		return 1;
 	if (e->ow_tx_used == (BE_ONEWAY_SLOTS == 64 ? ~0ull : (1ull << BE_ONEWAY_SLOTS) - 1))
 		return -EAGAIN;
-	if (e->ow_tx_bytes && e->ow_tx_bytes + m->len > limit)
+	if (e->ow_tx_bytes + m->len > e->ow_tx_budget)
 		return -EAGAIN;
 	slot = (uint32_t)__builtin_ctzll(~e->ow_tx_used);
 	*f = (struct be__frame){
@@ -127,6 +243,8 @@ int be__oneway_on_frame(struct be__engine *e, struct be_sock *s, const struct be
 		return oneway_fail(e, "WRITE_ONEWAY not negotiated", f->token);
 	if (f->length == 0 || f->length > cfg->max_msg_size || f->length > UINT32_MAX)
 		return oneway_fail(e, "WRITE_ONEWAY length out of range", f->token);
+	if (f->length > e->ow_rx_budget - e->ow_rx_bytes)
+		return oneway_fail(e, "WRITE_ONEWAY beyond the budget we announced", f->token);
 	o = oneway_slot(e, f->token);
 	if (!o) {
 		be__engine_fail(e, -ENOMEM, "no memory for one-way slots");
@@ -136,6 +254,7 @@ int be__oneway_on_frame(struct be__engine *e, struct be_sock *s, const struct be
 		return oneway_fail(e, "WRITE_ONEWAY for a slot in use", f->token);
 	o->busy = true;
 	o->len = f->length;
+	e->ow_rx_bytes += f->length;
 	o->rx = NULL;
 	o->sock = NULL;
 	/* A socket we closed discards what still arrives: the data comes
@@ -173,12 +292,21 @@ int be__oneway_on_imm(struct be__engine *e, uint32_t slot, void *buf, uint32_t b
 	struct be__rxmsg *r;
 	struct be_sock *s;
 
+	/* @buf is rx_alloc's, of @byte_len bytes: lent no more. */
+	e->ow_rx_alloc -= BE_MIN((uint64_t)byte_len, e->ow_rx_alloc);
+	if (e->ow_alloc_wait) {
+		e->ow_alloc_wait = false;
+		if (e->ops->conn_rx_resume)
+			e->ops->conn_rx_resume(e->conn);
+	}
+
 	if (!o || !o->busy || o->len != byte_len) {
 		be_free(buf);
 		return oneway_fail(e, "one-way data for no WRITE_ONEWAY of its length", slot);
 	}
 	r = o->rx;
 	s = o->sock;
+	e->ow_rx_bytes -= o->len;
 	memset(o, 0, sizeof(*o));
 	if (!r) {
 		be_free(buf);
@@ -237,8 +365,9 @@ void be__oneway_free(struct be__engine *e)
  * bemalloc buffer of @len bytes for the one-way message whose data
  * starts arriving on @c. Returns 0 with *@out (the transport lends it
  * back in the RECV_IMM, or frees it with be__oneway_rx_free()), -EAGAIN
- * when memory is short (the transport waits for conn_rx_resume), or
- * -EMSGSIZE for a length we never accept.
+ * when memory is short or the budget is lent until RECV_IMMs come back
+ * (the transport waits for conn_rx_resume), or -EMSGSIZE for a length we
+ * never accept (beyond max_msg_size or the budget: the conn fails).
  */
 int be__oneway_rx_alloc(struct be_xconn *c, uint64_t len, void **out)
 {
@@ -249,8 +378,12 @@ int be__oneway_rx_alloc(struct be_xconn *c, uint64_t len, void **out)
 	if (!e || e->state != BE_ES_ESTABLISHED || !e->oneway)
 		return -ECONNRESET;
 	cfg = &e->w->ctx->cfg;
-	if (!len || len > cfg->max_msg_size || len > UINT32_MAX)
+	if (!len || len > cfg->max_msg_size || len > UINT32_MAX || len > e->ow_rx_budget)
 		return -EMSGSIZE;
+	if (e->ow_rx_alloc + len > e->ow_rx_budget) {
+		e->ow_alloc_wait = true;
+		return -EAGAIN;
+	}
 	buf = be_alloc(len);
 	/* Memory freed in other size classes counts against the limit until
 	 * trimmed: trim once before backing off. */
@@ -267,6 +400,7 @@ int be__oneway_rx_alloc(struct be_xconn *c, uint64_t len, void **out)
 		return -EAGAIN;
 	}
 	e->ow_backoff_us = 0;
+	e->ow_rx_alloc += len;
 	*out = buf;
 	return 0;
 }

@@ -142,6 +142,7 @@ uint32_t be__frame_body_len(uint8_t type)
 		return 4;
 	case BE_FR_WRITE_REQ:
 	case BE_FR_WRITE_NOMEM:
+	case BE_FR_ONEWAY_BUDGET:
 		return 8;
 	case BE_FR_WRITE_RESP:
 		return 24;
@@ -159,7 +160,7 @@ const char *be__frame_type_str(uint8_t type)
 	static const char *const names[] = {
 		"?", "DATA", "SOCK_OPEN", "SOCK_OPEN_ACK", "SOCK_CLOSE", "WRITE_REQ",
 		"WRITE_RESP", "WRITE_NOMEM", "CREDIT", "KEEPALIVE", "CREDIT_GROW",
-		"CREDIT_REVOKE", "CREDIT_RELEASE", "WRITE_ONEWAY", "AUTH",
+		"CREDIT_REVOKE", "CREDIT_RELEASE", "WRITE_ONEWAY", "AUTH", "ONEWAY_BUDGET",
 	};
 
 	return type <= BE_FR_MAX_TYPE ? names[type] : "?";
@@ -199,6 +200,7 @@ uint32_t be__frame_encode(uint8_t *buf, const struct be__frame *f, const void *p
 		break;
 	case BE_FR_WRITE_REQ:
 	case BE_FR_WRITE_NOMEM:
+	case BE_FR_ONEWAY_BUDGET:
 		wr64(b, f->length);
 		break;
 	case BE_FR_WRITE_RESP:
@@ -283,6 +285,7 @@ int be__frame_next(const uint8_t *buf, size_t len, size_t *off, uint32_t max_dat
 		break;
 	case BE_FR_WRITE_REQ:
 	case BE_FR_WRITE_NOMEM:
+	case BE_FR_ONEWAY_BUDGET:
 		f->length = rd64(f->body);
 		break;
 	case BE_FR_WRITE_RESP:

@@ -17,7 +17,8 @@
 #include <stdint.h>
 
 #define BE_PROTO_MAGIC 0x31434542u /* "BEC1" */
-#define BE_PROTO_VERSION 3u /* 2: elastic credit grants; 3: the socket receive window */
+/* 2: elastic credit grants; 3: the socket receive window; 4: one-way budgets */
+#define BE_PROTO_VERSION 4u
 
 /* ---- handshake: rdma_cm private data of connect, accept and reject ---- */
 
@@ -108,7 +109,8 @@ enum be__frame_type {
 	BE_FR_CREDIT_RELEASE = 12, /* body: u32 k: k receives given back (answers a revoke) */
 	BE_FR_WRITE_ONEWAY = 13,   /* body: u64 length, u32 slot, u32 0: its data follows */
 	BE_FR_AUTH = 14,       /* admission (msg: step): body 32-byte nonce, 32-byte MAC */
-	BE_FR_MAX_TYPE = 14,
+	BE_FR_ONEWAY_BUDGET = 15, /* body: u64 bytes of WRITE_ONEWAY in progress allowed */
+	BE_FR_MAX_TYPE = 15,
 };
 
 /* AUTH frames: the challenge-response of the shared secret, before the
@@ -141,7 +143,8 @@ struct be__frame {
 	const uint8_t *body;
 	/* decoded bodies */
 	int32_t status;   /* SOCK_OPEN_ACK, SOCK_CLOSE */
-	uint64_t length;  /* WRITE_REQ, WRITE_RESP, WRITE_NOMEM, WRITE_ONEWAY */
+	uint64_t length;  /* WRITE_REQ, WRITE_RESP, WRITE_NOMEM, WRITE_ONEWAY,
+			   * ONEWAY_BUDGET */
 	uint64_t addr;    /* WRITE_RESP */
 	uint32_t rkey;    /* WRITE_RESP */
 	uint32_t token;   /* WRITE_RESP; WRITE_ONEWAY: the slot */

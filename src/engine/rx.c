@@ -353,6 +353,9 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 	case BE_FR_WRITE_ONEWAY:
 		rc = be__oneway_on_frame(e, s, f);
 		break;
+	case BE_FR_ONEWAY_BUDGET:
+		rc = be__oneway_on_budget(e, f);
+		break;
 	case BE_FR_CREDIT:
 		break;
 	case BE_FR_CREDIT_GROW:

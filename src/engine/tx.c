@@ -548,6 +548,7 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 	struct be__list *p;
 	struct be__msg *m;
 	struct be__frame f = { 0 };
+	int ow;
 
 	p = be__list_first(&sq->fragq);
 	if (p) {
@@ -609,10 +610,10 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 	}
 	if (!sq->fifo && sq->nfrag >= cfg->max_reqs)
 		return TURN_IDLE; /* re-activated by the next WriteResponse */
-	if (!e->oneway)
+	if (!e->oneway || (ow = be__oneway_start(e, m, &f)) > 0)
 		return tx_req(e, sq, m);
 	/* No round trip: the frame, then the fragments (oneway.c). */
-	if (be__oneway_start(e, m, &f))
+	if (ow)
 		return TURN_WAIT;
 	if (tx_emit(e, &f, NULL, false))
 		return TURN_BLOCKED;

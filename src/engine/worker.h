@@ -117,6 +117,7 @@ struct be_worker {
 	struct be__list peers;           /* be__peer: identities of accepted peers */
 	uint64_t grant_bytes;            /* lent to all peers' WRITEs now (large.c) */
 	uint64_t grant_bytes_max;        /* ... its peak */
+	uint64_t ow_reserved;            /* ... of grant_bytes: one-way budgets (oneway.c) */
 	bool timers_due;                 /* read the clock at the next progress */
 	uint64_t ev_polled_ns;           /* last timed poll of the event channels */
 	bool idle_wake;                  /* the last wait slept and found nothing */

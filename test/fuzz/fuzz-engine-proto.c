@@ -166,6 +166,9 @@ void fuzz_seeds(void (*put)(const char *dir, const char *name, const void *p, si
 		{ .type = BE_FR_CREDIT_REVOKE, .count = 4 },
 		{ .type = BE_FR_CREDIT_RELEASE, .flags = BE_FRF_STARVED, .count = 4 },
 		{ .type = BE_FR_AUTH, .msg = BE_AUTH_PROOF, .auth = { 1, 2, 3, [63] = 0xff } },
+		{ .type = BE_FR_WRITE_ONEWAY, .flags = BE_FRF_OPENER, .sock = 3, .msg = 2,
+		  .length = 65536, .token = 5 },
+		{ .type = BE_FR_ONEWAY_BUDGET, .length = 32u << 20 },
 	};
 	uint8_t buf[1 + 4096];
 	char name[32];

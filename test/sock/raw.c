@@ -110,6 +110,9 @@ void raw_poll(void)
 					raw.nnomem++;
 				} else if (f.type == BE_FR_KEEPALIVE) {
 					raw.nka++;
+				} else if (f.type == BE_FR_ONEWAY_BUDGET) {
+					raw.ow_budget = f.length;
+					raw.ow_conn = wc[i].conn;
 				}
 			raw_post_recv(b);
 		} else if (wc[i].status != BE_XWC_SUCCESS) {
@@ -148,6 +151,12 @@ bool cond_resp(void *arg)
 	return raw.nresp > 0 || raw.dead;
 }
 
+bool cond_budget(void *arg)
+{
+	raw_poll();
+	return raw.ow_conn == raw.conn || raw.dead;
+}
+
 void raw_connect(const char *addr, uint32_t magic, uint32_t credits)
 {
 	struct be_xconn_attr attr = {
@@ -156,7 +165,8 @@ void raw_connect(const char *addr, uint32_t magic, uint32_t credits)
 	};
 	uint8_t priv[BE_PROTO_HELLO_LEN];
 	struct be__hello h = {
-		.magic = magic, .version = BE_PROTO_VERSION, .recv_buf_size = 8192,
+		.magic = magic, .version = BE_PROTO_VERSION, .flags = raw.hello_flags,
+		.recv_buf_size = 8192,
 		.eager_max = 4096, .credits = 32, .max_sockets = 100, .max_msg_size = 1 << 20,
 		.keepalive_ms = 1000, .sock_window = 1 << 20,
 	};
@@ -164,6 +174,7 @@ void raw_connect(const char *addr, uint32_t magic, uint32_t credits)
 	(void)credits;
 	raw.established = raw.dead = raw.rejected = 0;
 	raw.nresp = raw.nnomem = raw.nka = 0;
+	raw.ow_conn = NULL;
 	be__hello_encode(&h, priv);
 	ASSERT_OK(raw.ops->connect(raw.ch, strstr(addr, "://") + 3, &attr, priv, sizeof(priv),
 				   &raw.conn));

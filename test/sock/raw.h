@@ -29,6 +29,9 @@ struct raw {
 	uint32_t rkeys[16];      /* rkeys of the first 16 WRITE_RESPs */
 	int nresp, nnomem;
 	int nka;                 /* KEEPALIVE frames received */
+	uint16_t hello_flags;    /* of raw_connect()'s hello (BE_HELLO_F_*) */
+	uint64_t ow_budget;      /* the last ONEWAY_BUDGET received ... */
+	struct be_xconn *ow_conn; /* ... and the conn it came on */
 	void *bufs[64];
 	struct be_worker *w;     /* the server's, pumped while waiting */
 };
@@ -42,7 +45,7 @@ void raw_close(void);
 uint32_t raw_lkey(const void *p, uint32_t *rkey);
 void raw_post_recv(void *buf);
 /* Events and completions: established, dead, WRITE_RESPs, NOMEMs,
- * KEEPALIVEs. */
+ * KEEPALIVEs, ONEWAY_BUDGETs. */
 void raw_poll(void);
 /* Connect to @addr ("scheme://...") with a hello of @magic; pumps
  * raw.w until established, rejected or dead. */
@@ -58,5 +61,6 @@ bool cond_dead(void *arg);     /* the raw conn died, raw.w has no Engine */
 bool cond_answers(void *arg);  /* (intptr_t)arg WRITE_RESP + NOMEM came */
 bool cond_no_engine(void *arg);
 bool cond_resp(void *arg);
+bool cond_budget(void *arg);   /* an ONEWAY_BUDGET came on raw.conn */
 
 #endif /* BE_TEST_SOCK_RAW_H */

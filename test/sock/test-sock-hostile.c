@@ -10,7 +10,10 @@
  * beyond the socket receive window behind an unfinished large one, and a
  * WriteRequest repeated before its "no memory" answer was sent. KEEPALIVEs
  * asking for an answer, hundreds to a SEND, get one answer queued at a
- * time, not one each. Requests
+ * time, not one each. On tcp, one-way large messages (WRITE_ONEWAY) stay
+ * within the budget the server announced: one beyond it is a protocol
+ * error, and the budgets of three peers together stay within the
+ * worker's bound on bytes lent to peers, the third getting none. Requests
  * for more memory than max_grant_bytes are answered "no memory" (bounded,
  * not an error), and one repeated after that answer arrived is answered
  * again. Each violation must fail
@@ -45,6 +48,213 @@ static void expect_protocol_error(const char *what)
 	if (proto_logs == before)
 		TEST_FAIL("%s: no protocol error logged", what);
 	fprintf(stderr, "rejected: %s\n", what);
+}
+
+/* One-way data (an RX_ALLOC write, xport.h) on @c: bytes [@off, @off+@n)
+ * of the @total bytes at @src into slot @slot; @last: the WRITE_WITH_IMM
+ * that ends the message. */
+static void ow_write(struct be_xconn *c, uint8_t *src, uint64_t total, uint64_t off, uint32_t n,
+		     uint32_t slot, bool last)
+{
+	struct be_xsge sge = { .addr = (uintptr_t)src + off, .length = n };
+	struct be_xsend_wr wr = {
+		.opcode = last ? BE_XWR_WRITE_IMM : BE_XWR_WRITE, .flags = BE_XWR_F_RX_ALLOC,
+		.sg_list = &sge, .num_sge = 1, .remote_addr = off, .rkey = slot,
+		/* The first write says how much to allocate, the last names
+		 * the slot. */
+		.imm = last ? slot : (uint32_t)total,
+	}, *bad;
+
+	sge.lkey = raw_lkey(src, NULL);
+	ASSERT_OK(raw.ops->post_send(c, &wr, &bad));
+}
+
+/* A raw peer that announces ONEWAY connects to @addr and waits for the
+ * server's ONEWAY_BUDGET, or (@none) for the answer to a WRITE_REQ of
+ * socket 0, behind which the budget would have come. Returns the budget. */
+static uint64_t ow_connect(const char *addr, bool none)
+{
+	raw.hello_flags = BE_HELLO_F_ONEWAY;
+	raw_connect(addr, BE_PROTO_MAGIC, 8);
+	raw.hello_flags = 0;
+	ASSERT(raw.established);
+	if (none) {
+		struct be__frame f[2] = {
+			{ .type = BE_FR_SOCK_OPEN, .flags = BE_FRF_OPENER, .sock = 0 },
+			{ .type = BE_FR_WRITE_REQ, .flags = BE_FRF_OPENER, .sock = 0, .msg = 0,
+			  .length = 65536 },
+		};
+
+		raw_send_frames(f, 2, NULL);
+		st_pump(&w, 1, cond_resp, NULL);
+		ASSERT(!raw.dead);
+		ASSERT_EQ(raw.nresp, 1);
+		return raw.ow_conn == raw.conn ? raw.ow_budget : 0;
+	}
+	st_pump(&w, 1, cond_budget, NULL);
+	ASSERT(!raw.dead);
+	return raw.ow_budget;
+}
+
+static uint64_t stat_u64(struct be_worker *wk, const char *key)
+{
+	char buf[16384], pat[64];
+	const char *p;
+
+	ASSERT_GT(be_worker_stats_json(wk, buf, sizeof(buf)), 0);
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(buf, pat);
+	ASSERT(p);
+	return strtoull(p + strlen(pat), NULL, 10);
+}
+
+/* A peer sends one-way data within the budget (delivered), then beyond
+ * it, with the data still to come: a protocol error, never a buffer; and
+ * data beyond it with no frame: its connection fails. */
+static void oneway_beyond(const char *addr, struct st_server *srv, uint64_t max_grant)
+{
+	uint64_t b = ow_connect(addr, false);
+	int before = srv->recvd;
+	uint8_t *src;
+
+	/* An eighth of max_grant_bytes (oneway.c). */
+	ASSERT_UEQ(b, max_grant / 8);
+	src = be_alloc(b);
+	ASSERT(src);
+	memset(src, 0x5a, b);
+	{
+		struct be__frame f[2] = {
+			{ .type = BE_FR_SOCK_OPEN, .flags = BE_FRF_OPENER, .sock = 0 },
+			{ .type = BE_FR_WRITE_ONEWAY, .flags = BE_FRF_OPENER, .sock = 0, .msg = 0,
+			  .length = b, .token = 0 },
+		};
+
+		raw_send_frames(f, 2, NULL);
+		ow_write(raw.conn, src, b, 0, (uint32_t)b, 0, true);
+		ST_PUMP_WHILE(&w, 1, srv->recvd == before && !raw.dead);
+		ASSERT(!raw.dead);
+		ASSERT_EQ(srv->recvd, before + 1);
+	}
+	{
+		struct be__frame f[2] = {
+			{ .type = BE_FR_WRITE_ONEWAY, .flags = BE_FRF_OPENER, .sock = 0, .msg = 1,
+			  .length = b / 2, .token = 1 },
+			{ .type = BE_FR_WRITE_ONEWAY, .flags = BE_FRF_OPENER, .sock = 0, .msg = 2,
+			  .length = b / 2 + 8, .token = 2 },
+		};
+
+		raw_send_frames(f, 2, NULL);
+	}
+	expect_protocol_error("WRITE_ONEWAY beyond the budget announced");
+
+	/* Data with no WRITE_ONEWAY at all, for a message longer than the
+	 * budget: the transport is refused a buffer, the connection fails,
+	 * nothing is allocated. */
+	ASSERT_UEQ(ow_connect(addr, false), b);
+	ow_write(raw.conn, src, b + 4096, 0, 4096, 7, false);
+	st_pump(&w, 1, cond_dead, NULL);
+	raw.ops->conn_destroy(raw.conn);
+	raw.conn = NULL;
+	fprintf(stderr, "rejected: one-way data beyond the budget without its frame\n");
+	be_free(src);
+}
+
+/* Three peers on a worker that lends 3 MiB at most: the first gets a
+ * budget of 1 MiB (an eighth of max_grant_bytes), the second what is
+ * left of half the bound, the third none, and is cut when it sends
+ * one-way all the same; the two fill their budgets with messages in
+ * progress while the worker never lends more than its bound. */
+static void oneway_three(struct st *t)
+{
+	enum { W = 3u << 20, HEAD = 4096 };
+	struct st_server srv = { 0 };
+	struct be_worker *w0 = w;
+	struct be_listener *l;
+	struct be_config cfg;
+	struct be_ctx *ctx;
+	struct be_xconn *c[3];
+	uint64_t b[3], lent;
+	uint8_t *src[2];
+	char addr[160];
+	int i;
+
+	st_config_init(&cfg);
+	cfg.credits = 8;
+	cfg.max_grant_bytes = 8u << 20;
+	cfg.max_worker_grant_bytes = W;
+	ASSERT_OK(be_ctx_create(&cfg, &ctx));
+	ASSERT_OK(be_worker_create(ctx, &w));
+	raw.w = w;
+	ASSERT_OK(be_listen(w, st_listen_addr(t), &st_server_cbs, &srv, &l));
+	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
+
+	for (i = 0; i < 3; i++) {
+		b[i] = ow_connect(addr, i == 2);
+		c[i] = raw.conn;
+	}
+	ASSERT_UEQ(b[0], 1u << 20);
+	ASSERT_UEQ(b[1], W / 2 - b[0]);
+	ASSERT_UEQ(b[2], 0);
+	/* The third's WRITE_REQ was granted beside the budgets (one grant
+	 * always fits while the worker lends nothing but budgets). */
+	ASSERT_EQ(be_worker_engine_count(w), 3);
+
+	/* The first two open a message each of their whole budget and send
+	 * its first bytes: the server allocates the whole of it now. */
+	for (i = 0; i < 2; i++) {
+		struct be__frame f[2] = {
+			{ .type = BE_FR_SOCK_OPEN, .flags = BE_FRF_OPENER, .sock = 0 },
+			{ .type = BE_FR_WRITE_ONEWAY, .flags = BE_FRF_OPENER, .sock = 0, .msg = 0,
+			  .length = b[i], .token = 3 },
+		};
+
+		src[i] = be_alloc(b[i]);
+		ASSERT(src[i]);
+		memset(src[i], 0x30 + i, b[i]);
+		raw.conn = c[i];
+		raw_send_frames(f, 2, NULL);
+		ow_write(c[i], src[i], b[i], 0, HEAD, 3, false);
+	}
+	/* The third sends one-way with no budget: cut alone. */
+	{
+		struct be__frame f = { .type = BE_FR_WRITE_ONEWAY, .flags = BE_FRF_OPENER,
+				       .sock = 0, .msg = 1, .length = 65536, .token = 0 };
+		int before = proto_logs;
+
+		raw.conn = c[2];
+		raw_send_frames(&f, 1, NULL);
+		ST_PUMP_WHILE(&w, 1, be_worker_engine_count(w) > 2 && (raw_poll(), true));
+		ASSERT(proto_logs > before);
+		raw.ops->conn_destroy(c[2]);
+	}
+	lent = stat_u64(w, "grant_bytes_max");
+	fprintf(stderr, "budgets %llu + %llu + %llu; the worker lent %llu at most (bound %u)\n",
+		(unsigned long long)b[0], (unsigned long long)b[1], (unsigned long long)b[2],
+		(unsigned long long)lent, (unsigned)W);
+	ASSERT(lent <= W);
+	/* The rest of the two messages: delivered, the Engines alive. */
+	for (i = 0; i < 2; i++)
+		ow_write(c[i], src[i], b[i], HEAD, (uint32_t)(b[i] - HEAD), 3, true);
+	ST_PUMP_WHILE(&w, 1, srv.recvd < 2 && (raw_poll(), true));
+	ASSERT_EQ(be_worker_engine_count(w), 2);
+	ASSERT_UEQ(srv.bytes, b[0] + b[1]);
+	for (i = 0; i < 2; i++) {
+		raw.ops->conn_destroy(c[i]);
+		be_free(src[i]);
+	}
+	raw.conn = NULL;
+	st_pump(&w, 1, cond_no_engine, NULL);
+	/* Reaped: the budgets went back. */
+	ASSERT_UEQ(stat_u64(w, "grant_bytes"), 0);
+
+	for (i = 0; i < srv.nsocks; i++)
+		be_sock_close(srv.socks[i]);
+	free(srv.socks);
+	be_listener_close(l);
+	be_worker_destroy(w);
+	be_ctx_destroy(ctx);
+	w = w0;
+	raw.w = w;
 }
 
 int main(int argc, char **argv)
@@ -341,6 +551,12 @@ int main(int argc, char **argv)
 		raw.ops->conn_destroy(raw.conn);
 		raw.conn = NULL;
 		st_pump(&w, 1, cond_no_engine, NULL);
+	}
+
+	/* One-way large messages and their budgets (tcp only). */
+	if (strcmp(t.transport, "tcp") == 0) {
+		oneway_beyond(addr, &srv, t.cfg.max_grant_bytes);
+		oneway_three(&t);
 	}
 
 	/* The server is still healthy: a well-behaved client works. */
