@@ -109,6 +109,13 @@ int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr)
 	}
 	vc->sq_mask = slots - 1;
 	vc->sq_head = vc->sq_tail = 0;
+	/* The SRQ's SRQ_LIMIT events go to our channel if it has none, from
+	 * a node reserved there now, while we can still fail (dev.c). */
+	if (srq && !srq->evch && vc->base.evch) {
+		ret = be__verbs_srq_bind(srq, to_vevch(vc->base.evch));
+		if (ret)
+			goto err_sq;
+	}
 	ret = be__verbs_map_put(&scq->qps, vc->qp_num, (uintptr_t)vc);
 	if (ret)
 		goto err_sq;
@@ -120,11 +127,6 @@ int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr)
 	vc->send_cq = scq;
 	vc->recv_cq = rcq;
 	vc->srq = srq;
-	if (srq && !srq->evch && vc->base.evch) {
-		pthread_mutex_lock(&be__verbs_lock);
-		srq->evch = to_vevch(vc->base.evch);
-		pthread_mutex_unlock(&be__verbs_lock);
-	}
 	return 0;
 
 err_map:

@@ -596,13 +596,42 @@ static int verbs_is_evch(struct verbs_evch *ch, const void *want)
 	return ch == want;
 }
 
+/*
+ * be__verbs_srq_bind() - @srq's SRQ_LIMIT events go to @ch, the channel
+ * of the first conn that uses it. One node of @ch's queue is reserved for
+ * them (evq.h), so the event is not lost when memory is short: a worker
+ * that missed it would never refill its SRQ. One is enough: the limit
+ * fires once per arming, and the worker arms it again only after it took
+ * the event (a second queued before that takes a fresh node or none).
+ * Returns 0 or -ENOMEM (nothing changed). Takes verbs_lock.
+ */
+int be__verbs_srq_bind(struct verbs_srq *srq, struct verbs_evch *ch)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&be__verbs_lock);
+	if (!srq->evch) {
+		ret = be__evq_reserve(&ch->evq, 1);
+		if (!ret)
+			srq->evch = ch;
+	}
+	pthread_mutex_unlock(&be__verbs_lock);
+	return ret;
+}
+
 /* SRQ_LIMIT goes to the worker owning the SRQ: the evch of the first
- * conn that used it, if that channel still exists; else to every evch. */
+ * conn that used it (from the node reserved there), if that channel still
+ * exists; else to every evch. */
 static void verbs_srq_event_locked(struct verbs_dev *dev, struct verbs_srq *srq,
 				   const struct be_xevent *ev)
 {
 	if (srq->evch && verbs_each_evch_locked(NULL, verbs_is_evch, srq->evch)) {
-		be__verbs_evch_push_locked(srq->evch, ev);
+		int ret = be__evq_push(&srq->evch->evq, ev, true);
+
+		if (ret < 0)
+			be_log_err("verbs: %s: out of memory queueing SRQ_LIMIT; lost", dev->name);
+		else if (ret)
+			be__wake_kick(srq->evch->wake.efd);
 		return;
 	}
 	verbs_fanout_locked(dev->ctx, ev);
@@ -686,10 +715,17 @@ static int verbs_purge_srq(struct verbs_evch *ch, const void *srq)
 	return 0;
 }
 
-/* Drop the queued events naming @srq from every event channel of @dev. */
+/* Drop the queued events naming @srq from every event channel of @dev,
+ * and the node its channel reserved for it (be__verbs_srq_bind()). */
 void be__verbs_dev_purge_srq(struct verbs_dev *dev, const struct be_xsrq *srq)
 {
+	struct verbs_srq *vs = to_vsrq((struct be_xsrq *)srq);
+
 	pthread_mutex_lock(&be__verbs_lock);
 	verbs_each_evch_locked(dev->ctx, verbs_purge_srq, srq);
+	/* A channel destroyed first took its reserve with it. */
+	if (vs->evch && verbs_each_evch_locked(NULL, verbs_is_evch, vs->evch))
+		be__evq_unreserve(&vs->evch->evq, 1);
+	vs->evch = NULL;
 	pthread_mutex_unlock(&be__verbs_lock);
 }

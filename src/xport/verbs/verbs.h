@@ -263,6 +263,7 @@ void be__verbs_async_pump(struct verbs_dev *dev);
 /* Drop the queued events naming @srq from every evch of @dev. Takes
  * verbs_lock. */
 void be__verbs_dev_purge_srq(struct verbs_dev *dev, const struct be_xsrq *srq);
+int be__verbs_srq_bind(struct verbs_srq *srq, struct verbs_evch *ch);
 /* The optional op addr_dev (xport.h): the device of an address. */
 int be__verbs_addr_dev(const char *addr, bool passive, char *buf, size_t len);
 /* The optional op dev_name (xport.h): the devices, by index. */
