@@ -71,8 +71,7 @@ static uint32_t ctx_bulk_mult(const struct be_xdev_attr *a)
 }
 
 /* The default send window: BE_WINDOW_FRAGS fragments, and on shm room for
- * four bulk fragments (shm has no link for bytes in flight to queue on;
- * its WRITEs complete when copied). */
+ * four bulk fragments (shm has no link for bytes in flight to queue on). */
 static uint64_t ctx_window_default(const struct be_xdev_attr *a, uint32_t frag_size)
 {
 	uint64_t w = (uint64_t)frag_size * BE_WINDOW_FRAGS;
