@@ -28,16 +28,6 @@ static void srv_wait_one(struct xt *t, struct xt_side *srv, struct be_xwc *wc)
 	ASSERT_EQ(n, 1);
 }
 
-/* Bytes of @p (@len) that are not zero. */
-static size_t nonzero(const volatile uint8_t *p, size_t len)
-{
-	size_t i, n = 0;
-
-	for (i = 0; i < len; i++)
-		n += p[i] != 0;
-	return n;
-}
-
 int main(int argc, char **argv)
 {
 	struct xt t;
@@ -83,7 +73,7 @@ int main(int argc, char **argv)
 	ASSERT_EQ(wc.byte_len, 64);
 	/* Only the staging read that carried the SEND may have placed
 	 * part of the WRITE: nothing past TCP_RBUF_SIZE. */
-	ASSERT_UEQ(nonzero(dst + TCP_RBUF_SIZE, BIG - TCP_RBUF_SIZE), 0);
+	ASSERT_UEQ(xt_nonzero(dst + TCP_RBUF_SIZE, BIG - TCP_RBUF_SIZE), 0);
 
 	/* A SEND behind the WRITE: its completion comes with the WRITE whole. */
 	xt_post(&t, c, BE_XWR_SEND, 3, msg, 64, 0, 0, 0, 0);

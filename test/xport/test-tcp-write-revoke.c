@@ -14,16 +14,6 @@
 
 #define BIG (24u << 20)
 
-/* Bytes of @p (@len) that are not zero. */
-static size_t nonzero(const volatile uint8_t *p, size_t len)
-{
-	size_t i, n = 0;
-
-	for (i = 0; i < len; i++)
-		n += p[i] != 0;
-	return n;
-}
-
 int main(int argc, char **argv)
 {
 	struct xt t;
@@ -68,10 +58,10 @@ int main(int argc, char **argv)
 		n = t.ops->cq_poll(srv.cq, &wc, 1);
 		ASSERT_GE(n, 0);
 		ASSERT_EQ(n, 0);
-		placed = nonzero(dst, 65536);
+		placed = xt_nonzero(dst, 65536);
 	}
 	ASSERT(placed > 0);
-	placed = nonzero(dst, BIG);
+	placed = xt_nonzero(dst, BIG);
 	ASSERT(placed < BIG);
 	fprintf(stderr, "%zu of %u bytes placed when the grant is revoked\n", placed, BIG);
 
@@ -87,7 +77,7 @@ int main(int argc, char **argv)
 	xt_expect_event(&t, &cli, BE_XEV_DISCONNECTED, &ev);
 	xt_spin(&t, 50);
 	ASSERT(memcmp(snap, (const void *)dst, BIG) == 0);
-	ASSERT_EQ(nonzero(dst, BIG), placed);
+	ASSERT_EQ(xt_nonzero(dst, BIG), placed);
 
 	t.ops->conn_destroy(c);
 	t.ops->conn_destroy(s);

@@ -96,6 +96,15 @@ uint64_t xt_now_ms(void)
 	return xt_now_ns() / 1000000;
 }
 
+size_t xt_nonzero(const volatile uint8_t *p, size_t len)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < len; i++)
+		n += p[i] != 0;
+	return n;
+}
+
 void xt_fini(struct xt *t)
 {
 	while (xt_bufs)

@@ -81,6 +81,8 @@ void xt_fini(struct xt *t);
  * parent's stays the parent's; the child never closes it). */
 void xt_init_child(struct xt *t);
 uint64_t xt_now_ms(void);
+/* Bytes of @p (@len) that are not zero. */
+size_t xt_nonzero(const volatile uint8_t *p, size_t len);
 
 /* A registered buffer of @size bytes; keys for the test's device. */
 void *xt_alloc(struct xt *t, size_t size);
