@@ -83,6 +83,16 @@ void duo_wait_failed(struct duo *s, int n)
 	be_free(m); /* refused: still ours */
 }
 
+void duo_large_fails(struct duo *s, const struct be__fake_faults *f, int err)
+{
+	ASSERT_OK(be__fake_conn_set(ft_conn(s->c), f));
+	ASSERT_OK(be_sock_send(s->c, st_msg(DUO_LARGE, 3), DUO_LARGE, st_send_cb, &s->sends));
+	duo_wait_failed(s, 2);
+	ASSERT_EQ(s->sends.last_err, err);
+	ASSERT_EQ(s->cli.reason, err);
+	ASSERT_EQ(s->srv.recvd, 1); /* the warm-up only: nothing of it arrived */
+}
+
 static bool second_done(void *arg)
 {
 	struct duo *s = arg;

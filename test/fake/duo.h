@@ -35,6 +35,10 @@ int duo_send(struct duo *s, int n, size_t len, struct be_worker *w);
 /* Pump until the first Engine's sends completed (@n in all) and both of
  * its sockets got on_close; check each send completed exactly once. */
 void duo_wait_failed(struct duo *s, int n);
+/* Set @f on the first Engine, send one DUO_LARGE message on it and wait
+ * (duo_wait_failed) until it failed: the send completed with @err, as
+ * did the client socket's on_close, and nothing of it was delivered. */
+void duo_large_fails(struct duo *s, const struct be__fake_faults *f, int err);
 /* The second Engine still carries an eager and a large message; every
  * receive buffer is back; tear everything down. */
 void duo_finish(struct duo *s);

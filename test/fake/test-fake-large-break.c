@@ -19,12 +19,7 @@ int main(int argc, char **argv)
 
 	duo_init(&s, argc, argv);
 	duo_start(&s);
-	ASSERT_OK(be__fake_conn_set(ft_conn(s.c), &f));
-	ASSERT_OK(be_sock_send(s.c, st_msg(DUO_LARGE, 3), DUO_LARGE, st_send_cb, &s.sends));
-	duo_wait_failed(&s, 2);
-	ASSERT_EQ(s.sends.last_err, -ETIMEDOUT);
-	ASSERT_EQ(s.cli.reason, -ETIMEDOUT);
-	ASSERT_EQ(s.srv.recvd, 1); /* nothing of it arrived */
+	duo_large_fails(&s, &f, -ETIMEDOUT);
 	be__fake_stats(&fs);
 	ASSERT_EQ(fs.wr_failed, 1);
 	ASSERT_EQ(fs.failed_op, BE_XWC_WRITE);

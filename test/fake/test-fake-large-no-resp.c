@@ -25,12 +25,7 @@ int main(int argc, char **argv)
 	s.t.st.cfg.keepalive_ms = 100;
 	s.t.st.cfg.conn_timeout_ms = 1500;
 	duo_start(&s);
-	ASSERT_OK(be__fake_conn_set(ft_conn(s.c), &f));
-	ASSERT_OK(be_sock_send(s.c, st_msg(DUO_LARGE, 3), DUO_LARGE, st_send_cb, &s.sends));
-	duo_wait_failed(&s, 2);
-	ASSERT_EQ(s.sends.last_err, BE_ECONNFAULT);
-	ASSERT_EQ(s.cli.reason, BE_ECONNFAULT);
-	ASSERT_EQ(s.srv.recvd, 1); /* nothing of it arrived */
+	duo_large_fails(&s, &f, BE_ECONNFAULT);
 	be__fake_stats(&fs);
 	ASSERT_GE(fs.held, 1);
 	duo_finish(&s);
