@@ -1,6 +1,7 @@
 /*
  * raw.c - see raw.h.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "raw.h"
@@ -70,6 +71,29 @@ void raw_close(void)
 	raw_nkept = 0;
 	ASSERT_OK(be_alloc_detach_device(raw.alloc_dev));
 	raw.ops->dev_close(raw.dev);
+}
+
+void raw_serve(struct st *t, struct st_server *srv, struct be_ctx **ctx, struct be_worker **w,
+	       struct be_listener **l, char *addr, size_t len)
+{
+	st_serve(&t->cfg, t, srv, ctx, w, l, addr, len);
+	raw_open(t->transport);
+	raw.w = *w;
+}
+
+void raw_serve_end(struct be_ctx *ctx, struct st_server *srv, struct be_listener *l)
+{
+	int i;
+
+	for (i = 0; i < srv->nsocks; i++)
+		be_sock_close(srv->socks[i]);
+	free(srv->socks);
+	srv->socks = NULL;
+	srv->nsocks = 0;
+	raw_close();
+	be_listener_close(l);
+	be_worker_destroy(raw.w);
+	be_ctx_destroy(ctx);
 }
 
 void raw_poll(void)

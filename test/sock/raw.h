@@ -41,6 +41,18 @@ extern struct raw raw;
 /* Open a device, evch, cq and srq of @transport (64 receives posted). */
 void raw_open(const char *transport);
 void raw_close(void);
+/*
+ * raw_serve() - the BE server a raw peer talks to: st_serve() of t->cfg
+ * (worker *@w, also raw.w), then raw_open(t->transport).
+ * raw_serve_end() - close the sockets @srv accepted (and free its
+ * array), the raw peer (raw_close), listener @l, then destroy raw.w
+ * (no shutdown first) and @ctx.
+ */
+struct st;
+struct st_server;
+void raw_serve(struct st *t, struct st_server *srv, struct be_ctx **ctx, struct be_worker **w,
+	       struct be_listener **l, char *addr, size_t len);
+void raw_serve_end(struct be_ctx *ctx, struct st_server *srv, struct be_listener *l);
 /* The keys of bemalloc's @p on the raw peer's device (rkey if set). */
 uint32_t raw_lkey(const void *p, uint32_t *rkey);
 void raw_post_recv(void *buf);

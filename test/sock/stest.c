@@ -212,6 +212,30 @@ void st_pair(struct st *t, struct be_ctx **ctx, struct be_worker *ws[2], struct 
 	ASSERT_OK(be_listener_addr(*l, addr, len));
 }
 
+void st_serve(const struct be_config *cfg, struct st *t, struct st_server *srv,
+	      struct be_ctx **ctx, struct be_worker **w, struct be_listener **l, char *addr,
+	      size_t len)
+{
+	ASSERT_OK(be_ctx_create(cfg, ctx));
+	ASSERT_OK(be_worker_create(*ctx, w));
+	ASSERT_OK(be_listen(*w, st_listen_addr(t), &st_server_cbs, srv, l));
+	ASSERT_OK(be_listener_addr(*l, addr, len));
+}
+
+void st_serve_end(struct be_ctx *ctx, struct be_worker *w, struct st_server *srv,
+		  struct be_listener *l)
+{
+	int i;
+
+	for (i = 0; i < srv->nsocks; i++)
+		be_sock_close(srv->socks[i]);
+	srv->nsocks = 0;
+	be_listener_close(l);
+	st_shutdown(&w, 1);
+	be_worker_destroy(w);
+	ASSERT_OK(be_ctx_destroy(ctx));
+}
+
 void st_shutdown(struct be_worker **ws, int n)
 {
 	uint64_t start = be__now_ns(), hang = st_hang_ns();
@@ -334,6 +358,14 @@ long long st_json_num(const char *json, const char *key)
 	snprintf(pat, sizeof(pat), "\"%s\":", key);
 	p = strstr(json, pat);
 	return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+long long st_worker_num(struct be_worker *w, const char *key)
+{
+	char json[8192];
+
+	ASSERT_GT(be_worker_stats_json(w, json, sizeof(json)), 0);
+	return st_json_num(json, key);
 }
 
 struct st_try {

@@ -93,6 +93,21 @@ void st_destroy(struct be_worker **ws, int n);
 void st_unpair(struct be_ctx *ctx, struct be_worker *ws[2], struct st_server *srv,
 	       struct be_listener *l);
 
+/*
+ * st_serve() - a server on a context of its own: a context from @cfg
+ * (t->cfg or a variant of it), worker *@w with listener *@l on a fresh
+ * address (callbacks st_server_cbs, user @srv); the listener's address
+ * in @addr (@len bytes). st_serve_end() undoes it: closes the sockets
+ * @srv accepted (its nsocks back to 0, so @srv may serve again), the
+ * listener, shuts the worker down (st_shutdown), destroys it and the
+ * context. Both fail the test on any error.
+ */
+void st_serve(const struct be_config *cfg, struct st *t, struct st_server *srv,
+	      struct be_ctx **ctx, struct be_worker **w, struct be_listener **l, char *addr,
+	      size_t len);
+void st_serve_end(struct be_ctx *ctx, struct be_worker *w, struct st_server *srv,
+		  struct be_listener *l);
+
 /* Sum of send callbacks seen, with the count per status. */
 struct st_sends {
 	int done, ok, canceled, other;
@@ -121,6 +136,8 @@ struct be_xport_ops *st_ops_override(struct st *t, struct be_ctx *ctx);
 const struct be_xport_ops *st_ops_real(void);
 /* The number after "@key": in a JSON text (the first one), or -1. */
 long long st_json_num(const char *json, const char *key);
+/* The counter @key of @w's be_worker_stats_json(), or -1. */
+long long st_worker_num(struct be_worker *w, const char *key);
 
 /*
  * st_try_client() - a client of its own (a context from @cfg, a worker)

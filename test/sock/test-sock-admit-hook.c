@@ -35,36 +35,6 @@ static int admit_cb(struct be_listener *l, const struct be_peer_info *peer, void
 	return h->refuse;
 }
 
-static long long refused(struct be_worker *w)
-{
-	char json[8192];
-
-	ASSERT_GT(be_worker_stats_json(w, json, sizeof(json)), 0);
-	return st_json_num(json, "admit_refused");
-}
-
-static void server(const struct be_config *cfg, struct st *t, struct be_ctx **ctx,
-		   struct be_worker **w, struct be_listener **l, char *addr, size_t len)
-{
-	ASSERT_OK(be_ctx_create(cfg, ctx));
-	ASSERT_OK(be_worker_create(*ctx, w));
-	ASSERT_OK(be_listen(*w, st_listen_addr(t), &st_server_cbs, &srv, l));
-	ASSERT_OK(be_listener_addr(*l, addr, len));
-}
-
-static void server_down(struct be_ctx *ctx, struct be_worker *w, struct be_listener *l)
-{
-	int i;
-
-	for (i = 0; i < srv.nsocks; i++)
-		be_sock_close(srv.socks[i]);
-	srv.nsocks = 0;
-	be_listener_close(l);
-	st_shutdown(&w, 1);
-	be_worker_destroy(w);
-	ASSERT_OK(be_ctx_destroy(ctx));
-}
-
 static void test_hook(struct st *t, bool shm)
 {
 	struct hook h = { 0 };
@@ -73,20 +43,20 @@ static void test_hook(struct st *t, bool shm)
 	struct be_ctx *ctx;
 	char addr[160], scheme[32];
 
-	server(&t->cfg, t, &ctx, &w, &l, addr, sizeof(addr));
+	st_serve(&t->cfg, t, &srv, &ctx, &w, &l, addr, sizeof(addr));
 	ASSERT_OK(be_listener_set_admit(l, admit_cb, &h));
 	/* Refused: the client learns it, the application never sees it. */
 	h.refuse = -EPERM;
 	ASSERT_EQ(st_try_client(&t->cfg, w, addr), -EACCES);
 	ASSERT_EQ(h.calls, 1);
 	ASSERT_EQ(srv.accepted, 0);
-	ASSERT_EQ(refused(w), 1);
+	ASSERT_EQ(st_worker_num(w, "admit_refused"), 1);
 	/* Admitted: it talks. */
 	h.refuse = 0;
 	ASSERT_EQ(st_try_client(&t->cfg, w, addr), 0);
 	ASSERT_EQ(h.calls, 2);
 	ASSERT_EQ(srv.accepted, 1);
-	ASSERT_EQ(refused(w), 1);
+	ASSERT_EQ(st_worker_num(w, "admit_refused"), 1);
 	/* What the hook saw. */
 	snprintf(scheme, sizeof(scheme), "%s://", t->transport);
 	ASSERT(strncmp(h.last.addr, scheme, strlen(scheme)) == 0);
@@ -101,7 +71,7 @@ static void test_hook(struct st *t, bool shm)
 	ASSERT_OK(be_listener_set_admit(l, NULL, NULL));
 	ASSERT_EQ(st_try_client(&t->cfg, w, addr), 0);
 	ASSERT_EQ(h.calls, 2);
-	server_down(ctx, w, l);
+	st_serve_end(ctx, w, &srv, l);
 }
 
 /* shm: the uid rule, on the listener and on the client. */
@@ -116,22 +86,22 @@ static void test_uid(struct st *t)
 
 	/* A listener that admits another uid only refuses us. */
 	snprintf(scfg.admit_uids, sizeof(scfg.admit_uids), "%u", other);
-	server(&scfg, t, &ctx, &w, &l, addr, sizeof(addr));
+	st_serve(&scfg, t, &srv, &ctx, &w, &l, addr, sizeof(addr));
 	ASSERT_EQ(st_try_client(&ccfg, w, addr), -EACCES);
-	ASSERT_EQ(refused(w), 1);
+	ASSERT_EQ(st_worker_num(w, "admit_refused"), 1);
 	ASSERT_EQ(srv.accepted, 0);
-	server_down(ctx, w, l);
+	st_serve_end(ctx, w, &srv, l);
 	/* A list that names us ("self"), and "*", admit us. */
 	snprintf(scfg.admit_uids, sizeof(scfg.admit_uids), "%u,self", other);
-	server(&scfg, t, &ctx, &w, &l, addr, sizeof(addr));
+	st_serve(&scfg, t, &srv, &ctx, &w, &l, addr, sizeof(addr));
 	ASSERT_EQ(st_try_client(&ccfg, w, addr), 0);
 	/* A client that admits another uid only refuses our listener. */
 	snprintf(ccfg.admit_uids, sizeof(ccfg.admit_uids), "%u", other);
 	ASSERT_EQ(st_try_client(&ccfg, w, addr), -EACCES);
 	snprintf(ccfg.admit_uids, sizeof(ccfg.admit_uids), "*");
 	ASSERT_EQ(st_try_client(&ccfg, w, addr), 0);
-	ASSERT_EQ(refused(w), 0);
-	server_down(ctx, w, l);
+	ASSERT_EQ(st_worker_num(w, "admit_refused"), 0);
+	st_serve_end(ctx, w, &srv, l);
 	/* A malformed rule is refused at once. */
 	snprintf(scfg.admit_uids, sizeof(scfg.admit_uids), "12,x");
 	ASSERT_EQ(be_ctx_create(&scfg, &ctx), -EINVAL);

@@ -36,14 +36,6 @@ static void set_secret(struct be_config *cfg, const char *s)
 		memcpy(cfg->auth_secret, s, strlen(s));
 }
 
-static long long refused(struct be_worker *w)
-{
-	char json[8192];
-
-	ASSERT_GT(be_worker_stats_json(w, json, sizeof(json)), 0);
-	return st_json_num(json, "admit_refused");
-}
-
 static int try_client(struct st *t, struct be_worker *sw, const char *addr, const char *secret)
 {
 	struct be_config cfg = t->cfg;
@@ -59,23 +51,7 @@ static void server(struct st *t, const char *secret, struct be_ctx **ctx, struct
 	struct be_config cfg = t->cfg;
 
 	set_secret(&cfg, secret);
-	ASSERT_OK(be_ctx_create(&cfg, ctx));
-	ASSERT_OK(be_worker_create(*ctx, w));
-	ASSERT_OK(be_listen(*w, st_listen_addr(t), &st_server_cbs, &srv, l));
-	ASSERT_OK(be_listener_addr(*l, addr, len));
-}
-
-static void server_down(struct be_ctx *ctx, struct be_worker *w, struct be_listener *l)
-{
-	int i;
-
-	for (i = 0; i < srv.nsocks; i++)
-		be_sock_close(srv.socks[i]);
-	srv.nsocks = 0;
-	be_listener_close(l);
-	st_shutdown(&w, 1);
-	be_worker_destroy(w);
-	ASSERT_OK(be_ctx_destroy(ctx));
+	st_serve(&cfg, t, &srv, ctx, w, l, addr, len);
 }
 
 static void test_secret_file(struct st *t)
@@ -127,24 +103,24 @@ int main(int argc, char **argv)
 	/* The same secret: admitted, the echo comes back. */
 	ASSERT_EQ(try_client(&t, w, addr, "the right secret"), 0);
 	ASSERT_EQ(srv.accepted, 1);
-	ASSERT_EQ(refused(w), 0);
+	ASSERT_EQ(st_worker_num(w, "admit_refused"), 0);
 	ASSERT_EQ(hook_calls, 1);
 	ASSERT_EQ(hook_auth, 1);
 	/* Another secret: refused after the proof, no socket accepted. */
 	ASSERT_EQ(try_client(&t, w, addr, "the wrong secret"), -EACCES);
-	ASSERT_EQ(refused(w), 1);
+	ASSERT_EQ(st_worker_num(w, "admit_refused"), 1);
 	/* None: refused at the request. */
 	ASSERT_EQ(try_client(&t, w, addr, NULL), -EACCES);
-	ASSERT_EQ(refused(w), 2);
+	ASSERT_EQ(st_worker_num(w, "admit_refused"), 2);
 	ASSERT_EQ(srv.accepted, 1);
 	ASSERT_EQ(hook_calls, 1);
-	server_down(ctx, w, l);
+	st_serve_end(ctx, w, &srv, l);
 
 	/* A listener without a secret: a client that holds one refuses it. */
 	server(&t, NULL, &ctx, &w, &l, addr, sizeof(addr));
 	ASSERT_EQ(try_client(&t, w, addr, "the right secret"), -EACCES);
 	ASSERT_EQ(try_client(&t, w, addr, NULL), 0);
 	ASSERT_EQ(srv.accepted, 2);
-	server_down(ctx, w, l);
+	st_serve_end(ctx, w, &srv, l);
 	return 0;
 }

@@ -98,12 +98,7 @@ int main(int argc, char **argv)
 				"(docs/SECURITY.md): skipped\n");
 		return 77;
 	}
-	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &w));
-	ASSERT_OK(be_listen(w, st_listen_addr(&t), &st_server_cbs, &srv, &l));
-	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
-	raw_open(t.transport);
-	raw.w = w;
+	raw_serve(&t, &srv, &ctx, &w, &l, addr, sizeof(addr));
 	src = be_alloc(LEN);
 	ASSERT(src);
 	memset(src, 0xa5, LEN);
@@ -173,12 +168,6 @@ int main(int argc, char **argv)
 		TEST_FAIL("the old grant's bytes changed");
 
 	be_free(src);
-	for (i = 0; i < srv.nsocks; i++)
-		be_sock_close(srv.socks[i]);
-	free(srv.socks);
-	raw_close();
-	be_listener_close(l);
-	be_worker_destroy(w);
-	be_ctx_destroy(ctx);
+	raw_serve_end(ctx, &srv, l);
 	return 0;
 }

@@ -271,12 +271,7 @@ int main(int argc, char **argv)
 	t.cfg.credits = 8;
 	t.cfg.max_grant_bytes = 8u << 20;
 	be_log_set_fn(log_fn);
-	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &w));
-	ASSERT_OK(be_listen(w, st_listen_addr(&t), &st_server_cbs, &srv, &l));
-	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
-	raw_open(t.transport);
-	raw.w = w;
+	raw_serve(&t, &srv, &ctx, &w, &l, addr, sizeof(addr));
 
 	/* A bad handshake is rejected with its reason. */
 	raw_connect(addr, 0x12345678, 8);
@@ -580,13 +575,7 @@ int main(int argc, char **argv)
 		be_worker_destroy(wc);
 	}
 
-	for (i = 0; i < srv.nsocks; i++)
-		be_sock_close(srv.socks[i]);
-	free(srv.socks);
-	raw_close();
-	be_listener_close(l);
-	be_worker_destroy(w);
-	be_ctx_destroy(ctx);
+	raw_serve_end(ctx, &srv, l);
 	be_log_set_fn(NULL);
 	return 0;
 }
