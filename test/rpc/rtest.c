@@ -219,6 +219,32 @@ void rt_client_stop(struct rt_client *c)
 	be_worker_destroy(c->w);
 }
 
+void rt_fleet_start(struct rt *t, struct be_ctx **ctx, struct rt_server *srv, int n,
+		    struct rt_client *cli, struct be_worker **ws)
+{
+	int i;
+
+	ASSERT_OK(be_ctx_create(&t->cfg, ctx));
+	for (i = 0; i < n; i++) {
+		rt_server_start(t, &srv[i], *ctx);
+		ws[i] = srv[i].w;
+	}
+	rt_client_start(t, cli, *ctx);
+	ws[n] = cli->w;
+}
+
+void rt_fleet_stop(struct be_ctx *ctx, struct rt_server *srv, int n, struct rt_client *cli,
+		   struct be_worker **ws)
+{
+	int i;
+
+	st_shutdown(ws, n + 1);
+	rt_client_stop(cli);
+	for (i = 0; i < n; i++)
+		rt_server_stop(&srv[i]);
+	be_ctx_destroy(ctx);
+}
+
 void *rt_req(size_t len, uint32_t seed)
 {
 	void *p = be_rpc_buf_alloc(len);

@@ -87,6 +87,18 @@ struct rt_client {
 void rt_client_start(struct rt *t, struct rt_client *c, struct be_ctx *ctx);
 void rt_client_stop(struct rt_client *c);
 
+/*
+ * rt_fleet_start() - @n servers (rt_server_start()) and a client on one
+ * context of their own (*@ctx, from t->cfg); ws[0..n) the servers'
+ * workers, ws[n] the client's. rt_fleet_stop() - shut the @n + 1
+ * workers down together (st_shutdown: each waits for the others), stop
+ * the client and the servers, destroy @ctx.
+ */
+void rt_fleet_start(struct rt *t, struct be_ctx **ctx, struct rt_server *srv, int n,
+		    struct rt_client *cli, struct be_worker **ws);
+void rt_fleet_stop(struct be_ctx *ctx, struct rt_server *srv, int n, struct rt_client *cli,
+		   struct be_worker **ws);
+
 /* A request payload of @len bytes with the pattern of @seed (st_fill()),
  * and its check. */
 void *rt_req(size_t len, uint32_t seed);

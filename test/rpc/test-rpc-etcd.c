@@ -102,13 +102,7 @@ int main(int argc, char **argv)
 	c = eh_client(h, 0);
 	snprintf(uri, sizeof(uri), "etcd://%s" PFX, eh_url(h, 0) + strlen("http://"));
 
-	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
-	for (i = 0; i < NS; i++) {
-		rt_server_start(&t, &srv[i], ctx);
-		ws[i] = srv[i].w;
-	}
-	rt_client_start(&t, &cli, ctx);
-	ws[NS] = cli.w;
+	rt_fleet_start(&t, &ctx, srv, NS, &cli, ws);
 
 	put_rec(c, "r0", 0, "");
 	put(c, "/be-test/other", "ps.embed rX addr=tcp://127.0.0.1:1"); /* outside the prefix */

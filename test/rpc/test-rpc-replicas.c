@@ -78,14 +78,9 @@ int main(int argc, char **argv)
 	int i;
 
 	rt_init(&t, argc, argv);
-	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
-	for (i = 0; i < NS; i++) {
-		rt_server_start(&t, &srv[i], ctx);
+	rt_fleet_start(&t, &ctx, srv, NS, &cli, ws);
+	for (i = 0; i < NS; i++)
 		ASSERT_OK(be_rpc_register(srv[i].rpc, SVC, M_HOLD, rt_hold, NULL, 0));
-		ws[i] = srv[i].w;
-	}
-	rt_client_start(&t, &cli, ctx);
-	ws[NS] = cli.w;
 
 	/* Spread. */
 	record(&recs[0], "s", "r0", 0);
@@ -255,10 +250,6 @@ int main(int argc, char **argv)
 		be_rpc_chan_destroy(ch);
 		be_rpc_naming_destroy(nm);
 	}
-	st_shutdown(ws, NS + 1); /* together: each waits for the others */
-	rt_client_stop(&cli);
-	for (i = 0; i < NS; i++)
-		rt_server_stop(&srv[i]);
-	be_ctx_destroy(ctx);
+	rt_fleet_stop(ctx, srv, NS, &cli, ws);
 	return 0;
 }
