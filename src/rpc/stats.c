@@ -4,18 +4,17 @@
  *
  * Channel counters count calls by their outcome; address counters count
  * what happened on that address (attempts, connections lost, probes,
- * switches onto it). The JSON is written with snprintf into the caller's
- * buffer and returns the length it needs, like be_worker_stats_json():
+ * switches onto it). The JSON is written into the caller's buffer
+ * (util/jsonw.h) and returns the length it needs, like be_worker_stats_json():
  * one object per channel with its counters, the latency quantiles in
  * microseconds, and each replica with its state, path and addresses.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "rpc/rpc_int.h"
+#include "util/jsonw.h"
 
 void be__rpc_count_error(struct be_rpc_counters *c, int status)
 {
@@ -100,44 +99,9 @@ int be_rpc_chan_replica_stats_sized(struct be_rpc_chan *ch, unsigned int i,
 
 /* ---- JSON */
 
-struct json_out {
-	char *buf;
-	size_t len, pos;
-};
-
-static void __attribute__((format(printf, 2, 3))) json_put(struct json_out *o, const char *fmt, ...)
+static void json_counters(struct be__jsonw *o, const struct be_rpc_counters *c)
 {
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(o->pos < o->len ? o->buf + o->pos : NULL, o->pos < o->len ? o->len - o->pos : 0,
-		      fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		o->pos += (size_t)n;
-}
-
-/* A string we made (names, addresses): escape what JSON needs. */
-static void json_str(struct json_out *o, const char *s)
-{
-	json_put(o, "\"");
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			json_put(o, "\\%c", ch);
-		else if (ch < 0x20)
-			json_put(o, "\\u%04x", ch);
-		else
-			json_put(o, "%c", ch);
-	}
-	json_put(o, "\"");
-}
-
-static void json_counters(struct json_out *o, const struct be_rpc_counters *c)
-{
-#define F(x) json_put(o, "\"" #x "\":%" PRIu64 ",", (uint64_t)c->x)
+#define F(x) be__jsonw_put(o, "\"" #x "\":%" PRIu64 ",", (uint64_t)c->x)
 	F(calls);
 	F(ok);
 	F(errors);
@@ -163,7 +127,7 @@ static void json_counters(struct json_out *o, const struct be_rpc_counters *c)
 	F(probe_failures);
 	F(drains);
 #undef F
-	json_put(o, "\"outstanding\":%" PRIu64, c->outstanding);
+	be__jsonw_put(o, "\"outstanding\":%" PRIu64, c->outstanding);
 }
 
 static const char *addr_state_name(int st)
@@ -182,56 +146,56 @@ static const char *rep_state_name(int st)
 
 int be_rpc_chan_stats_json(struct be_rpc_chan *ch, char *buf, size_t len)
 {
-	struct json_out o = { buf, len, 0 };
+	struct be__jsonw o = { buf, len, 0 };
 	uint32_t i, j;
 
 	if (!ch || (!buf && len))
 		return -EINVAL;
-	json_put(&o, "{");
+	be__jsonw_put(&o, "{");
 	json_counters(&o, &ch->c);
-	json_put(&o, ",\"latency_us\":{\"count\":%" PRIu64 ",\"p50\":%.1f,\"p90\":%.1f,"
+	be__jsonw_put(&o, ",\"latency_us\":{\"count\":%" PRIu64 ",\"p50\":%.1f,\"p90\":%.1f,"
 		     "\"p99\":%.1f,\"p999\":%.1f,\"max\":%.1f},",
 		 ch->lat.count, be_rpc_hist_quantile(&ch->lat, 0.5) / 1e3,
 		 be_rpc_hist_quantile(&ch->lat, 0.9) / 1e3, be_rpc_hist_quantile(&ch->lat, 0.99) / 1e3,
 		 be_rpc_hist_quantile(&ch->lat, 0.999) / 1e3, ch->lat.max_ns / 1e3);
-	json_put(&o, "\"replicas\":[");
+	be__jsonw_put(&o, "\"replicas\":[");
 	for (i = 0; i < ch->nreps; i++) {
 		const struct rpc_replica *rep = ch->reps[i];
 
-		json_put(&o, "%s{\"name\":", i ? "," : "");
-		json_str(&o, rep->rec.replica);
-		json_put(&o, ",\"state\":\"%s\",\"path\":", rep_state_name(rep->state));
+		be__jsonw_put(&o, "%s{\"name\":", i ? "," : "");
+		be__jsonw_str(&o, rep->rec.replica);
+		be__jsonw_put(&o, ",\"state\":\"%s\",\"path\":", rep_state_name(rep->state));
 		if (rep->path >= 0)
-			json_str(&o, rep->addrs[rep->path].str);
+			be__jsonw_str(&o, rep->addrs[rep->path].str);
 		else
-			json_put(&o, "null");
-		json_put(&o, ",\"version\":%" PRIu64 ",\"epoch\":%" PRIu64 ",\"outstanding\":%u,"
+			be__jsonw_put(&o, "null");
+		be__jsonw_put(&o, ",\"version\":%" PRIu64 ",\"epoch\":%" PRIu64 ",\"outstanding\":%u,"
 			     "\"ejections\":%" PRIu64 ",\"returns\":%" PRIu64 ",\"fails_in_row\":%u,"
 			     "\"server_draining\":%s,\"addrs\":[",
 			 rep->rec.version, rep->rec.epoch, rep->outstanding, rep->ejections,
 			 rep->returns, rep->fails_row, rep->srv_draining ? "true" : "false");
 		for (j = 0; j < rep->rec.naddrs; j++) {
-			json_put(&o, "%s{\"addr\":", j ? "," : "");
-			json_str(&o, rep->addrs[j].str);
-			json_put(&o, ",\"state\":\"%s\",", addr_state_name(rep->addrs[j].state));
+			be__jsonw_put(&o, "%s{\"addr\":", j ? "," : "");
+			be__jsonw_str(&o, rep->addrs[j].str);
+			be__jsonw_put(&o, ",\"state\":\"%s\",", addr_state_name(rep->addrs[j].state));
 			json_counters(&o, &rep->addrs[j].c);
-			json_put(&o, "}");
+			be__jsonw_put(&o, "}");
 		}
-		json_put(&o, "]}");
+		be__jsonw_put(&o, "]}");
 	}
-	json_put(&o, "]}");
+	be__jsonw_put(&o, "]}");
 	return (int)o.pos;
 }
 
 int be_rpc_server_stats_json(struct be_rpc *rpc, char *buf, size_t len)
 {
-	struct json_out o = { buf, len, 0 };
+	struct be__jsonw o = { buf, len, 0 };
 	const struct be_rpc_server_stats *s = &rpc->ss;
 
 	if (!rpc || (!buf && len))
 		return -EINVAL;
-#define F(x, sep) json_put(&o, "\"" #x "\":%" PRIu64 sep, (uint64_t)s->x)
-	json_put(&o, "{");
+#define F(x, sep) be__jsonw_put(&o, "\"" #x "\":%" PRIu64 sep, (uint64_t)s->x)
+	be__jsonw_put(&o, "{");
 	F(requests, ",");
 	F(replies, ",");
 	F(errors, ",");
@@ -245,7 +209,7 @@ int be_rpc_server_stats_json(struct be_rpc *rpc, char *buf, size_t len)
 	F(notices, ",");
 	F(in_flight, ",");
 	F(conns, "");
-	json_put(&o, ",\"draining\":%s}", rpc->draining ? "true" : "false");
+	be__jsonw_put(&o, ",\"draining\":%s}", rpc->draining ? "true" : "false");
 #undef F
 	return (int)o.pos;
 }

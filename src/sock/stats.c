@@ -1,43 +1,24 @@
 /*
  * stats.c - the worker's counters as JSON: one object with the worker's
  * engine count and an array of Engines, each with every field of struct
- * be_engine_stats. Written with snprintf into the caller's buffer; the
+ * be_engine_stats. Written into the caller's buffer (util/jsonw.h); the
  * return value is the length needed, so a caller can size its buffer.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
 
 #include <be/sock.h>
 #include "engine/engine.h"
+#include "util/jsonw.h"
 
-struct json_out {
-	char *buf;
-	size_t len, pos;
-};
-
-static void __attribute__((format(printf, 2, 3))) json_put(struct json_out *o, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(o->pos < o->len ? o->buf + o->pos : NULL,
-		      o->pos < o->len ? o->len - o->pos : 0, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		o->pos += (size_t)n;
-}
-
-static void json_engine(struct json_out *o, struct be__engine *e)
+static void json_engine(struct be__jsonw *o, struct be__engine *e)
 {
 	struct be_engine_stats s;
 
 	be__engine_stats(e, &s);
-	json_put(o, "{\"addr\":\"%s\",\"connector\":%s,\"state\":%d,\"error\":%d,", e->addr,
+	be__jsonw_put(o, "{\"addr\":\"%s\",\"connector\":%s,\"state\":%d,\"error\":%d,", e->addr,
 		 e->connector ? "true" : "false", s.state, s.error);
-#define F(x) json_put(o, "\"" #x "\":%" PRIu64 ",", (uint64_t)s.x)
+#define F(x) be__jsonw_put(o, "\"" #x "\":%" PRIu64 ",", (uint64_t)s.x)
 	F(msgs_sent); F(bytes_sent); F(msgs_recv); F(bytes_recv);
 	F(eager_sent); F(large_sent); F(eager_recv); F(large_recv);
 	F(sends_posted); F(frames_batched); F(fragments); F(write_imm_recv);
@@ -50,32 +31,32 @@ static void json_engine(struct json_out *o, struct be__engine *e)
 	F(keepalives_sent); F(keepalives_recv); F(nomem_sent); F(nomem_recv);
 	F(alloc_backoffs); F(oneway_sent); F(protocol_errors); F(sockets); F(sockets_opened);
 #undef F
-	json_put(o, "\"frag_size\":%u}", s.frag_size);
+	be__jsonw_put(o, "\"frag_size\":%u}", s.frag_size);
 }
 
 int be_sock_stats_json(struct be_sock *s, char *buf, size_t len)
 {
-	struct json_out o = { buf, len, 0 };
+	struct be__jsonw o = { buf, len, 0 };
 	const struct be_sock_stats *st;
 
 	if (!s || (!buf && len))
 		return -EINVAL;
 	BE_WORKER_ASSERT_THREAD(s->w);
 	st = &s->st;
-	json_put(&o, "{\"id\":%u,\"opener\":%s,\"state\":%d,", s->id,
+	be__jsonw_put(&o, "{\"id\":%u,\"opener\":%s,\"state\":%d,", s->id,
 		 s->mine ? "true" : "false", s->state);
-#define F(x) json_put(&o, "\"" #x "\":%" PRIu64 ",", (uint64_t)st->x)
+#define F(x) be__jsonw_put(&o, "\"" #x "\":%" PRIu64 ",", (uint64_t)st->x)
 	F(msgs_sent); F(bytes_sent); F(msgs_recv); F(bytes_recv);
 	F(eager_sent); F(large_sent); F(eager_recv); F(large_recv);
 	F(send_errors);
 #undef F
-	json_put(&o, "\"queued\":%" PRIu64 "}", st->queued);
+	be__jsonw_put(&o, "\"queued\":%" PRIu64 "}", st->queued);
 	return (int)o.pos;
 }
 
 int be_worker_stats_json(struct be_worker *w, char *buf, size_t len)
 {
-	struct json_out o = { buf, len, 0 };
+	struct be__jsonw o = { buf, len, 0 };
 	struct be__list *p;
 	bool first = true;
 	int i;
@@ -83,7 +64,7 @@ int be_worker_stats_json(struct be_worker *w, char *buf, size_t len)
 	if (!w || (!buf && len))
 		return -EINVAL;
 	BE_WORKER_ASSERT_THREAD(w);
-	json_put(&o, "{\"engines\":%u,\"cq_arm_errors\":%" PRIu64 ",\"spin_ns\":%" PRIu64
+	be__jsonw_put(&o, "{\"engines\":%u,\"cq_arm_errors\":%" PRIu64 ",\"spin_ns\":%" PRIu64
 		     ",\"admit_refused\":%" PRIu64 ",\"limit_refused\":%" PRIu64
 		     ",\"grant_bytes\":%" PRIu64
 		     ",\"grant_bytes_max\":%" PRIu64 ",\"recv\":[",
@@ -95,18 +76,18 @@ int be_worker_stats_json(struct be_worker *w, char *buf, size_t len)
 	for (i = 0; i < w->nopen; i++) {
 		const struct be__wdev *wd = w->open[i];
 
-		json_put(&o, "%s{\"transport\":\"%s\",\"buffers\":%u,\"reserved\":%u,"
+		be__jsonw_put(&o, "%s{\"transport\":\"%s\",\"buffers\":%u,\"reserved\":%u,"
 			 "\"bytes\":%" PRIu64 ",\"repost_errors\":%" PRIu64 "}", i ? "," : "",
 			 wd->cd->name, wd->nbufs, wd->reserved,
 			 (uint64_t)wd->nbufs * w->ctx->cfg.recv_buf_size, wd->repost_errors);
 	}
-	json_put(&o, "],\"engine\":[");
+	be__jsonw_put(&o, "],\"engine\":[");
 	for (p = w->engines.next; p != &w->engines; p = p->next) {
 		if (!first)
-			json_put(&o, ",");
+			be__jsonw_put(&o, ",");
 		first = false;
 		json_engine(&o, be__list_entry(p, struct be__engine, wlink));
 	}
-	json_put(&o, "]}");
+	be__jsonw_put(&o, "]}");
 	return (int)o.pos;
 }
