@@ -4,7 +4,8 @@
  * tcp/cm.c and verbs/cm.c both parse with be__inet_resolve_all(), and
  * the core keys Engine reuse on be__inet_canon() of the same text, so the
  * key is the first address the transport tries, whatever the spelling
- * ("localhost", "127.1", "[0:0::1]", port "05000").
+ * ("localhost", "127.1", "[0:0::1]", port "05000"). tcp/cm.c and
+ * shm/cm.c open their listening sockets with be__listen_fd().
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/common.h"
 #include "xport/addr.h"
@@ -188,4 +190,25 @@ int be__inet_canon(const char *addr, char *buf, size_t len)
 	if (rc)
 		return rc;
 	return be__inet_format((const struct sockaddr *)&ss, buf, len);
+}
+
+int be__listen_fd(const struct sockaddr *sa, socklen_t len, int type, int backlog)
+{
+	int fd, one = 1, ret;
+
+	if (!sa)
+		return -EINVAL;
+	fd = socket(sa->sa_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* A restarted server takes its port back at once, past the old
+	 * connections still in TIME_WAIT. */
+	if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, sa, len) < 0 || listen(fd, backlog > 0 ? backlog : 128) < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	return fd;
 }

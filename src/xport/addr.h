@@ -12,6 +12,8 @@
  * which blocks. A connect tries its results in turn until one answers
  * (a stock Debian /etc/hosts makes "localhost" ::1, then 127.0.0.1); a
  * listener takes the first.
+ *
+ * Also the listening socket of the socket-based transports (tcp, shm).
  */
 #ifndef BE_XPORT_ADDR_H
 #define BE_XPORT_ADDR_H
@@ -64,5 +66,15 @@ int be__inet_format(const struct sockaddr *sa, char *buf, size_t len);
  * resolves. Returns 0 or as be__inet_resolve() and be__inet_format().
  */
 int be__inet_canon(const char *addr, char *buf, size_t len);
+
+/*
+ * be__listen_fd() - a socket of @type (SOCK_STREAM, SOCK_SEQPACKET) in
+ * @sa's family, non-blocking and close-on-exec, bound to @sa (@len
+ * bytes) and listening with @backlog (<= 0: 128); an IPv4 or IPv6 one
+ * with SO_REUSEADDR. For the socket-based transports (tcp; shm's
+ * AF_UNIX handshake). Returns the fd, or -errno of the call that failed
+ * (nothing left open).
+ */
+int be__listen_fd(const struct sockaddr *sa, socklen_t len, int type, int backlog);
 
 #endif /* BE_XPORT_ADDR_H */

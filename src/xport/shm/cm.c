@@ -53,6 +53,7 @@
 
 #include "util/common.h"
 #include "util/log.h"
+#include "xport/addr.h"
 #include "xport/shm/shm.h"
 
 #define SHM_SOCK_PREFIX "be-shm-"
@@ -637,15 +638,10 @@ int be__shm_listen(struct be_xevch *xch, const char *addr, int backlog,
 	ret = cm_sockaddr(l->name, &sa, &salen);
 	if (ret)
 		goto err_free;
-	l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	l->fd = be__listen_fd((struct sockaddr *)&sa, salen, SOCK_SEQPACKET, backlog);
 	if (l->fd < 0) {
-		ret = -errno;
+		ret = l->fd;
 		goto err_free;
-	}
-	if (bind(l->fd, (struct sockaddr *)&sa, salen) < 0 ||
-	    listen(l->fd, backlog > 0 ? backlog : 128) < 0) {
-		ret = -errno;
-		goto err_close;
 	}
 	ret = be__wake_watch(&ch->wake, l->fd, EPOLLIN, &l->ph);
 	if (ret)

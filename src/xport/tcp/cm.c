@@ -683,7 +683,7 @@ int be__tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
 	struct tcp_listener *l;
 	struct tcp_evch *ch;
 	socklen_t sl;
-	int one = 1, ret;
+	int ret;
 
 	if (!xch || !out)
 		return -EINVAL;
@@ -697,16 +697,10 @@ int be__tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
 	l->kind = TCP_K_LISTENER;
 	l->x.dev = xch->dev;
 	l->x.evch = xch;
-	l->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	l->fd = be__listen_fd((struct sockaddr *)&ss, sl, SOCK_STREAM, backlog);
 	if (l->fd < 0) {
-		ret = -errno;
+		ret = l->fd;
 		goto err_free;
-	}
-	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(l->fd, (struct sockaddr *)&ss, sl) < 0 ||
-	    listen(l->fd, backlog > 0 ? backlog : 128) < 0) {
-		ret = -errno;
-		goto err_close;
 	}
 	sl = sizeof(ss);
 	if (getsockname(l->fd, (struct sockaddr *)&ss, &sl) < 0) {
