@@ -519,16 +519,26 @@ void be__fake_conn_destroy(struct be_xconn *xc)
 	conn_free(c);
 }
 
+/*
+ * The pass-through ops below act on the inner conn alone: fake_fwd()
+ * returns it (NULL before the inner connect) with its transport's ops in
+ * *@in. @xc must not be NULL.
+ */
+static struct be_xconn *fake_fwd(struct be_xconn *xc, const struct be_xport_ops **in)
+{
+	*in = fake_in_ops(xc->dev);
+	return to_fconn(xc)->in;
+}
+
 int be__fake_conn_peer_addr(struct be_xconn *xc, char *buf, size_t len)
 {
-	struct fake_conn *c;
+	const struct be_xport_ops *in;
+	struct be_xconn *ic;
 
 	if (!xc)
 		return -EINVAL;
-	c = to_fconn(xc);
-	if (!c->in)
-		return be__xaddr_printf(buf, len, "-");
-	return fake_in_ops(xc->dev)->conn_peer_addr(c->in, buf, len);
+	ic = fake_fwd(xc, &in);
+	return ic ? in->conn_peer_addr(ic, buf, len) : be__xaddr_printf(buf, len, "-");
 }
 
 int be__fake_addr_canon(const char *addr, char *buf, size_t len)
@@ -542,45 +552,40 @@ int be__fake_addr_canon(const char *addr, char *buf, size_t len)
 
 int be__fake_conn_rx_resume(struct be_xconn *xc)
 {
-	struct fake_conn *c;
 	const struct be_xport_ops *in;
+	struct be_xconn *ic;
 
 	if (!xc)
 		return -EINVAL;
-	c = to_fconn(xc);
-	in = fake_in_ops(xc->dev);
-	if (!c->in || !in->conn_rx_resume)
-		return c->in ? -EOPNOTSUPP : 0;
-	return in->conn_rx_resume(c->in);
+	ic = fake_fwd(xc, &in);
+	if (!ic)
+		return 0;
+	return in->conn_rx_resume ? in->conn_rx_resume(ic) : -EOPNOTSUPP;
 }
 
 /* grant and revoke (xport.h): the inner conn's, so that its peer's
  * WRITEs, checked there, find them. Both inner transports have them. */
 int be__fake_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey)
 {
-	struct fake_conn *c;
 	const struct be_xport_ops *in;
+	struct be_xconn *ic;
 
 	if (!xc)
 		return -EINVAL;
-	c = to_fconn(xc);
-	in = fake_in_ops(xc->dev);
-	if (!c->in)
+	ic = fake_fwd(xc, &in);
+	if (!ic)
 		return -ENOTCONN;
-	if (!in->grant)
-		return -EOPNOTSUPP;
-	return in->grant(c->in, addr, len, rkey);
+	return in->grant ? in->grant(ic, addr, len, rkey) : -EOPNOTSUPP;
 }
 
 void be__fake_revoke(struct be_xconn *xc, uint32_t rkey)
 {
-	struct fake_conn *c;
 	const struct be_xport_ops *in;
+	struct be_xconn *ic;
 
 	if (!xc)
 		return;
-	c = to_fconn(xc);
-	in = fake_in_ops(xc->dev);
-	if (c->in && in->revoke)
-		in->revoke(c->in, rkey);
+	ic = fake_fwd(xc, &in);
+	if (ic && in->revoke)
+		in->revoke(ic, rkey);
 }
