@@ -18,6 +18,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -30,8 +34,24 @@ void fuzz_seeds(void (*put)(const char *dir, const char *name, const void *p, si
  * accepted none, or refused none). */
 void fuzz_summary(unsigned long iters);
 /* Tokens of the input's format (pieces of JSON, say) that the driver
- * splices in among its blind mutations; *@n = 0 and NULL for none. A
- * binary format needs none: the driver's own mutations know it. */
+ * splices in among its blind mutations. A binary format needs none (the
+ * driver's own mutations know it): its harness leaves the function out,
+ * and the driver's default gives none (*@n = 0, NULL). */
 const char *const *fuzz_dict(size_t *n);
+
+/*
+ * fuzz_body() - the input past its first @skip bytes (the harness's
+ * selectors; size >= @skip), copied into a malloc()ed buffer of exactly
+ * its size (1 byte when empty), so that ASan sees a read one past it.
+ * Returns the copy, which the harness frees.
+ */
+static inline uint8_t *fuzz_body(const uint8_t *data, size_t size, size_t skip)
+{
+	uint8_t *p = malloc(size - skip ? size - skip : 1);
+
+	ASSERT(p);
+	memcpy(p, data + skip, size - skip);
+	return p;
+}
 
 #endif /* BE_TEST_FUZZ_H */
