@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 
 #include "xport/fake/fake.h"
 
@@ -32,16 +31,11 @@ static struct fake_listener *to_fl(struct be_xlistener *x)
 int be__fake_evch_push(struct fake_evch *ch, const struct be_xevent *ev, uint64_t due)
 {
 	struct fake_conn *c = ev->conn ? to_fconn(ev->conn) : NULL;
+	struct fake_ev *q = be__fake_grow(ch->q, &ch->cap, ch->count, sizeof(*q), 16);
 
-	if (ch->count == ch->cap) {
-		uint32_t cap = ch->cap ? ch->cap * 2 : 16;
-		struct fake_ev *q = realloc(ch->q, cap * sizeof(*q));
-
-		if (!q)
-			return -ENOMEM;
-		ch->q = q;
-		ch->cap = cap;
-	}
+	if (!q)
+		return -ENOMEM;
+	ch->q = q;
 	if (c && due != UINT64_MAX) {
 		if (due < c->edue)
 			due = c->edue;
@@ -176,12 +170,9 @@ int be__fake_evch_create(struct be_xdev *xd, struct be_xevch **out)
 	rc = in->evch_create(container_of(xd, struct fake_dev, x)->in, &ch->in);
 	if (rc)
 		goto err_free;
-	rc = be__wake_init(&ch->wake, 0, NULL, NULL);
+	rc = be__fake_wake_open(&ch->wake, in->evch_fd(ch->in));
 	if (rc)
 		goto err_ch;
-	rc = be__wake_watch(&ch->wake, in->evch_fd(ch->in), EPOLLIN, NULL);
-	if (rc)
-		goto err_wake;
 	pthread_mutex_lock(&be__fake.lock);
 	ch->port_gen = be__fake.port_gen;
 	memcpy(ch->port_up, be__fake.port_up, sizeof(ch->port_up));
@@ -190,8 +181,6 @@ int be__fake_evch_create(struct be_xdev *xd, struct be_xevch **out)
 	*out = &ch->x;
 	return 0;
 
-err_wake:
-	be__wake_close(&ch->wake);
 err_ch:
 	in->evch_destroy(ch->in);
 err_free:

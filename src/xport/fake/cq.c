@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 
 #include "xport/fake/fake.h"
 
@@ -38,16 +37,11 @@ uint64_t be__fake_delay(const struct fake_conn *c)
 int be__fake_cq_push(struct fake_cq *cq, const struct be_xwc *wc, uint64_t *last, uint64_t extra)
 {
 	uint64_t due = extra == UINT64_MAX ? UINT64_MAX : cq->polls + extra;
+	struct fake_cqe *q = be__fake_grow(cq->q, &cq->cap, cq->count, sizeof(*q), 64);
 
-	if (cq->count == cq->cap) {
-		uint32_t cap = cq->cap ? cq->cap * 2 : 64;
-		struct fake_cqe *q = realloc(cq->q, cap * sizeof(*q));
-
-		if (!q)
-			return -ENOMEM;
-		cq->q = q;
-		cq->cap = cap;
-	}
+	if (!q)
+		return -ENOMEM;
+	cq->q = q;
 	if (last) {
 		if (due < *last)
 			due = *last;
@@ -116,17 +110,12 @@ int be__fake_cq_create(struct be_xdev *xd, uint32_t depth, struct be_xcq **out)
 	rc = in->cq_create(container_of(xd, struct fake_dev, x)->in, depth, &cq->in);
 	if (rc)
 		goto err_free;
-	rc = be__wake_init(&cq->wake, 0, NULL, NULL);
+	rc = be__fake_wake_open(&cq->wake, in->cq_fd(cq->in));
 	if (rc)
 		goto err_cq;
-	rc = be__wake_watch(&cq->wake, in->cq_fd(cq->in), EPOLLIN, NULL);
-	if (rc)
-		goto err_wake;
 	*out = &cq->x;
 	return 0;
 
-err_wake:
-	be__wake_close(&cq->wake);
 err_cq:
 	in->cq_destroy(cq->in);
 err_free:
