@@ -81,6 +81,15 @@ void perf_echo_serve(struct be_sock *s, void *buf, size_t len, void *user);
 void perf_echo_answer(struct be_sock *s, void *buf, size_t len, void *user);
 int perf_echo_accept(struct be_listener *l, struct be_sock *s, void *user);
 
+/* perf_echo_send() - a request of @size bytes (0x5a) on @s, its send
+ * completing into @c. 0, -ENOMEM, or be_sock_send()'s error (the buffer
+ * freed). perf_echo_wait() - progress @cw and @sw until @c has @want
+ * answers: 0; -EIO once @c counts an error or a closed Socket;
+ * -ETIMEDOUT past @timeout_s seconds after @start_ns. */
+int perf_echo_send(struct be_sock *s, size_t size, struct perf_echo *c);
+int perf_echo_wait(struct be_worker *cw, struct be_worker *sw, struct perf_echo *c,
+		   uint64_t want, uint64_t start_ns, uint64_t timeout_s);
+
 /* Shut the two workers of a one-process test down together (each waits
  * for the other's answers, and one thread drives both), then destroy
  * them; NULL entries are skipped. */

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <be/alloc.h>
 #include <be/be.h>
 #include <be/sock.h>
 
@@ -40,24 +39,14 @@ static int cost_run(struct be_worker *cw, struct be_worker *sw, struct be_sock *
 	uint64_t i;
 
 	for (i = 0; i < n; i++) {
-		uint64_t start = perf_now_ns(), spins = 0;
-		char *b = be_alloc(size ? size : 1);
+		uint64_t start = perf_now_ns();
+		int rc = perf_echo_send(s, size, c);
 
-		if (!b)
-			return -ENOMEM;
-		memset(b, 0x5a, size);
-		if (be_sock_send(s, b, size, perf_echo_sent, c)) {
-			be_free(b);
-			return -EIO;
-		}
-		while (c->answered <= i) {
-			be_worker_progress(cw);
-			be_worker_progress(sw);
-			if (c->errors)
-				return -EIO;
-			if (++spins % 65536 == 0 && perf_now_ns() - start > timeout_s * 1000000000ull)
-				return -ETIMEDOUT;
-		}
+		if (rc)
+			return rc == -ENOMEM ? rc : -EIO;
+		rc = perf_echo_wait(cw, sw, c, i + 1, start, timeout_s);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }

@@ -5,6 +5,7 @@
  * Counters in struct perf_echo (perf.h), one for each side.
  */
 #include <errno.h>
+#include <string.h>
 
 #include <be/alloc.h>
 #include <be/sock.h>
@@ -39,6 +40,37 @@ int perf_echo_accept(struct be_listener *l, struct be_sock *s, void *user)
 {
 	(void)l;
 	be_sock_set_user(s, user);
+	return 0;
+}
+
+int perf_echo_send(struct be_sock *s, size_t size, struct perf_echo *c)
+{
+	char *b = be_alloc(size ? size : 1);
+	int rc;
+
+	if (!b)
+		return -ENOMEM;
+	memset(b, 0x5a, size);
+	rc = be_sock_send(s, b, size, perf_echo_sent, c);
+	if (rc)
+		be_free(b);
+	return rc;
+}
+
+int perf_echo_wait(struct be_worker *cw, struct be_worker *sw, struct perf_echo *c,
+		   uint64_t want, uint64_t start_ns, uint64_t timeout_s)
+{
+	uint64_t spins = 0;
+
+	while (c->answered < want) {
+		be_worker_progress(cw);
+		be_worker_progress(sw);
+		if (c->errors || c->closed)
+			return -EIO;
+		/* The clock now and then: this loop is what cost measures. */
+		if (++spins % 4096 == 0 && perf_now_ns() - start_ns > timeout_s * 1000000000ull)
+			return -ETIMEDOUT;
+	}
 	return 0;
 }
 

@@ -28,7 +28,6 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include <be/alloc.h>
 #include <be/be.h>
 #include <be/sock.h>
 
@@ -63,31 +62,16 @@ static int fan_recv_stats(struct be_worker *w, uint64_t *buffers, uint64_t *rese
 static int fan_round(struct be_worker *cw, struct be_worker *sw, struct be_sock **socks,
 		     uint32_t n, size_t size, struct perf_echo *c, uint64_t timeout_s)
 {
-	uint64_t want = c->answered + n, start = perf_now_ns(), spins = 0;
+	uint64_t want = c->answered + n, start = perf_now_ns();
 	uint32_t i;
 
 	for (i = 0; i < n; i++) {
-		char *b = be_alloc(size ? size : 1);
-		int rc;
+		int rc = perf_echo_send(socks[i], size, c);
 
-		if (!b)
-			return -ENOMEM;
-		memset(b, 0x5a, size);
-		rc = be_sock_send(socks[i], b, size, perf_echo_sent, c);
-		if (rc) {
-			be_free(b);
+		if (rc)
 			return rc;
-		}
 	}
-	while (c->answered < want) {
-		be_worker_progress(cw);
-		be_worker_progress(sw);
-		if (c->errors || c->closed)
-			return -EIO;
-		if (++spins % 4096 == 0 && perf_now_ns() - start > timeout_s * 1000000000ull)
-			return -ETIMEDOUT;
-	}
-	return 0;
+	return perf_echo_wait(cw, sw, c, want, start, timeout_s);
 }
 
 static int cmp_u64(const void *a, const void *b)
