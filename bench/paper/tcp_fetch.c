@@ -67,6 +67,7 @@
 #include <unistd.h>
 
 #include "loadgen.h"
+#include "loopback.h"
 
 #define TF_MAGIC 0x46455443u
 #define TF_MAX_KEYS (1u << 24)
@@ -119,13 +120,6 @@ static int tf_read(int fd, void *buf, size_t len)
 static int tf_write(int fd, const void *buf, size_t len)
 {
 	return tf_xfer(fd, (void *)buf, len, 1);
-}
-
-static void tf_nodelay(int fd)
-{
-	int one = 1;
-
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 /* ---- server ------------------------------------------------------------ */
@@ -242,7 +236,7 @@ static int tf_serve(int lfd, const struct tf_opts *o, int ready_fd)
 			perror("tcp-fetch server: accept");
 			return 1;
 		}
-		tf_nodelay(fd);
+		lo_nodelay(fd);
 		ca = malloc(sizeof(*ca));
 		if (!ca) {
 			close(fd);
@@ -257,26 +251,6 @@ static int tf_serve(int lfd, const struct tf_opts *o, int ready_fd)
 		}
 		pthread_detach(th);
 	}
-}
-
-static int tf_listen(int port, int *bound)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t al = sizeof(a);
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return -1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)port);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 128) ||
-	    getsockname(fd, (struct sockaddr *)&a, &al)) {
-		close(fd);
-		return -1;
-	}
-	*bound = ntohs(a.sin_port);
-	return fd;
 }
 
 /* ---- ranker ------------------------------------------------------------ */
@@ -467,23 +441,6 @@ static void tf_phase(struct tf_ranker *r, double seconds, int measured, uint64_t
 	pthread_mutex_unlock(&r->mu);
 }
 
-static int tf_connect(int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return -1;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)port);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
-		close(fd);
-		return -1;
-	}
-	tf_nodelay(fd);
-	return fd;
-}
-
 static int tf_ranker_run(const struct tf_opts *o)
 {
 	struct tf_ranker r = { .o = o };
@@ -514,7 +471,7 @@ static int tf_ranker_run(const struct tf_opts *o)
 	for (i = 0; i < o->conns; i++) {
 		th[i].r = &r;
 		th[i].hist = lg_hist_create();
-		th[i].fd = tf_connect(o->port);
+		th[i].fd = lo_connect(o->port);
 		if (th[i].fd < 0 || !th[i].hist) {
 			fprintf(stderr, "tcp-fetch ranker: connect to port %d: %s\n", o->port,
 				strerror(errno));
@@ -681,7 +638,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	if (server || o.port < 0) {
-		lfd = tf_listen(o.port < 0 ? 0 : o.port, &bound);
+		lfd = lo_listen(o.port < 0 ? 0 : o.port, 0, &bound);
 		if (lfd < 0) {
 			perror("tcp-fetch: listen");
 			return 1;

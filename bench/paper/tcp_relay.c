@@ -35,6 +35,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "loopback.h"
+
 #define RL_PAIRS 256
 #define RL_BUF 65536
 
@@ -52,20 +54,11 @@ static struct rl_pair *pairs[RL_PAIRS];
 
 static int rl_connect(int port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = lo_connect(port);
 
-	if (fd < 0)
-		return -1;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)port);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
-		close(fd);
-		return -1;
-	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* Non-blocking from here: a slow side must not stall the others. */
-	fcntl(fd, F_SETFL, O_NONBLOCK);
+	if (fd >= 0)
+		fcntl(fd, F_SETFL, O_NONBLOCK);
 	return fd;
 }
 
@@ -110,9 +103,7 @@ static int rl_pump(struct rl_pair *p, const short *rev)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t al = sizeof(a);
-	int i, to = -1, listen_port = 0, lfd, one = 1;
+	int i, to = -1, listen_port = 0, lfd, bound;
 
 	for (i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--to"))
@@ -127,18 +118,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (lfd < 0)
-		return 1;
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)listen_port);
-	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 128) ||
-	    getsockname(lfd, (struct sockaddr *)&a, &al)) {
+	lfd = lo_listen(listen_port, SOCK_NONBLOCK, &bound);
+	if (lfd < 0) {
 		perror("tcp-relay: listen");
 		return 1;
 	}
-	printf("listening %d\nready\n", ntohs(a.sin_port));
+	printf("listening %d\nready\n", bound);
 	fflush(stdout);
 	for (;;) {
 		struct pollfd pf[1 + 2 * RL_PAIRS];
@@ -196,7 +181,7 @@ int main(int argc, char **argv)
 				close(sfd);
 				continue;
 			}
-			setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			lo_nodelay(cfd);
 			pairs[i]->fd[0] = cfd;
 			pairs[i]->fd[1] = sfd;
 		}
