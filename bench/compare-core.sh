@@ -44,10 +44,7 @@ set -uo pipefail
 prog=compare-core
 . "$(dirname "${BASH_SOURCE[0]}")/lib-compare.sh"
 cmp_args "$@"
-cmp_tools timeout
-[ -n "$build" ] || cmp_tools cmake
-[ $pin -eq 0 ] || cmp_tools taskset
-cmp_build
+cmp_prepare
 
 # ---- iterations ------------------------------------------------------------
 if [ $quick -eq 1 ]; then

@@ -92,10 +92,7 @@ case "$size$outstanding" in *[!0-9]*) echo "$prog: --size and --outstanding take
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib-compare.sh"
 cmp_args "${args[@]}"
-cmp_tools timeout
-[ -n "$build" ] || cmp_tools cmake
-[ $pin -eq 0 ] || cmp_tools taskset
-cmp_build
+cmp_prepare
 grpc_echo="$build/bench/grpc/grpc-echo"
 if [ ! -x "$grpc_echo" ] && [ "$build" = "$root/build-bench" ]; then
 	# cmp_build made be-perf only; the gRPC programs build when the
@@ -348,14 +345,7 @@ report_json() {
 		fi
 		line+=",\"reps\":$(set -- $(stats ${g}_$n); echo $4),\"failed\":${FAILS[${g}_$n]}"
 		for f in p50:p50_us p99:p99_us avg:avg_us cps:calls_per_s cpc:calls_per_s_per_core; do
-			n=${f%%:*}
-			s=$(stats ${g}_$n)
-			if [ -n "$s" ]; then
-				set -- $s
-				line+=",\"${f#*:}\":$1,\"${f#*:}_min\":$2,\"${f#*:}_max\":$3"
-			else
-				line+=",\"${f#*:}\":null"
-			fi
+			line+=$(stats_json "${f#*:}" "${g}_${f%%:*}")
 		done
 		printf '%s}\n' "$line"
 	done
@@ -369,13 +359,7 @@ report_json() {
 		fi
 		line+=",\"reps\":$(set -- $(stats ${g}_det); echo $4),\"failed\":${FAILS[${g}_fail]}"
 		for f in det:detect_ms rec:recover_ms; do
-			s=$(stats ${g}_${f%%:*})
-			if [ -n "$s" ]; then
-				set -- $s
-				line+=",\"${f#*:}\":$1,\"${f#*:}_min\":$2,\"${f#*:}_max\":$3"
-			else
-				line+=",\"${f#*:}\":null"
-			fi
+			line+=$(stats_json "${f#*:}" "${g}_${f%%:*}")
 		done
 		n=0
 		for s in ${VALS[${g}_fail]}; do

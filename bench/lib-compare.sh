@@ -1,5 +1,6 @@
 # lib-compare.sh - the machinery the side-by-side benchmarks share
-# (compare-transports.sh, compare-core.sh). Sourced, never run.
+# (compare-transports.sh, compare-core.sh, compare-rpc.sh). Sourced,
+# never run.
 #
 # The sourcing script sets, before sourcing:
 #   prog           its name, for messages ("compare-core")
@@ -7,6 +8,7 @@
 #   cmp_args "$@"           parse the common options (below)
 #   cmp_tools T...          every tool T must be on PATH, else exit 2
 #   cmp_build               build (or find) be-perf; sets beperf
+#                           (cmp_prepare: both, for a be-perf-only run)
 #   def / def_once ...      declare the measurements, in report order
 #   cmp_reps BODY           call BODY R for R = 1..reps (interleaved reps)
 #   ratio / limit ...       the ratios and absolute targets to report
@@ -103,6 +105,15 @@ cmp_build() {
 	fi
 	beperf="$build/tools/be-perf"
 	[ -x "$beperf" ] || cmp_die "$beperf not found (build the be-perf target)"
+}
+
+# cmp_prepare: the tools every run of be-perf needs (timeout; cmake unless
+# --build; taskset when pinned), then cmp_build.
+cmp_prepare() {
+	cmp_tools timeout
+	[ -n "$build" ] || cmp_tools cmake
+	[ $pin -eq 0 ] || cmp_tools taskset
+	cmp_build
 }
 
 # ---- bookkeeping -----------------------------------------------------------

@@ -16,5 +16,18 @@ stats() {
 		}'
 }
 
+# stats_json KEY NAME -> ,"KEY":median,"KEY_min":min,"KEY_max":max of
+# NAME's values, or ,"KEY":null when it has none: fields of a JSON line.
+stats_json() {
+	local s
+	s=$(stats "$2")
+	if [ -n "$s" ]; then
+		set -- "$1" $s
+		printf ',"%s":%s,"%s_min":%s,"%s_max":%s' "$1" "$2" "$1" "$3" "$1" "$4"
+	else
+		printf ',"%s":null' "$1"
+	fi
+}
+
 # median NAME -> the median of NAME (empty when NAME has no value)
 median() { stats "$1" | awk '{ print $1 }'; }
