@@ -68,6 +68,16 @@ static inline const char *test_arg(int argc, char **argv, const char *name, cons
 	return def;
 }
 
+/* test_rand() - the next of xorshift64's numbers from state *@x (not 0):
+ * test input and patterns, not statistics. */
+static inline uint64_t test_rand(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
 /* test_dir_count() - the entries of directory @dir but "." and ".."
  * (and hidden ones): files, open descriptors in /proc/self/fd, ... */
 static inline int test_dir_count(const char *dir)

@@ -36,10 +36,7 @@ static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint64_t next(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return test_rand(&rng);
 }
 
 static int read_file(const char *path, struct input *in)

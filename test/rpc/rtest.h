@@ -221,15 +221,6 @@ void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 		    void (*act)(struct rt_replica *rep, bool repair, void *arg), void *arg,
 		    const char *fault, struct be_rpc_chan_stats *out);
 
-/* xorshift64: test input, not statistics. */
-static inline uint64_t rt_rand(uint64_t *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 /* How much slower than the host this runs: 5 inside the Soft-RoCE guest
  * (an emulated CPU, $BE_RXE_GUEST), else 1. Tests about failover scale
  * their deadlines by it, so that a deadline means the same thing there. */

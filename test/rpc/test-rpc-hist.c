@@ -17,7 +17,7 @@ static uint64_t rnd = 0x9e3779b97f4a7c15ull;
 
 static uint64_t xr(void)
 {
-	return rt_rand(&rnd);
+	return test_rand(&rnd);
 }
 
 static int cmp_u64(const void *a, const void *b)

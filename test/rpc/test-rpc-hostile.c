@@ -155,7 +155,7 @@ static uint64_t rnd = 0x853c49e6748fea9bull;
 
 static uint64_t xr(void)
 {
-	return rt_rand(&rnd);
+	return test_rand(&rnd);
 }
 
 int main(int argc, char **argv)

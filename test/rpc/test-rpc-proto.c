@@ -15,7 +15,7 @@ static uint64_t rnd = 88172645463325252ull;
 
 static uint64_t xr(void)
 {
-	return rt_rand(&rnd);
+	return test_rand(&rnd);
 }
 
 static void check_roundtrip(const struct be_rpc_hdr *h)

@@ -15,7 +15,7 @@ static uint64_t rnd = 0x2545f4914f6cdd1dull;
 
 static uint64_t xr(void)
 {
-	return rt_rand(&rnd);
+	return test_rand(&rnd);
 }
 
 static void bad(const char *line)

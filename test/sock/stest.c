@@ -119,9 +119,7 @@ void st_fill(void *p, size_t len, uint32_t seed)
 	size_t i;
 
 	for (i = 0; i + 8 <= len; i += 8) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		test_rand(&x);
 		memcpy(b + i, &x, 8);
 	}
 	for (; i < len; i++)
@@ -135,9 +133,7 @@ int st_check(const void *p, size_t len, uint32_t seed)
 	size_t i;
 
 	for (i = 0; i + 8 <= len; i += 8) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		test_rand(&x);
 		if (memcmp(b + i, &x, 8))
 			return 0;
 	}

@@ -228,10 +228,7 @@ static uint64_t rnd_state = 0x9E3779B97F4A7C15ull;
 
 static uint64_t rnd(void)
 {
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 7;
-	rnd_state ^= rnd_state << 17;
-	return rnd_state;
+	return test_rand(&rnd_state);
 }
 
 int main(int argc, char **argv)
