@@ -205,6 +205,13 @@ void raw_connect(const char *addr, uint32_t magic, uint32_t credits)
 	st_pump(&raw.w, 1, cond_established, NULL);
 }
 
+void raw_hang_up(void)
+{
+	raw.ops->conn_destroy(raw.conn);
+	raw.conn = NULL;
+	st_pump(&raw.w, 1, cond_no_engine, NULL);
+}
+
 /* Post one SEND of @len bytes at @data: inline up to 256 bytes (every
  * device takes that much), else from a buffer kept until raw_close(). */
 void raw_send(const void *data, uint32_t len)

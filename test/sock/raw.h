@@ -62,6 +62,9 @@ void raw_poll(void);
 /* Connect to @addr ("scheme://...") with a hello of @magic; pumps
  * raw.w until established, rejected or dead. */
 void raw_connect(const char *addr, uint32_t magic, uint32_t credits);
+/* Destroy raw.conn and pump raw.w until its Engine for it is gone, so
+ * that the next raw_connect() starts afresh. */
+void raw_hang_up(void);
 /* One SEND of @len bytes at @data (inline up to 256 bytes). */
 void raw_send(const void *data, uint32_t len);
 /* The @n frames of @fs (payload @payload) in one SEND. */

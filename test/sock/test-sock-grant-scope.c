@@ -123,9 +123,7 @@ int main(int argc, char **argv)
 		if (memcmp(before, a, sizeof(before)))
 			TEST_FAIL("the bytes past the grant changed");
 	} else {
-		raw.ops->conn_destroy(raw.conn);
-		raw.conn = NULL;
-		st_pump(&w, 1, cond_no_engine, NULL);
+		raw_hang_up();
 	}
 
 	/* A grant written and completed, then written again. */
@@ -139,9 +137,7 @@ int main(int argc, char **argv)
 		post(BE_XWR_WRITE, src, 64, raw.resp.addr, raw.resp.rkey, 0);
 		expect_refused("WRITE into a completed grant");
 	} else {
-		raw.ops->conn_destroy(raw.conn);
-		raw.conn = NULL;
-		st_pump(&w, 1, cond_no_engine, NULL);
+		raw_hang_up();
 	}
 
 	/* A key of a connection that is gone, on a new one (which has a
@@ -150,9 +146,7 @@ int main(int argc, char **argv)
 	ask(1);
 	old_addr = raw.resp.addr;
 	old_rkey = raw.resp.rkey;
-	raw.ops->conn_destroy(raw.conn);
-	raw.conn = NULL;
-	st_pump(&w, 1, cond_no_engine, NULL);
+	raw_hang_up();
 	raw_connect(addr, BE_PROTO_MAGIC, 8);
 	ask(1);
 	ASSERT(raw.resp.rkey != old_rkey);

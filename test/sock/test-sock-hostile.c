@@ -404,9 +404,7 @@ int main(int argc, char **argv)
 		st_pump(&w, 1, cond_answers, (void *)(intptr_t)13);
 		ASSERT(!raw.dead);
 		ASSERT_EQ(raw.nnomem, 5);
-		raw.ops->conn_destroy(raw.conn);
-		raw.conn = NULL;
-		st_pump(&w, 1, cond_no_engine, NULL);
+		raw_hang_up();
 		fprintf(stderr, "bounded: 8 MiB granted, 4 requests answered no-memory\n");
 	}
 
@@ -543,9 +541,7 @@ int main(int argc, char **argv)
 				  PER * SENDS, SENDS);
 		fprintf(stderr, "bounded: %d KEEPALIVEs answered %d requests\n", raw.nka,
 			PER * SENDS);
-		raw.ops->conn_destroy(raw.conn);
-		raw.conn = NULL;
-		st_pump(&w, 1, cond_no_engine, NULL);
+		raw_hang_up();
 	}
 
 	/* One-way large messages and their budgets (tcp only). */
