@@ -659,7 +659,8 @@ BE_EXPORT int be_sock_stats_json(struct be_sock *s, char *buf, size_t len);
  * ("admit_refused": uid rule, shared secret, hook; "limit_refused":
  * max_peer_engines), and the bytes it
  * lends to its peers' large messages ("grant_bytes", peak
- * "grant_bytes_max", see max_worker_grant_bytes) as one JSON object into @buf,
+ * "grant_bytes_max", see max_worker_grant_bytes; they include the
+ * one-way budgets reserved for tcp peers) as one JSON object into @buf,
  * NUL-terminated. Returns the length it needs without the NUL (like
  * snprintf), or -EINVAL. Threads: worker.
  */

@@ -81,9 +81,10 @@ void be__xevq_init(struct be__evq *q)
 
 int be__xevq_push(struct be__evq *q, int efd, const struct be_xevent *ev)
 {
-	/* A connection's events come out of its reserve (BE_XPORT_CONN_EVENTS)
-	 * when memory is short; the others are lost, and said so. */
-	int ret = be__evq_push(q, ev, ev->conn != NULL);
+	/* A connection's events and an SRQ's low-water event come out of
+	 * the reserve (BE_XPORT_CONN_EVENTS, BE_XPORT_SRQ_EVENTS) when memory
+	 * is short; the others are lost, and said so. */
+	int ret = be__evq_push(q, ev, ev->conn || ev->type == BE_XEV_SRQ_LIMIT);
 
 	if (ret < 0) {
 		be_log_err("xport: out of memory queueing a %s event; lost",

@@ -80,6 +80,11 @@ struct be_xport_ops;
  * transports reserve that many queue nodes when they make a connection,
  * so no event of it is lost for want of memory afterwards. */
 #define BE_XPORT_CONN_EVENTS 3
+/* Beside them, tcp and shm reserve one node per connection for the
+ * SRQ_LIMIT its receives may raise: the event is one shot, so each SRQ
+ * has at most one queued until its owner re-arms it, and every SRQ that
+ * can fire has a connection on that channel. */
+#define BE_XPORT_SRQ_EVENTS 1
 #define BE_XPORT_PRIV_MAX 55 /* rdma_cm carries 56 bytes on an RC connect; verbs
 			     * spends one on the length (rdma_cm reports 56) */
 #define BE_XPORT_ADDR_MAX 108

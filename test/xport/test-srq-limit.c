@@ -2,11 +2,10 @@
  * Check the SRQ low-water event: with the limit armed at 4 and 8 receives
  * posted, the receive that leaves fewer than 4 posted raises one
  * BE_XEV_SRQ_LIMIT naming the srq (one shot: no more until re-armed);
- * re-arming works; on verbs the re-armed event comes even when no
- * memory is left for event nodes (its channel reserved one for the SRQ;
- * tcp and shm make it from a plain push). Receives are consumed in
- * posting order, an SRQ
- * posted beyond its depth refuses with -ENOMEM, and srq_destroy flushes
+ * re-arming works, and the re-armed event comes even when no memory is
+ * left for event nodes (verbs: its channel reserved one for the SRQ; tcp
+ * and shm: each connection reserved one). Receives are consumed in
+ * posting order, an SRQ posted beyond its depth refuses with -ENOMEM, and srq_destroy flushes
  * what is still posted.
  */
 #include "util/evq.h"
@@ -55,8 +54,7 @@ int main(int argc, char **argv)
 	ASSERT_EQ(p.srv.nev, 0);
 	/* Re-arm at 3 with 2 left: the next receive (leaving 1) fires. */
 	ASSERT_OK(t->ops->srq_arm_limit(p.srv.srq, 3));
-	if (!strcmp(t->transport, "verbs"))
-		be__evq_fail_allocs = 1 << 20;
+	be__evq_fail_allocs = 1 << 20;
 	xt_post(t, p.c, BE_XWR_SEND, 6, src, 10, BE_XWR_F_SIGNALED, 0, 0, 0);
 	xt_wait_wc(t, &p.srv, wc, 1);
 	ASSERT_UEQ(wc[0].wr_id, 6);

@@ -236,7 +236,7 @@ static struct shm_conn *cm_conn_new(struct shm_evch *ch)
 	if (!c)
 		return NULL;
 	/* Its events cannot be lost for want of memory later (evq.h). */
-	if (be__evq_reserve(&ch->evq, BE_XPORT_CONN_EVENTS)) {
+	if (be__evq_reserve(&ch->evq, BE_XPORT_CONN_EVENTS + BE_XPORT_SRQ_EVENTS)) {
 		free(c);
 		return NULL;
 	}
@@ -283,7 +283,7 @@ void be__shm_conn_destroy(struct be_xconn *xc)
 	if (ch) {
 		be__list_del_init(&c->ev_link);
 		be__xevq_purge(&ch->evq, ch->wake.efd, &c->base, NULL, NULL);
-		be__evq_unreserve(&ch->evq, BE_XPORT_CONN_EVENTS);
+		be__evq_unreserve(&ch->evq, BE_XPORT_CONN_EVENTS + BE_XPORT_SRQ_EVENTS);
 		if (c->state == SHM_CS_CONNECTING || c->state == SHM_CS_WAIT_REQ)
 			cm_timer_arm(ch);
 	}

@@ -166,7 +166,7 @@ static struct tcp_conn *conn_new(struct tcp_evch *ch)
 		return NULL;
 	}
 	/* Its events cannot be lost for want of memory later (evq.h). */
-	if (be__evq_reserve(&ch->evq, BE_XPORT_CONN_EVENTS)) {
+	if (be__evq_reserve(&ch->evq, BE_XPORT_CONN_EVENTS + BE_XPORT_SRQ_EVENTS)) {
 		free(c->rbuf);
 		free(c);
 		return NULL;
@@ -316,7 +316,7 @@ static void conn_free(struct tcp_conn *c)
 		be__list_del_init(&c->srq_link);
 	if (c->ch) {
 		be__xevq_purge(&c->ch->evq, c->ch->wake.efd, &c->x, NULL, NULL);
-		be__evq_unreserve(&c->ch->evq, BE_XPORT_CONN_EVENTS);
+		be__evq_unreserve(&c->ch->evq, BE_XPORT_CONN_EVENTS + BE_XPORT_SRQ_EVENTS);
 		be__list_del_init(&c->ev_link);
 	}
 	be__tcp_conn_free_sq(c);
