@@ -78,13 +78,20 @@ typedef void (*rpc_tmr_fn)(struct be_rpc *rpc, struct rpc_tmr *t);
 
 struct rpc_tmr {
 	uint64_t due;     /* monotonic ns */
-	uint32_t idx;     /* heap position + 1; 0: not armed */
+	uint32_t idx;     /* heap position + 1; RPC_TMR_IN_RUN: in the run; 0: not armed */
 	rpc_tmr_fn fn;
+	struct be__list link; /* in the run */
 };
+#define RPC_TMR_IN_RUN UINT32_MAX
 
+/* Timers live in one of two places (timer.c): the run, a list in order of
+ * due time that takes a timer due no earlier than its last (every call
+ * deadline of a stream with one timeout) in O(1), and a min-heap for the
+ * others. */
 struct rpc_heap {
 	struct rpc_tmr **v;
 	uint32_t n, cap;
+	struct be__list run;
 };
 
 /* What queued worker calls (ticks, deferred completions) and the timer
@@ -99,7 +106,17 @@ int be__rpc_timer_start(struct be_rpc *rpc);
 void be__rpc_timer_stop(struct be_rpc *rpc);
 /* Arm @t at @due (re-arm if armed). 0 or -ENOMEM. */
 int be__rpc_tmr_arm(struct be_rpc *rpc, struct rpc_tmr *t, uint64_t due, rpc_tmr_fn fn);
-void be__rpc_tmr_cancel(struct be_rpc *rpc, struct rpc_tmr *t);
+void be__rpc_tmr_cancel_heap(struct be_rpc *rpc, struct rpc_tmr *t);
+/* Disarm @t (no-op when not armed); inline, as every call does it. */
+static inline void be__rpc_tmr_cancel(struct be_rpc *rpc, struct rpc_tmr *t)
+{
+	if (t->idx == RPC_TMR_IN_RUN) {
+		be__list_del_init(&t->link);
+		t->idx = 0;
+	} else if (t->idx) {
+		be__rpc_tmr_cancel_heap(rpc, t);
+	}
+}
 static inline bool rpc_tmr_armed(const struct rpc_tmr *t)
 {
 	return t->idx != 0;
