@@ -24,6 +24,7 @@
 #ifndef BE_RPC_RPC_INT_H
 #define BE_RPC_RPC_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -137,11 +138,64 @@ struct rpc_ids {
 	uint32_t n, cap, free_head;
 };
 
-int be__rpc_ids_add(struct rpc_ids *t, void *p, uint64_t *id);
+/* The add, lookup and delete of every call are inline (ids.c explains
+ * the ids); only a table that must grow calls out. */
+int be__rpc_ids_grow(struct rpc_ids *t, uint32_t *slot);
+
+/* Enter @p; its id in *@id. 0 or -ENOMEM. */
+static inline int be__rpc_ids_add(struct rpc_ids *t, void *p, uint64_t *id)
+{
+	uint32_t i = t->free_head;
+
+	if (i != RPC_IDS_NONE) {
+		t->free_head = t->v[i].next_free;
+	} else if (be__rpc_ids_grow(t, &i)) {
+		return -ENOMEM;
+	}
+	t->v[i].p = p;
+	t->v[i].next_free = RPC_IDS_NONE;
+	*id = (uint64_t)t->v[i].gen << 32 | i;
+	return 0;
+}
+
 /* The object of @id, or NULL; *@late set when @id was issued once and
  * its object is gone (NULL: caller does not care). */
-void *be__rpc_ids_get(const struct rpc_ids *t, uint64_t id, bool *late);
-void be__rpc_ids_del(struct rpc_ids *t, uint64_t id);
+static inline void *be__rpc_ids_get(const struct rpc_ids *t, uint64_t id, bool *late)
+{
+	uint32_t i = (uint32_t)id, gen = (uint32_t)(id >> 32);
+	const struct rpc_id_slot *s;
+
+	if (late)
+		*late = false;
+	if (i >= t->n || gen == 0)
+		return NULL;
+	s = &t->v[i];
+	if (s->gen == gen && s->p)
+		return s->p;
+	/* Issued before when the slot has moved past that generation (or
+	 * wrapped: generations only grow, skipping 0). */
+	if (late && s->gen > gen)
+		*late = true;
+	return NULL;
+}
+
+/* Forget @id (a no-op for an id not current, 0 included). */
+static inline void be__rpc_ids_del(struct rpc_ids *t, uint64_t id)
+{
+	uint32_t i = (uint32_t)id;
+	struct rpc_id_slot *s;
+
+	if (i >= t->n)
+		return;
+	s = &t->v[i];
+	if (s->gen != (uint32_t)(id >> 32) || !s->p)
+		return;
+	s->p = NULL;
+	s->gen = s->gen + 1 ? s->gen + 1 : 1;
+	s->next_free = t->free_head;
+	t->free_head = i;
+}
+
 void be__rpc_ids_free(struct rpc_ids *t);
 
 /* ---- connections (conn.c) */
