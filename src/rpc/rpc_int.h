@@ -29,6 +29,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <be/be.h>
 #include <be/rpc.h>
@@ -220,7 +221,12 @@ struct rpc_conn {
 	struct be__list link;     /* server: rpc->sconns */
 };
 
-void be__rpc_conn_put(struct rpc_conn *c);
+/* Drop one reference of @c; the last frees it. */
+static inline void be__rpc_conn_put(struct rpc_conn *c)
+{
+	if (!--c->refs)
+		free(c);
+}
 /* Close the socket (idempotent); attempts on it are failed by the caller. */
 void be__rpc_conn_close(struct rpc_conn *c);
 /* Send one message (header already written at @base); the send callback
@@ -408,6 +414,7 @@ struct be_rpc {
 	/* server */
 	struct rpc_method *methods;
 	uint32_t mcap, mcount;
+	struct rpc_method *mlast; /* the method found last (NULL: none) */
 	struct be__list lsts, sconns;
 	bool draining;
 	struct be_rpc_server_stats ss;
