@@ -1,7 +1,7 @@
 /*
  * rpc_int.h - the objects of the RPC layer (internal to src/rpc).
  *
- *   be_rpc ─┬─ timer heap + timer thread (timer.c)
+ *   be_rpc ─┬─ timers (run + heap) + timer thread (timer.c)
  *           ├─ id tables of calls and attempts (ids.c)
  *           ├─ methods, listeners, server conns, requests (server.c)
  *           └─ channels (channel.c)
