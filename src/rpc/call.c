@@ -333,7 +333,9 @@ static int call_attempt(struct rpc_call *call, int kind)
 			}
 			budgeted = true;
 		}
-		rc = be__rpc_addr_conn(addr, &conn);
+		/* The address's open connection, else a new one. */
+		conn = addr->conn;
+		rc = conn && conn->s ? 0 : be__rpc_addr_conn(addr, &conn);
 		if (rc && call->kind == RPC_CALL_PROBE)
 			return -EHOSTUNREACH; /* the probe's failure handles it */
 		if (rc) {
@@ -819,10 +821,13 @@ int be_rpc_call(struct be_rpc_chan *ch, uint32_t service, uint32_t method, void 
 	struct rpc_call *call;
 	int rc;
 
-	if (!ch || be__rpc_opts(&o, opts) || (!cb && !(o.flags & BE_RPC_ONEWAY)))
+	/* Without options (the common call) there is nothing to copy:
+	 * call_new() reads NULL as all 0. */
+	if (!ch || (opts && be__rpc_opts(&o, opts)) ||
+	    (!cb && !(opts && (o.flags & BE_RPC_ONEWAY))))
 		return -EINVAL;
-	rc = be__rpc_call_start(ch, RPC_CALL_USER, service, method, req, len, &o, cb, arg,
-				id != NULL, &call);
+	rc = be__rpc_call_start(ch, RPC_CALL_USER, service, method, req, len, opts ? &o : NULL,
+				cb, arg, id != NULL, &call);
 	if (rc)
 		return rc;
 	if (id)

@@ -18,13 +18,6 @@
 #include "rpc/rpc_int.h"
 #include "util/log.h"
 
-void be__rpc_conn_put(struct rpc_conn *c)
-{
-	if (--c->refs)
-		return;
-	free(c);
-}
-
 /* Close @c's socket. Returns 1 if it had one: the caller then owns the
  * socket's reference and drops it. */
 static int conn_close_sock(struct rpc_conn *c)

@@ -20,68 +20,27 @@
 
 #include "rpc/rpc_int.h"
 
-int be__rpc_ids_add(struct rpc_ids *t, void *p, uint64_t *id)
+/* A new slot at the end of @t, in *@slot (the free list is empty). */
+int be__rpc_ids_grow(struct rpc_ids *t, uint32_t *slot)
 {
 	uint32_t i;
 
-	if (t->free_head != RPC_IDS_NONE) {
-		i = t->free_head;
-		t->free_head = t->v[i].next_free;
-	} else {
-		if (t->n == t->cap) {
-			uint32_t cap = t->cap ? t->cap * 2 : 64;
-			struct rpc_id_slot *v;
+	if (t->n == t->cap) {
+		uint32_t cap = t->cap ? t->cap * 2 : 64;
+		struct rpc_id_slot *v;
 
-			if (cap <= t->cap)
-				return -ENOMEM;
-			v = realloc(t->v, (size_t)cap * sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			t->v = v;
-			t->cap = cap;
-		}
-		i = t->n++;
-		t->v[i].gen = 1;
+		if (cap <= t->cap)
+			return -ENOMEM;
+		v = realloc(t->v, (size_t)cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		t->v = v;
+		t->cap = cap;
 	}
-	t->v[i].p = p;
-	t->v[i].next_free = RPC_IDS_NONE;
-	*id = (uint64_t)t->v[i].gen << 32 | i;
+	i = t->n++;
+	t->v[i].gen = 1;
+	*slot = i;
 	return 0;
-}
-
-void *be__rpc_ids_get(const struct rpc_ids *t, uint64_t id, bool *late)
-{
-	uint32_t i = (uint32_t)id, gen = (uint32_t)(id >> 32);
-	const struct rpc_id_slot *s;
-
-	if (late)
-		*late = false;
-	if (i >= t->n || gen == 0)
-		return NULL;
-	s = &t->v[i];
-	if (s->gen == gen && s->p)
-		return s->p;
-	/* Issued before when the slot has moved past that generation (or
-	 * wrapped: generations only grow, skipping 0). */
-	if (late && s->gen > gen)
-		*late = true;
-	return NULL;
-}
-
-void be__rpc_ids_del(struct rpc_ids *t, uint64_t id)
-{
-	uint32_t i = (uint32_t)id;
-	struct rpc_id_slot *s;
-
-	if (i >= t->n)
-		return;
-	s = &t->v[i];
-	if (s->gen != (uint32_t)(id >> 32) || !s->p)
-		return;
-	s->p = NULL;
-	s->gen = s->gen + 1 ? s->gen + 1 : 1;
-	s->next_free = t->free_head;
-	t->free_head = i;
 }
 
 void be__rpc_ids_free(struct rpc_ids *t)

@@ -1,7 +1,7 @@
 /*
  * rpc_int.h - the objects of the RPC layer (internal to src/rpc).
  *
- *   be_rpc ─┬─ timer heap + timer thread (timer.c)
+ *   be_rpc ─┬─ timers (run + heap) + timer thread (timer.c)
  *           ├─ id tables of calls and attempts (ids.c)
  *           ├─ methods, listeners, server conns, requests (server.c)
  *           └─ channels (channel.c)
@@ -24,10 +24,12 @@
 #ifndef BE_RPC_RPC_INT_H
 #define BE_RPC_RPC_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <be/be.h>
 #include <be/rpc.h>
@@ -78,13 +80,20 @@ typedef void (*rpc_tmr_fn)(struct be_rpc *rpc, struct rpc_tmr *t);
 
 struct rpc_tmr {
 	uint64_t due;     /* monotonic ns */
-	uint32_t idx;     /* heap position + 1; 0: not armed */
+	uint32_t idx;     /* heap position + 1; RPC_TMR_IN_RUN: in the run; 0: not armed */
 	rpc_tmr_fn fn;
+	struct be__list link; /* in the run */
 };
+#define RPC_TMR_IN_RUN UINT32_MAX
 
+/* Timers live in one of two places (timer.c): the run, a list in order of
+ * due time that takes a timer due no earlier than its last (every call
+ * deadline of a stream with one timeout) in O(1), and a min-heap for the
+ * others. */
 struct rpc_heap {
 	struct rpc_tmr **v;
 	uint32_t n, cap;
+	struct be__list run;
 };
 
 /* What queued worker calls (ticks, deferred completions) and the timer
@@ -99,7 +108,17 @@ int be__rpc_timer_start(struct be_rpc *rpc);
 void be__rpc_timer_stop(struct be_rpc *rpc);
 /* Arm @t at @due (re-arm if armed). 0 or -ENOMEM. */
 int be__rpc_tmr_arm(struct be_rpc *rpc, struct rpc_tmr *t, uint64_t due, rpc_tmr_fn fn);
-void be__rpc_tmr_cancel(struct be_rpc *rpc, struct rpc_tmr *t);
+void be__rpc_tmr_cancel_heap(struct be_rpc *rpc, struct rpc_tmr *t);
+/* Disarm @t (no-op when not armed); inline, as every call does it. */
+static inline void be__rpc_tmr_cancel(struct be_rpc *rpc, struct rpc_tmr *t)
+{
+	if (t->idx == RPC_TMR_IN_RUN) {
+		be__list_del_init(&t->link);
+		t->idx = 0;
+	} else if (t->idx) {
+		be__rpc_tmr_cancel_heap(rpc, t);
+	}
+}
 static inline bool rpc_tmr_armed(const struct rpc_tmr *t)
 {
 	return t->idx != 0;
@@ -120,11 +139,64 @@ struct rpc_ids {
 	uint32_t n, cap, free_head;
 };
 
-int be__rpc_ids_add(struct rpc_ids *t, void *p, uint64_t *id);
+/* The add, lookup and delete of every call are inline (ids.c explains
+ * the ids); only a table that must grow calls out. */
+int be__rpc_ids_grow(struct rpc_ids *t, uint32_t *slot);
+
+/* Enter @p; its id in *@id. 0 or -ENOMEM. */
+static inline int be__rpc_ids_add(struct rpc_ids *t, void *p, uint64_t *id)
+{
+	uint32_t i = t->free_head;
+
+	if (i != RPC_IDS_NONE) {
+		t->free_head = t->v[i].next_free;
+	} else if (be__rpc_ids_grow(t, &i)) {
+		return -ENOMEM;
+	}
+	t->v[i].p = p;
+	t->v[i].next_free = RPC_IDS_NONE;
+	*id = (uint64_t)t->v[i].gen << 32 | i;
+	return 0;
+}
+
 /* The object of @id, or NULL; *@late set when @id was issued once and
  * its object is gone (NULL: caller does not care). */
-void *be__rpc_ids_get(const struct rpc_ids *t, uint64_t id, bool *late);
-void be__rpc_ids_del(struct rpc_ids *t, uint64_t id);
+static inline void *be__rpc_ids_get(const struct rpc_ids *t, uint64_t id, bool *late)
+{
+	uint32_t i = (uint32_t)id, gen = (uint32_t)(id >> 32);
+	const struct rpc_id_slot *s;
+
+	if (late)
+		*late = false;
+	if (i >= t->n || gen == 0)
+		return NULL;
+	s = &t->v[i];
+	if (s->gen == gen && s->p)
+		return s->p;
+	/* Issued before when the slot has moved past that generation (or
+	 * wrapped: generations only grow, skipping 0). */
+	if (late && s->gen > gen)
+		*late = true;
+	return NULL;
+}
+
+/* Forget @id (a no-op for an id not current, 0 included). */
+static inline void be__rpc_ids_del(struct rpc_ids *t, uint64_t id)
+{
+	uint32_t i = (uint32_t)id;
+	struct rpc_id_slot *s;
+
+	if (i >= t->n)
+		return;
+	s = &t->v[i];
+	if (s->gen != (uint32_t)(id >> 32) || !s->p)
+		return;
+	s->p = NULL;
+	s->gen = s->gen + 1 ? s->gen + 1 : 1;
+	s->next_free = t->free_head;
+	t->free_head = i;
+}
+
 void be__rpc_ids_free(struct rpc_ids *t);
 
 /* ---- connections (conn.c) */
@@ -149,7 +221,12 @@ struct rpc_conn {
 	struct be__list link;     /* server: rpc->sconns */
 };
 
-void be__rpc_conn_put(struct rpc_conn *c);
+/* Drop one reference of @c; the last frees it. */
+static inline void be__rpc_conn_put(struct rpc_conn *c)
+{
+	if (!--c->refs)
+		free(c);
+}
 /* Close the socket (idempotent); attempts on it are failed by the caller. */
 void be__rpc_conn_close(struct rpc_conn *c);
 /* Send one message (header already written at @base); the send callback
@@ -337,6 +414,7 @@ struct be_rpc {
 	/* server */
 	struct rpc_method *methods;
 	uint32_t mcap, mcount;
+	struct rpc_method *mlast; /* the method found last (NULL: none) */
 	struct be__list lsts, sconns;
 	bool draining;
 	struct be_rpc_server_stats ss;

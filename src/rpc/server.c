@@ -44,13 +44,19 @@ int be__rpc_method_find(struct be_rpc *rpc, uint32_t service, uint32_t method,
 	uint64_t key = (uint64_t)service << 32 | method;
 	uint32_t i;
 
+	/* A server mostly sees one method after another of the same kind:
+	 * the last one found first, then the table. */
+	if (rpc->mlast && rpc->mlast->key == key) {
+		*out = rpc->mlast;
+		return 0;
+	}
 	if (!rpc->mcap)
 		return -ENOENT;
 	for (i = method_slot(key, rpc->mcap);; i = (i + 1) & (rpc->mcap - 1)) {
 		struct rpc_method *m = &rpc->methods[i];
 
 		if (m->key == key) {
-			*out = m;
+			*out = rpc->mlast = m;
 			return 0;
 		}
 		if (!m->key)
@@ -77,6 +83,7 @@ static int methods_grow(struct be_rpc *rpc)
 	free(old);
 	rpc->methods = v;
 	rpc->mcap = cap;
+	rpc->mlast = NULL; /* it pointed into the old table */
 	return 0;
 }
 
@@ -477,6 +484,7 @@ void be__rpc_server_free(struct be_rpc *rpc)
 	}
 	free(rpc->methods);
 	rpc->methods = NULL;
+	rpc->mlast = NULL;
 }
 
 void be_rpc_server_stats_sized(struct be_rpc *rpc, struct be_rpc_server_stats *out)

@@ -16,6 +16,15 @@
  * A worker timer in sock.h (the core has one, be__worker_timer_at) would
  * make the thread unnecessary; see docs/RPC.md.
  *
+ * Two places for a timer. Almost every timer is a call's deadline or
+ * hedge, armed when the call starts and cancelled when its reply comes,
+ * and in a stream of calls with the same timeout each is due no earlier
+ * than the one armed before it. Those go to the run, a list sorted by due
+ * time that is only ever appended to: arm and cancel are a few pointer
+ * writes. A timer due earlier than the run's last (a shorter timeout, a
+ * probe's backoff) goes to a min-heap, O(log n). The earliest timer is
+ * the earlier of the two heads.
+ *
  * Handshake. thr_due and stop are guarded by mu. The thread, when due,
  * sets ctl->tick_queued and thr_due = UINT64_MAX and queues the tick; the
  * tick clears tick_queued, runs what is due and publishes the heap's
@@ -100,12 +109,41 @@ static void timer_publish(struct be_rpc *rpc, uint64_t due)
 	pthread_mutex_unlock(&rpc->mu);
 }
 
+/* The earliest timer, or NULL. */
+static struct rpc_tmr *tmr_first(struct rpc_heap *h)
+{
+	struct rpc_tmr *r = be__list_empty(&h->run) ?
+				    NULL :
+				    be__list_entry(h->run.next, struct rpc_tmr, link);
+
+	if (h->n && (!r || h->v[0]->due < r->due))
+		return h->v[0];
+	return r;
+}
+
+static void tmr_del(struct rpc_heap *h, struct rpc_tmr *t)
+{
+	if (t->idx == RPC_TMR_IN_RUN) {
+		be__list_del_init(&t->link);
+		t->idx = 0;
+	} else {
+		heap_del(h, t);
+	}
+}
+
 int be__rpc_tmr_arm(struct be_rpc *rpc, struct rpc_tmr *t, uint64_t due, rpc_tmr_fn fn)
 {
 	struct rpc_heap *h = &rpc->heap;
 
 	t->fn = fn;
-	if (t->idx) {
+	if (t->idx == RPC_TMR_IN_RUN)
+		tmr_del(h, t);
+	if (!t->idx && (be__list_empty(&h->run) ||
+			due >= be__list_entry(h->run.prev, struct rpc_tmr, link)->due)) {
+		t->due = due;
+		t->idx = RPC_TMR_IN_RUN;
+		be__list_add_tail(&h->run, &t->link);
+	} else if (t->idx) {
 		uint64_t old = t->due;
 
 		t->due = due;
@@ -132,12 +170,12 @@ int be__rpc_tmr_arm(struct be_rpc *rpc, struct rpc_tmr *t, uint64_t due, rpc_tmr
 	return 0;
 }
 
-void be__rpc_tmr_cancel(struct be_rpc *rpc, struct rpc_tmr *t)
+/* be__rpc_tmr_cancel() of a timer in the heap. The thread keeps its
+ * wake-up time (either way): waking once for nothing is cheaper than a
+ * lock per completed call. */
+void be__rpc_tmr_cancel_heap(struct be_rpc *rpc, struct rpc_tmr *t)
 {
-	/* The thread keeps its wake-up time: waking once for nothing is
-	 * cheaper than a lock per completed call. */
-	if (t->idx)
-		heap_del(&rpc->heap, t);
+	heap_del(&rpc->heap, t);
 }
 
 /* ---- ticks and deferred work, on the worker */
@@ -152,6 +190,7 @@ static void timer_tick(struct be_worker *w, void *arg)
 {
 	struct rpc_ctl *ctl = arg;
 	struct be_rpc *rpc = ctl->rpc;
+	struct rpc_tmr *first;
 	struct rpc_heap *h;
 	uint64_t now;
 
@@ -165,15 +204,18 @@ static void timer_tick(struct be_worker *w, void *arg)
 	now = rpc_now();
 	/* A timer function may arm or cancel others (a hedge that ends in
 	 * completion cancels the deadline): take the top each time. */
-	while (h->n && h->v[0]->due <= now) {
-		struct rpc_tmr *t = h->v[0];
+	for (;;) {
+		struct rpc_tmr *t = tmr_first(h);
 
-		heap_del(h, t);
+		if (!t || t->due > now)
+			break;
+		tmr_del(h, t);
 		t->fn(rpc, t);
 	}
 	if (!be__list_empty(&rpc->deferred))
 		be__rpc_flush(rpc);
-	timer_publish(rpc, h->n ? h->v[0]->due : UINT64_MAX);
+	first = tmr_first(h);
+	timer_publish(rpc, first ? first->due : UINT64_MAX);
 	ctl_done(ctl);
 }
 
@@ -256,6 +298,7 @@ int be__rpc_timer_start(struct be_rpc *rpc)
 		return -ENOMEM;
 	rpc->ctl->rpc = rpc;
 	rpc->thr_due = rpc->pub_due = UINT64_MAX;
+	be__list_init(&rpc->heap.run);
 	pthread_mutex_init(&rpc->mu, NULL);
 	pthread_condattr_init(&ca);
 	/* The clock of be__now_ns(), so a due time needs no conversion. */
@@ -291,6 +334,7 @@ void be__rpc_timer_stop(struct be_rpc *rpc)
 	free(rpc->heap.v);
 	rpc->heap.v = NULL;
 	rpc->heap.n = rpc->heap.cap = 0;
+	be__list_init(&rpc->heap.run);
 	/* The thread is gone; only this thread touches ctl now. */
 	ctl->rpc = NULL;
 	if (atomic_load(&ctl->queued) == 0)
