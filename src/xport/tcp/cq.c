@@ -119,6 +119,7 @@ int be__tcp_cq_create(struct be_xdev *xdev, uint32_t depth, struct be_xcq **out)
 		return -ENOMEM;
 	cq->x.dev = xdev;
 	be__list_init(&cq->conns);
+	be__list_init(&cq->epset);
 	be__list_init(&cq->kick);
 	be__list_init(&cq->ackq);
 	cq->cap = BE_MAX(depth, 64u);
@@ -179,28 +180,20 @@ void be__tcp_cq_destroy(struct be_xcq *xcq)
  * nothing costs, and when data is there it saves the epoll_wait(); with
  * two or more conns one epoll_wait() is cheaper than a recv() each, and a
  * conn waiting for room to write is left to EPOLLOUT. NULL: use epoll.
+ * O(1): the cq counts the conns in its set as they join and leave it.
  */
 static struct tcp_conn *cq_sole_conn(struct tcp_cq *cq)
 {
-	struct tcp_conn *one = NULL;
-	struct be__list *p;
+	struct tcp_conn *c;
 
-	be__list_for_each(p, &cq->conns) {
-		struct tcp_conn *c = container_of(p, struct tcp_conn, scq_link);
-		int in;
-
-		/* On the list by scq_link, or by rcq_link when its rcq
-		 * differs from its scq (be__tcp_cq_destroy). */
-		if (c->scq != cq)
-			c = container_of(p, struct tcp_conn, rcq_link);
-		in = c->scq == cq ? c->ep_scq : c->ep_rcq;
-		if (!in)
-			continue;
-		if (one || c->ep_events != EPOLLIN)
-			return NULL;
-		one = c;
-	}
-	return one;
+	if (cq->nep != 1)
+		return NULL;
+	/* In the set by sep_link, or by rep_link when its rcq differs
+	 * from its scq (cm.c, cq_ep_member). */
+	c = container_of(cq->epset.next, struct tcp_conn, sep_link);
+	if (c->scq != cq)
+		c = container_of(cq->epset.next, struct tcp_conn, rep_link);
+	return c->ep_events == EPOLLIN ? c : NULL;
 }
 
 static void cq_progress(struct tcp_cq *cq, int armed_now)
