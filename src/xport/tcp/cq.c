@@ -14,7 +14,11 @@
  * set that waits to read, it reads that conn (cq_sole_conn: where data
  * came, the epoll_wait() would only have named it); with more, one
  * epoll_wait(0). The first poll after cq_arm asks nothing: the owner
- * sleeps on the cq fd next, which is readable while a socket is.
+ * sleeps on the cq fd next, which is readable while a socket is. Nor
+ * does a poll of a sole conn whose last read emptied its socket
+ * (rx_idle), unless a wakeup came since: the owner polls right after its
+ * own work (it sent a request, it answered one), where a recv() would
+ * return EAGAIN; the poll after it, or the sleep, finds what comes.
  *
  * Wakeups. After cq_arm the eventfd is written (once) for work the owner
  * would not find by polling: a completion or kick made outside cq_poll,
@@ -221,7 +225,15 @@ static void cq_progress(struct tcp_cq *cq, int armed_now)
 	one = cq_sole_conn(cq);
 	if (one) {
 		cq_drain_efd(cq); /* we are awake: stop it waking us */
-		be__tcp_conn_progress(one);
+		/* Its last read found the socket empty, and nothing woke us
+		 * since: this poll comes right after the owner's own work (a
+		 * send, a callback), too soon for an answer, so asking the
+		 * kernel again would only return EAGAIN. The sleep's epoll
+		 * or the next poll (a spin, a busy loop) reads it. */
+		if (one->rx_idle)
+			one->rx_idle = 0;
+		else
+			be__tcp_conn_progress(one);
 		cq->polling = 0;
 		return;
 	}
@@ -290,6 +302,7 @@ int be__tcp_cq_arm(struct be_xcq *xcq)
  * it arms again), and the eventfd is read only if it was written. */
 int be__tcp_cq_ack(struct be_xcq *xcq)
 {
+	struct tcp_conn *one;
 	struct tcp_cq *cq;
 
 	if (!xcq)
@@ -298,6 +311,11 @@ int be__tcp_cq_ack(struct be_xcq *xcq)
 	cq->armed = 0;
 	cq->armed_now = 0;
 	cq_drain_efd(cq);
+	/* Woken on the cq fd: the sole conn's socket is the likely reason;
+	 * read it at the next poll. */
+	one = cq_sole_conn(cq);
+	if (one)
+		one->rx_idle = 0;
 	return 0;
 }
 

@@ -278,6 +278,10 @@ struct tcp_conn {
 	int rx_has_recv;          /* rx_recv was taken from the srq */
 	struct tcp_rwr rx_recv;
 	uint32_t rx_count;        /* data frames placed (the ack value) */
+	/* The last read came back short (or EAGAIN): the socket was empty.
+	 * The next poll of a sole conn (cq.c) does not read it again; a
+	 * wakeup on the cq fd or the poll after that does. */
+	int rx_idle;
 	/* RX_ALLOC writes in progress (slot = rkey), lazily allocated; the
 	 * slot of the current frame; the hooks of be_xconn_attr. rx_stalled:
 	 * rx_alloc said -EAGAIN, the header waits in rbuf for
