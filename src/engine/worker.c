@@ -512,8 +512,13 @@ static void worker_timers(struct be_worker *w)
 		return;
 	w->timers_due = false;
 	now = be__now_ns();
-	/* A caller that polls rarely still sees connection events soon. */
-	if (now - w->ev_polled_ns > WORKER_EV_MAX_NS) {
+	/* A caller that polls rarely still sees connection events soon. A
+	 * caller that slept needs no such poll: the sleep's epoll set holds
+	 * the event channels' fds, and it reported every ready one. */
+	if (w->ev_slept) {
+		w->ev_slept = false;
+		w->ev_polled_ns = now;
+	} else if (now - w->ev_polled_ns > WORKER_EV_MAX_NS) {
 		w->ev_ready = true;
 		w->ev_polled_ns = now;
 	}
@@ -715,6 +720,7 @@ int be__worker_wait(struct be_worker *w, int timeout_ms)
 	nev = epoll_wait(w->wake.epfd, evs, BE_ARRAY_SIZE(evs), sleep_ms);
 	if (nev < 0 && errno != EINTR)
 		return -errno;
+	w->ev_slept = nev >= 0 && nev < (int)BE_ARRAY_SIZE(evs);
 	for (i = 0; i < nev; i++) {
 		uint64_t tag = (uintptr_t)evs[i].data.ptr;
 
