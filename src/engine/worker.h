@@ -124,6 +124,7 @@ struct be_worker {
 	bool idle_wake;                  /* the last wait slept and found nothing */
 	uint64_t spin_ns;                /* be_worker_wait's spin now (adaptive, <= spin_us) */
 	uint32_t spin_probe;             /* waits with no spin, to probe now and then */
+	uint32_t spin_probe_every;       /* ... after this many (backs off) */
 	uint64_t next_tick_ns;
 	unsigned int nengines;
 };
