@@ -25,7 +25,9 @@
  * the very peer we wait for) and doubles, from WORKER_SPIN_MIN_NS, after
  * one that found work. A spin shrunk to nothing probes with
  * WORKER_SPIN_MIN_NS every WORKER_SPIN_PROBE waits, so it grows back
- * when answers come fast again. A ping-pong whose answers come within
+ * when answers come fast again; each probe that finds nothing doubles
+ * that interval, up to WORKER_SPIN_PROBE_MAX (a probe costs a transport
+ * poll, on tcp a syscall, and on a loaded host it keeps failing). A ping-pong whose answers come within
  * the spin keeps spinning; a worker whose traffic comes slower, or whose
  * host is too busy to answer within it, stops paying for it within a few
  * waits. A sleep that ends with work does not grow the spin: on a loaded
@@ -52,7 +54,8 @@
  * are then found by polling, so keep that prompt. */
 #define WORKER_UNARMED_SLEEP_MS 1
 #define WORKER_SPIN_MIN_NS 2000ull /* the spin a useful wait grows back from */
-#define WORKER_SPIN_PROBE 8        /* waits without spin between two probes */
+#define WORKER_SPIN_PROBE 8        /* waits without spin between two probes, */
+#define WORKER_SPIN_PROBE_MAX 256  /* doubling up to this while probes fail */
 
 /* The periodic tick serves keepalive (a quarter of its interval is
  * precise enough); anything due sooner (a backoff retry, a connect
@@ -86,6 +89,7 @@ int be__worker_create(struct be_ctx *ctx, struct be_worker **out)
 		return -ENOMEM;
 	w->ctx = ctx;
 	w->spin_ns = (uint64_t)ctx->cfg.spin_us * 1000;
+	w->spin_probe_every = WORKER_SPIN_PROBE;
 	be__list_init(&w->engines);
 	be__list_init(&w->peers);
 	be__list_init(&w->reap);
@@ -512,8 +516,13 @@ static void worker_timers(struct be_worker *w)
 		return;
 	w->timers_due = false;
 	now = be__now_ns();
-	/* A caller that polls rarely still sees connection events soon. */
-	if (now - w->ev_polled_ns > WORKER_EV_MAX_NS) {
+	/* A caller that polls rarely still sees connection events soon. A
+	 * caller that slept needs no such poll: the sleep's epoll set holds
+	 * the event channels' fds, and it reported every ready one. */
+	if (w->ev_slept) {
+		w->ev_slept = false;
+		w->ev_polled_ns = now;
+	} else if (now - w->ev_polled_ns > WORKER_EV_MAX_NS) {
 		w->ev_ready = true;
 		w->ev_polled_ns = now;
 	}
@@ -639,15 +648,21 @@ static inline void worker_cpu_relax(void)
 #endif
 }
 
-/* The spin found work (@useful), or was wasted. */
-static void worker_spin_adapt(struct be_worker *w, bool useful)
+/* The spin (@probe: a probe of a spin shrunk to nothing) found work
+ * (@useful), or was wasted. */
+static void worker_spin_adapt(struct be_worker *w, bool useful, bool probe)
 {
 	uint64_t max = (uint64_t)w->ctx->cfg.spin_us * 1000;
 
-	if (useful)
+	if (useful) {
 		w->spin_ns = BE_MIN(BE_MAX(w->spin_ns * 2, WORKER_SPIN_MIN_NS), max);
-	else
+		w->spin_probe_every = WORKER_SPIN_PROBE;
+	} else {
 		w->spin_ns /= 2;
+		if (probe)
+			w->spin_probe_every = BE_MIN(w->spin_probe_every * 2,
+						     WORKER_SPIN_PROBE_MAX);
+	}
 }
 
 int be__worker_wait(struct be_worker *w, int timeout_ms)
@@ -655,6 +670,7 @@ int be__worker_wait(struct be_worker *w, int timeout_ms)
 	struct epoll_event evs[8];
 	uint64_t start = be__now_ns(), now, spin_ns;
 	int n, i, nev, sleep_ms, arm_err = 0, rc;
+	bool probe = false;
 
 	n = be__worker_progress(w);
 	if (n)
@@ -663,20 +679,23 @@ int be__worker_wait(struct be_worker *w, int timeout_ms)
 	 * ended with nothing to do (a timer tick of an idle worker). */
 	spin_ns = w->idle_wake ? 0 : w->spin_ns;
 	/* A spin shrunk to nothing probes again now and then. */
-	if (!spin_ns && !w->idle_wake && ++w->spin_probe % WORKER_SPIN_PROBE == 0)
+	if (!spin_ns && !w->idle_wake && ++w->spin_probe >= w->spin_probe_every) {
+		w->spin_probe = 0;
+		probe = true;
 		spin_ns = BE_MIN(WORKER_SPIN_MIN_NS, (uint64_t)w->ctx->cfg.spin_us * 1000);
+	}
 	if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000ull < spin_ns)
 		spin_ns = (uint64_t)timeout_ms * 1000000ull;
 	while ((now = be__now_ns()) - start < spin_ns) {
 		n = be__worker_progress(w);
 		if (n) {
-			worker_spin_adapt(w, true);
+			worker_spin_adapt(w, true, probe);
 			goto out;
 		}
 		worker_cpu_relax();
 	}
 	if (spin_ns)
-		worker_spin_adapt(w, false);
+		worker_spin_adapt(w, false, probe);
 	if (timeout_ms == 0)
 		return 0;
 	for (i = 0; i < w->nopen; i++) {
@@ -715,6 +734,7 @@ int be__worker_wait(struct be_worker *w, int timeout_ms)
 	nev = epoll_wait(w->wake.epfd, evs, BE_ARRAY_SIZE(evs), sleep_ms);
 	if (nev < 0 && errno != EINTR)
 		return -errno;
+	w->ev_slept = nev >= 0 && nev < (int)BE_ARRAY_SIZE(evs);
 	for (i = 0; i < nev; i++) {
 		uint64_t tag = (uintptr_t)evs[i].data.ptr;
 

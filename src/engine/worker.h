@@ -120,9 +120,11 @@ struct be_worker {
 	uint64_t ow_reserved;            /* ... of grant_bytes: one-way budgets (oneway.c) */
 	bool timers_due;                 /* read the clock at the next progress */
 	uint64_t ev_polled_ns;           /* last timed poll of the event channels */
+	bool ev_slept;                   /* a sleep's epoll covered them since */
 	bool idle_wake;                  /* the last wait slept and found nothing */
 	uint64_t spin_ns;                /* be_worker_wait's spin now (adaptive, <= spin_us) */
 	uint32_t spin_probe;             /* waits with no spin, to probe now and then */
+	uint32_t spin_probe_every;       /* ... after this many (backs off) */
 	uint64_t next_tick_ns;
 	unsigned int nengines;
 };

@@ -179,6 +179,8 @@ static struct tcp_conn *conn_new(struct tcp_evch *ch)
 	c->x.evch = &ch->x;
 	be__list_init(&c->scq_link);
 	be__list_init(&c->rcq_link);
+	be__list_init(&c->sep_link);
+	be__list_init(&c->rep_link);
 	be__list_init(&c->srq_link);
 	be__list_init(&c->kick_link);
 	be__list_init(&c->ack_link);
@@ -194,16 +196,34 @@ static int cq_epoll_ctl(struct tcp_cq *cq, int op, struct tcp_conn *c, uint32_t 
 	return epoll_ctl(cq->wake.epfd, op, c->fd, &e);
 }
 
+/* Record whether @c is in @cq's epoll set (*@in: &c->ep_scq or
+ * &c->ep_rcq), keeping the cq's epset and count with it. */
+static void cq_ep_member(struct tcp_cq *cq, struct tcp_conn *c, int *in, int member)
+{
+	struct be__list *l = in == &c->ep_scq ? &c->sep_link : &c->rep_link;
+
+	if (*in == member)
+		return;
+	*in = member;
+	if (member) {
+		be__list_add_tail(&cq->epset, l);
+		cq->nep++;
+	} else {
+		be__list_del_init(l);
+		cq->nep--;
+	}
+}
+
 /* Make @c's entry in @cq's epoll set (*@in: whether it has one) ask for
  * @want, or leave the set when @want is 0. */
 static void cq_epoll_set(struct tcp_cq *cq, struct tcp_conn *c, int *in, uint32_t want)
 {
 	if (!want && *in) {
 		cq_epoll_ctl(cq, EPOLL_CTL_DEL, c, 0);
-		*in = 0;
+		cq_ep_member(cq, c, in, 0);
 	} else if (want) {
 		if (cq_epoll_ctl(cq, *in ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c, want) == 0)
-			*in = 1;
+			cq_ep_member(cq, c, in, 1);
 	}
 }
 
@@ -238,10 +258,14 @@ void be__tcp_conn_close_fd(struct tcp_conn *c)
 {
 	if (c->fd < 0)
 		return;
-	if (c->ep_scq && c->scq)
+	if (c->ep_scq && c->scq) {
 		cq_epoll_ctl(c->scq, EPOLL_CTL_DEL, c, 0);
-	if (c->ep_rcq && c->rcq)
+		cq_ep_member(c->scq, c, &c->ep_scq, 0);
+	}
+	if (c->ep_rcq && c->rcq) {
 		cq_epoll_ctl(c->rcq, EPOLL_CTL_DEL, c, 0);
+		cq_ep_member(c->rcq, c, &c->ep_rcq, 0);
+	}
 	if (c->ep_ch && c->ch)
 		conn_evch_epoll(c, EPOLL_CTL_DEL, 0);
 	c->ep_scq = c->ep_rcq = c->ep_ch = 0;

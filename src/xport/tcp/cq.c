@@ -14,7 +14,11 @@
  * set that waits to read, it reads that conn (cq_sole_conn: where data
  * came, the epoll_wait() would only have named it); with more, one
  * epoll_wait(0). The first poll after cq_arm asks nothing: the owner
- * sleeps on the cq fd next, which is readable while a socket is.
+ * sleeps on the cq fd next, which is readable while a socket is. Nor
+ * does a poll of a sole conn whose last read emptied its socket
+ * (rx_idle), unless a wakeup came since: the owner polls right after its
+ * own work (it sent a request, it answered one), where a recv() would
+ * return EAGAIN; the poll after it, or the sleep, finds what comes.
  *
  * Wakeups. After cq_arm the eventfd is written (once) for work the owner
  * would not find by polling: a completion or kick made outside cq_poll,
@@ -119,6 +123,7 @@ int be__tcp_cq_create(struct be_xdev *xdev, uint32_t depth, struct be_xcq **out)
 		return -ENOMEM;
 	cq->x.dev = xdev;
 	be__list_init(&cq->conns);
+	be__list_init(&cq->epset);
 	be__list_init(&cq->kick);
 	be__list_init(&cq->ackq);
 	cq->cap = BE_MAX(depth, 64u);
@@ -179,28 +184,20 @@ void be__tcp_cq_destroy(struct be_xcq *xcq)
  * nothing costs, and when data is there it saves the epoll_wait(); with
  * two or more conns one epoll_wait() is cheaper than a recv() each, and a
  * conn waiting for room to write is left to EPOLLOUT. NULL: use epoll.
+ * O(1): the cq counts the conns in its set as they join and leave it.
  */
 static struct tcp_conn *cq_sole_conn(struct tcp_cq *cq)
 {
-	struct tcp_conn *one = NULL;
-	struct be__list *p;
+	struct tcp_conn *c;
 
-	be__list_for_each(p, &cq->conns) {
-		struct tcp_conn *c = container_of(p, struct tcp_conn, scq_link);
-		int in;
-
-		/* On the list by scq_link, or by rcq_link when its rcq
-		 * differs from its scq (be__tcp_cq_destroy). */
-		if (c->scq != cq)
-			c = container_of(p, struct tcp_conn, rcq_link);
-		in = c->scq == cq ? c->ep_scq : c->ep_rcq;
-		if (!in)
-			continue;
-		if (one || c->ep_events != EPOLLIN)
-			return NULL;
-		one = c;
-	}
-	return one;
+	if (cq->nep != 1)
+		return NULL;
+	/* In the set by sep_link, or by rep_link when its rcq differs
+	 * from its scq (cm.c, cq_ep_member). */
+	c = container_of(cq->epset.next, struct tcp_conn, sep_link);
+	if (c->scq != cq)
+		c = container_of(cq->epset.next, struct tcp_conn, rep_link);
+	return c->ep_events == EPOLLIN ? c : NULL;
 }
 
 static void cq_progress(struct tcp_cq *cq, int armed_now)
@@ -228,7 +225,15 @@ static void cq_progress(struct tcp_cq *cq, int armed_now)
 	one = cq_sole_conn(cq);
 	if (one) {
 		cq_drain_efd(cq); /* we are awake: stop it waking us */
-		be__tcp_conn_progress(one);
+		/* Its last read found the socket empty, and nothing woke us
+		 * since: this poll comes right after the owner's own work (a
+		 * send, a callback), too soon for an answer, so asking the
+		 * kernel again would only return EAGAIN. The sleep's epoll
+		 * or the next poll (a spin, a busy loop) reads it. */
+		if (one->rx_idle)
+			one->rx_idle = 0;
+		else
+			be__tcp_conn_progress(one);
 		cq->polling = 0;
 		return;
 	}
@@ -297,6 +302,7 @@ int be__tcp_cq_arm(struct be_xcq *xcq)
  * it arms again), and the eventfd is read only if it was written. */
 int be__tcp_cq_ack(struct be_xcq *xcq)
 {
+	struct tcp_conn *one;
 	struct tcp_cq *cq;
 
 	if (!xcq)
@@ -305,6 +311,11 @@ int be__tcp_cq_ack(struct be_xcq *xcq)
 	cq->armed = 0;
 	cq->armed_now = 0;
 	cq_drain_efd(cq);
+	/* Woken on the cq fd: the sole conn's socket is the likely reason;
+	 * read it at the next poll. */
+	one = cq_sole_conn(cq);
+	if (one)
+		one->rx_idle = 0;
 	return 0;
 }
 

@@ -540,6 +540,7 @@ static void conn_rx(struct tcp_conn *c)
 	int drained = 0, delivered = 0;
 	ssize_t n;
 
+	c->rx_idle = 0;
 	if (c->rx_stalled)
 		return; /* waits for conn_rx_resume */
 	while (c->state == TCP_C_ESTABLISHED) {
@@ -608,8 +609,10 @@ static void conn_rx(struct tcp_conn *c)
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			drained = 1;
 			break;
+		}
 		if (n <= 0) {
 			conn_hangup(c, n);
 			return;
@@ -629,6 +632,7 @@ static void conn_rx(struct tcp_conn *c)
 			c->rend += (uint32_t)n;
 		}
 	}
+	c->rx_idle = drained;
 }
 
 static void conn_build_hdr(struct tcp_conn *c, struct tcp_wr *s)

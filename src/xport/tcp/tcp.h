@@ -171,6 +171,10 @@ struct tcp_cq {
 	struct be_xwc *ring;
 	uint32_t cap, head, count;
 	struct be__list conns;    /* conns using this cq (send or recv) */
+	struct be__list epset;    /* conns in the epoll set (sep_link or
+				   * rep_link, as on conns) and their count:
+				   * cq_sole_conn looks at one, not all */
+	uint32_t nep;
 	struct be__list kick;     /* conns with work not signalled by their fd */
 	struct be__list ackq;     /* conns owing their peer an ACK frame */
 };
@@ -240,6 +244,7 @@ struct tcp_conn {
 	struct be__list kick_link; /* on a cq's kick list, newest first */
 	struct be__list ack_link;  /* on rcq->ackq, newest first */
 	int ep_scq, ep_rcq;       /* registered in that cq's epoll */
+	struct be__list sep_link, rep_link; /* on that cq's epset while so */
 	uint32_t ep_events;       /* current epoll interest there */
 	int ep_ch;                /* registered in the evch's epoll */
 	uint64_t deadline_ns;     /* handshake deadline, 0 = none */
@@ -273,6 +278,10 @@ struct tcp_conn {
 	int rx_has_recv;          /* rx_recv was taken from the srq */
 	struct tcp_rwr rx_recv;
 	uint32_t rx_count;        /* data frames placed (the ack value) */
+	/* The last read came back short (or EAGAIN): the socket was empty.
+	 * The next poll of a sole conn (cq.c) does not read it again; a
+	 * wakeup on the cq fd or the poll after that does. */
+	int rx_idle;
 	/* RX_ALLOC writes in progress (slot = rkey), lazily allocated; the
 	 * slot of the current frame; the hooks of be_xconn_attr. rx_stalled:
 	 * rx_alloc said -EAGAIN, the header waits in rbuf for
