@@ -48,7 +48,7 @@ static void json_engine(struct json_out *o, struct be__engine *e)
 	F(send_window); F(max_bytes_in_flight); F(window_stalls);
 	F(mixed_window); F(max_mixed_in_flight); F(mixed_stalls);
 	F(keepalives_sent); F(keepalives_recv); F(nomem_sent); F(nomem_recv);
-	F(alloc_backoffs); F(oneway_sent); F(protocol_errors); F(sockets); F(sockets_opened);
+	F(alloc_backoffs); F(oneway_sent); F(reqs_ahead); F(protocol_errors); F(sockets); F(sockets_opened);
 #undef F
 	json_put(o, "\"frag_size\":%u}", s.frag_size);
 }
