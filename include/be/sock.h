@@ -622,6 +622,8 @@ struct be_engine_stats {
 	uint32_t frag_size;
 	int state;                    /* 0 connecting, 1 established, 2 failed */
 	int error;                    /* the failure, 0 while alive */
+	uint64_t reqs_ahead;          /* WriteRequests sent while an earlier granted
+				       * message of the socket queue still streamed */
 };
 
 /* be_sock_stats() / be_sock_engine_stats() - snapshots. Return 0 or

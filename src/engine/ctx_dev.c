@@ -125,10 +125,13 @@ static void ctx_dev_limits(const struct be_ctx *ctx, struct be__cdev *cd)
  * full window (16 fragments) a small message's round trip grew with the
  * stream's bytes in flight. 4 fragments took be-perf hol's p99 from about
  * 3.4x to 2.2x the idle p99, with the stream beside it as fast as before
- * (2 or 3 fragments: no lower p99, a slower stream). shm completes large
- * WRITEs at once and meets its hol target without; verbs has not been
- * measured: no bound (0) for both. A send window turned off
- * (BE_SEND_WINDOW_OFF) turns it off too: no byte bound at all. */
+ * (2 or 3 fragments: no lower p99, a slower stream). shm streams WRITEs
+ * through the ring, so a small message waits there behind every byte in
+ * flight, copied out by the peer first: 4 fragments (64 KiB) took hol's
+ * p99 from 14-45 us to 9-10 us (1 fragment: 4-5 us, with the stream
+ * beside it at less than half its speed). verbs has not been measured:
+ * no bound (0). A send window turned off (BE_SEND_WINDOW_OFF) turns it
+ * off too: no byte bound at all. */
 #define CTX_MIXED_FRAGS 4
 
 static uint64_t ctx_mixed_window(const struct be_xdev_attr *a, uint32_t frag_size,
@@ -136,7 +139,7 @@ static uint64_t ctx_mixed_window(const struct be_xdev_attr *a, uint32_t frag_siz
 {
 	uint64_t mw = (uint64_t)frag_size * CTX_MIXED_FRAGS;
 
-	if (strcmp(a->transport, "tcp") != 0 || mw >= send_window ||
+	if (!strcmp(a->transport, "verbs") || mw >= send_window ||
 	    send_window == BE_SEND_WINDOW_OFF)
 		return 0;
 	return mw;

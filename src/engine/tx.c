@@ -503,6 +503,37 @@ static void tx_win_add(struct be__msg *m)
 }
 
 /*
+ * Does a large message of @sq wait for memory at the peer (answered "no
+ * memory" and not granted since: large.c keeps its backoff until the
+ * grant)? Then @sq asks no grant for a later one: the peer would lend
+ * the later message the memory the earlier one waits for, and with
+ * max_grant_bytes holding fewer messages than max_reqs the later ones
+ * took it all, could not be sent before the earlier one, and the socket
+ * stood still for good. They ask once it is granted.
+ */
+static bool tx_nomem_waits(const struct be__sq *sq)
+{
+	const struct be__list *p;
+
+	for (p = sq->fragq.next; p != &sq->fragq; p = p->next) {
+		const struct be__msg *m = be__list_entry(p, const struct be__msg, link);
+
+		if (m->backoff_us || m->state == BE_MS_BACKOFF || m->state == BE_MS_RETRY)
+			return true;
+	}
+	return false;
+}
+
+/* May large message @m go one-way (tx_turn: be__oneway_start())? Not
+ * when the Engine did not negotiate it, nor once the peer's budget came
+ * and @m does not fit it alone (a budget of 0 included): @m then takes
+ * the WRITE_REQ path. Before the budget came, it may. */
+static bool tx_oneway_may(const struct be__engine *e, const struct be__msg *m)
+{
+	return e->oneway && (!e->ow_budget_got || m->len <= e->ow_tx_budget);
+}
+
+/*
  * Grants asked for ahead: should @sq announce its next large message
  * (a WriteRequest) before the next fragment of its granted oldest one?
  * Yes while fewer than max_reqs are in progress, so the WriteResponse
@@ -511,19 +542,19 @@ static void tx_win_add(struct be__msg *m)
  * bytes (a window on the link, the ring on shm) and the sender stood
  * still while the receiver drained them and answered: on shm a pause
  * every max_reqs messages, 19 % of a be-perf bw run (1 MiB messages).
- * Not on a strict FIFO queue (the large message goes first) nor one-way
- * (no grant to ask for).
+ * Not on a strict FIFO queue (the large message goes first), nor for a
+ * message that goes one-way (no grant to ask for): tx_oneway_may().
  */
 static bool tx_req_ahead(const struct be__engine *e, const struct be__sq *sq)
 {
 	const struct be__list *p = be__list_first(&sq->txq);
 	const struct be__msg *m;
 
-	if (!p || sq->fifo || e->oneway || sq->nfrag >= e->w->ctx->cfg.max_reqs)
+	if (!p || sq->fifo || sq->nfrag >= e->w->ctx->cfg.max_reqs)
 		return false;
 	m = be__list_entry(p, struct be__msg, link);
 	return m->kind != BE_MSG_OPEN && m->len > e->eager_max && m->len <= e->peer.max_msg_size &&
-	       tx_win_fits(e, sq, m);
+	       !tx_oneway_may(e, m) && tx_win_fits(e, sq, m) && !tx_nomem_waits(sq);
 }
 
 /* Announce large message @m, the head of @sq's txq, with a WriteRequest;
@@ -554,11 +585,13 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 	if (p) {
 		m = be__list_entry(p, struct be__msg, link);
 		if (m->state == BE_MS_GRANTED) {
-			if (tx_req_ahead(e, sq))
-				return tx_req(e, sq,
-					      be__list_entry(be__list_first(&sq->txq), struct be__msg,
-							     link));
-			return tx_fragment(e, m);
+			if (!tx_req_ahead(e, sq))
+				return tx_fragment(e, m);
+			if (tx_req(e, sq, be__list_entry(be__list_first(&sq->txq), struct be__msg,
+							 link)) == TURN_BLOCKED)
+				return TURN_BLOCKED;
+			e->st.reqs_ahead++;
+			return TURN_DID;
 		}
 	}
 	for (p = sq->fragq.next; p != &sq->fragq; p = p->next) {
@@ -608,7 +641,8 @@ static int tx_turn(struct be__engine *e, struct be__sq *sq)
 		e->small_sq = sq;
 		return TURN_DID;
 	}
-	if (!sq->fifo && sq->nfrag >= cfg->max_reqs)
+	if (!sq->fifo && (sq->nfrag >= cfg->max_reqs ||
+			  (!tx_oneway_may(e, m) && tx_nomem_waits(sq))))
 		return TURN_IDLE; /* re-activated by the next WriteResponse */
 	if (!e->oneway || (ow = be__oneway_start(e, m, &f)) > 0)
 		return tx_req(e, sq, m);
