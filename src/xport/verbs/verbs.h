@@ -47,10 +47,6 @@ _Static_assert(offsetof(struct be_xsge, lkey) == offsetof(struct ibv_sge, lkey),
 #define VERBS_QEV_QP_FATAL ((enum be_xev_type)100)
 #define VERBS_QEV_CM_FAIL ((enum be_xev_type)101)
 
-/* Queue nodes each conn reserves on its evch (util/evq.h): the events of
- * every transport (BE_XPORT_CONN_EVENTS), one fatal QP error and one
- * failure from the connect thread, the most a conn has queued at once. */
-#define VERBS_CONN_EVENTS (BE_XPORT_CONN_EVENTS + 2)
 
 /* Steps of an active connect the connect thread runs (cm.c). */
 enum verbs_job {
@@ -64,8 +60,9 @@ enum verbs_job {
 
 /* Queue nodes each conn reserves on its evch (util/evq.h): the events of
  * every transport (BE_XPORT_CONN_EVENTS: those rdma_cm delivers are
- * queued when evch_pump() reads them early) and one fatal QP error. */
-#define VERBS_CONN_EVENTS (BE_XPORT_CONN_EVENTS + 1)
+ * queued when evch_pump() reads them early), one fatal QP error and one
+ * failure from the connect thread. */
+#define VERBS_CONN_EVENTS (BE_XPORT_CONN_EVENTS + 2)
 
 /* u64 -> u64 open-addressing hash (map.c); owner thread only. */
 struct verbs_map {
@@ -111,7 +108,10 @@ struct verbs_dev {
 
 struct verbs_evch {
 	struct be_xevch base;
+	/* Opened on first use (cm.c, cm_channel()) under ch_lock, by the
+	 * connect thread or the worker; read with an acquire load. */
 	struct rdma_event_channel *ch;
+	pthread_mutex_t ch_lock;
 	struct be__wake wake;    /* epfd handed out: cm fd + async fd + efd + tfd;
 				  * efd readable while the queue is non-empty,
 				  * tfd: the earliest connect deadline */
