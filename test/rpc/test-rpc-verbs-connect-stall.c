@@ -16,6 +16,13 @@
  * itself sat in the open (the device lookup's synchronous cm_id, then the
  * event channel), so no call could complete until the guard let it go.
  *
+ * Then two connects from fresh workers, each held at the gate until the
+ * test lets it go: one whose socket is closed while held (the Engine
+ * goes; the conn is freed by the connect thread once the step returns,
+ * which ASan would see go wrong), and one held past its connect timeout
+ * (on_close reports the timeout while the step is still held, the tcp
+ * calls going on meanwhile).
+ *
  * Soft-RoCE guest only (label rxe): the server, a replica in a child
  * process, listens on tcp and on $BE_RXE_IP0 before the gate is set. The
  * client is a fresh process as far as verbs go: this is its first verbs
@@ -50,10 +57,22 @@
 #define GATE_MAX_HELD 16
 
 static atomic_ullong calls_ok;     /* tcp calls completed, mirrored by the pump */
-static atomic_int gate_held;       /* opens of GATE_PATH the gate held */
-static atomic_int gate_by_calls;   /* they were let through by the calls */
 static atomic_int gate_fd = -1;    /* the seccomp listener, once installed */
-static atomic_ullong gate_base;
+/* Armed, the gate holds opens of GATE_PATH until calls_ok reaches
+ * gate_need (or the guard runs out), then disarms itself. */
+static atomic_int gate_armed;
+static atomic_ullong gate_need;
+static atomic_int gate_held;       /* opens held since armed */
+static atomic_int gate_by_calls;   /* they were let through by the calls */
+
+/* Hold the next opens of GATE_PATH until @need calls completed. */
+static void gate_arm(unsigned long long need)
+{
+	atomic_store(&gate_held, 0);
+	atomic_store(&gate_by_calls, 0);
+	atomic_store(&gate_need, need);
+	atomic_store(&gate_armed, 1);
+}
 
 static uint64_t now_us(void)
 {
@@ -84,32 +103,31 @@ static void gate_path(int mem, const struct seccomp_notif *n, char *buf, size_t 
 	buf[len - 1] = '\0';
 }
 
-/* The gate thread: answers every open() of the filtered threads; holds
- * those of GATE_PATH until GATE_CALLS more calls completed (or the guard
- * ran out), then lets every later one through at once. */
+/* The gate thread: answers every open() of the filtered threads; while
+ * armed, holds those of GATE_PATH until gate_need calls completed (or the
+ * guard ran out), then lets them go and disarms. */
 static void *gate_main(void *arg)
 {
 	const char *h = getenv("ST_HANG_S");
 	uint64_t guard_us = (uint64_t)(h ? atoi(h) : 60) * 1000000u / 3, first = 0;
 	uint64_t held[GATE_MAX_HELD];
 	int mem = *(int *)arg, nheld = 0, fd, i;
-	bool released = false;
 
 	while ((fd = atomic_load(&gate_fd)) < 0)
 		usleep(1000);
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		struct seccomp_notif n;
+		bool by_calls;
 		char path[256];
 
-		if (nheld && !released &&
-		    (atomic_load(&calls_ok) >= atomic_load(&gate_base) + GATE_CALLS ||
-		     now_us() - first > guard_us)) {
-			if (atomic_load(&calls_ok) >= atomic_load(&gate_base) + GATE_CALLS)
-				atomic_store(&gate_by_calls, 1);
-			released = true;
+		by_calls = atomic_load(&calls_ok) >= atomic_load(&gate_need);
+		if (nheld && (by_calls || now_us() - first > guard_us)) {
+			atomic_store(&gate_by_calls, by_calls);
+			atomic_store(&gate_armed, 0);
 			for (i = 0; i < nheld; i++)
 				gate_continue(fd, held[i]);
+			nheld = 0;
 		}
 		if (poll(&p, 1, 1) <= 0)
 			continue;
@@ -117,7 +135,8 @@ static void *gate_main(void *arg)
 		if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, &n) < 0)
 			continue;
 		gate_path(mem, &n, path, sizeof(path));
-		if (released || strcmp(path, GATE_PATH) || nheld == GATE_MAX_HELD) {
+		if (!atomic_load(&gate_armed) || strcmp(path, GATE_PATH) ||
+		    nheld == GATE_MAX_HELD) {
 			gate_continue(fd, n.id);
 			continue;
 		}
@@ -173,6 +192,65 @@ static void pump_once(struct be_worker *w, struct rt_stream *st, uint64_t *longe
 		*longest = now_us() - t0;
 }
 
+/* A socket's on_close, recorded. */
+struct closed {
+	int calls;
+	int reason;
+};
+
+static void on_close_rec(struct be_sock *s, int reason, void *user)
+{
+	struct closed *c = user;
+
+	(void)s;
+	c->calls++;
+	c->reason = reason;
+}
+
+/* Progress @w2 and the tcp stream's worker @w once. */
+static void pump_two(struct be_worker *w, struct be_worker *w2, struct rt_stream *st)
+{
+	uint64_t dummy = 0;
+
+	ASSERT_GE(be_worker_progress(w2), 0);
+	pump_once(w, st, &dummy);
+}
+
+/*
+ * A verbs connect from a fresh worker of @ctx to @vaddr, held at the gate
+ * until told: *@s is the connecting socket, with on_close into @c. The
+ * tcp stream @st of @w goes on meanwhile.
+ */
+static void held_connect(struct be_ctx *ctx, struct be_worker *w, struct rt_stream *st,
+			 const char *vaddr, struct be_worker **w2, struct be_sock **s,
+			 struct closed *c)
+{
+	const struct be_sock_cbs cbs = { .on_close = on_close_rec };
+	uint64_t t0 = now_us();
+
+	ASSERT_OK(be_worker_create(ctx, w2));
+	gate_arm(~0ull); /* until told */
+	ASSERT_OK(be_sock_connect(*w2, vaddr, &cbs, c, s));
+	while (!atomic_load(&gate_held)) {
+		pump_two(w, *w2, st);
+		ASSERT_LT(now_us() - t0, 60000000u);
+	}
+}
+
+/* Let the gate go once GATE_CALLS more calls of @st completed. */
+static void gate_release_after_calls(struct be_worker *w, struct be_worker *w2,
+				     struct rt_stream *st)
+{
+	uint64_t t0 = now_us();
+
+	atomic_store(&gate_need, st->ok + GATE_CALLS);
+	while (atomic_load(&gate_armed)) {
+		pump_two(w, w2, st);
+		ASSERT_LT(now_us() - t0, 60000000u);
+	}
+	ASSERT(atomic_load(&gate_by_calls));
+}
+
 int main(int argc, char **argv)
 {
 	bool gate = true;
@@ -220,7 +298,6 @@ int main(int argc, char **argv)
 			rt_replica_reap(&rep);
 			return 77;
 		}
-		atomic_store(&gate_base, ~0ull >> 1); /* nothing held before the connect */
 	}
 
 	/* A client whose worker has used no verbs yet, with a stream of tcp
@@ -239,7 +316,7 @@ int main(int argc, char **argv)
 	}
 
 	if (gate)
-		atomic_store(&gate_base, st.ok);
+		gate_arm(st.ok + GATE_CALLS);
 
 	/* The first verbs call connects the verbs path: the worker's first
 	 * verbs connect, held at the gate. */
@@ -273,6 +350,60 @@ int main(int argc, char **argv)
 	ASSERT_EQ(vres.len, 64);
 	ASSERT(rt_check(vres.reply, vres.len, 3));
 	be_rpc_buf_free(vres.reply);
+
+	if (gate) {
+		struct be_worker *w2;
+		struct be_config cfg3;
+		struct be_ctx *ctx3;
+		struct closed c2 = { 0 }, c3 = { 0 };
+		struct be_sock *s2, *s3;
+		unsigned long long ok1;
+
+		/* Abandoned while its step is held: the socket closes, the
+		 * Engine goes, the conn is freed once the step returns (by the
+		 * connect thread; ASan would see a leak or a second free). */
+		held_connect(ctx, cli.w, &st, verbs_rec.addrs[0], &w2, &s2, &c2);
+		be_sock_close(s2);
+		t0 = now_us();
+		while (be_worker_engine_count(w2)) {
+			pump_two(cli.w, w2, &st);
+			ASSERT_LT(now_us() - t0, hang);
+		}
+		gate_release_after_calls(cli.w, w2, &st);
+		for (i = 0; i < 50; i++)
+			pump_two(cli.w, w2, &st);
+		ASSERT_EQ(c2.calls, 0); /* never after be_sock_close() */
+		ASSERT_OK(be_worker_destroy(w2));
+		fprintf(stderr, "abandoned connect: freed after its held step\n");
+
+		/* Held past its connect timeout: reported on time (the step
+		 * still held), the worker's other calls going on meanwhile;
+		 * the conn is dropped once the step returns. */
+		cfg3 = t.cfg;
+		cfg3.connect_timeout_ms = 2000;
+		ASSERT_OK(be_ctx_create(&cfg3, &ctx3));
+		held_connect(ctx3, cli.w, &st, verbs_rec.addrs[0], &w2, &s3, &c3);
+		ok1 = st.ok;
+		t0 = now_us();
+		while (!c3.calls) {
+			pump_two(cli.w, w2, &st);
+			ASSERT_LT(now_us() - t0, hang);
+		}
+		fprintf(stderr, "held connect: on_close %d (%s) while held, %llu tcp calls meanwhile\n",
+			c3.reason, strerror(c3.reason < 0 ? -c3.reason : c3.reason),
+			(unsigned long long)(st.ok - ok1));
+		ASSERT_EQ(c3.calls, 1);
+		ASSERT_LT(c3.reason, 0);
+		ASSERT(atomic_load(&gate_armed)); /* its step is still held */
+		ASSERT_GT(st.ok, ok1);
+		be_sock_close(s3);
+		gate_release_after_calls(cli.w, w2, &st);
+		for (i = 0; i < 50; i++)
+			pump_two(cli.w, w2, &st);
+		ASSERT_EQ(c3.calls, 1);
+		ASSERT_OK(be_worker_destroy(w2));
+		ASSERT_OK(be_ctx_destroy(ctx3));
+	}
 
 	rt_stream_drain(&st, &cli.w, 1);
 	ASSERT_EQ(st.ok, st.done);
