@@ -18,6 +18,42 @@
  * the REP (no address, no route, nobody listening) the attempt starts over
  * on a fresh cm_id with the next (cm_retry()), within the one deadline.
  *
+ * Connect thread. The rdma_cm calls that start those steps (create_id,
+ * resolve_addr, resolve_route, connect, destroy_id), the event channel's
+ * creation and librdmacm's own start (its first call opens the rdma_cm
+ * device; it opens a context of its own on each RDMA device it meets) are
+ * system calls that can wait in the kernel: for a device, for the address
+ * and GID tables while a NIC's addresses change, for a route that is
+ * going away. On the worker's
+ * thread such a wait holds every Engine of the worker, tcp included, and
+ * with it the RPC layer's fallback path. So each evch has one thread of
+ * its own, started by its first connect and joined by evch_destroy(),
+ * that makes them in the order they were asked (evch->jobs): the worker
+ * queues a step (cm_job_post_locked()) and goes on; the events that
+ * follow arrive on the evch's channel, in the worker's poll set as
+ * before, and a step that fails comes back as a queued VERBS_QEV_CM_FAIL.
+ * The channel itself is opened by the first step that needs it
+ * (cm_channel(); a listener opens it on the worker). The thread owns an
+ * active conn's cm_ids (cm_id, and addr_next, the next address to try);
+ * the worker borrows the current one (id) from ROUTE_RESOLVED on, which
+ * is the one that stays. What stays on the worker is quick and local:
+ * reading events, our QP (data.c) and its transitions, the RTU
+ * (rdma_establish()), disconnects, and the passive side (listen, accept,
+ * reject), which answers a peer whose packets just arrived.
+ *
+ * Abandoned connects. The connect deadline is the worker's own timer, so
+ * a step held in the kernel does not hold the connect past it: the conn
+ * is reported UNREACHABLE (-ETIMEDOUT) on time and its cm_id destroyed
+ * when the thread gets to it (VJ_DROP). conn_destroy() of an active conn
+ * (its Engine closed, its worker destroyed) hands it to the thread
+ * (VJ_FREE), which destroys its cm_id and frees it after any step still
+ * queued for it, so the conn is freed exactly once, by the thread. Its
+ * queued events are dropped and its queue nodes released at once; events
+ * of a cm_id being destroyed are acked without a look (conn->dying), and
+ * rdma_destroy_id() waits for those acks, so the conn outlives them. A
+ * step that fails after conn_destroy() reports nothing (conn->dying,
+ * under verbs_lock).
+ *
  * Passive side. accept() readies the QP and answers; ESTABLISHED is
  * reported at once, since the RTU arrives only when the connector's
  * process reads its channel. Sends posted before the RTU (rdma_cm's
@@ -59,6 +95,7 @@
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -201,15 +238,34 @@ void be__verbs_conn_teardown(struct verbs_conn *vc)
 		be_log_dbg("verbs: rdma_disconnect: %s", strerror(errno));
 }
 
+static bool cm_thread_running(const struct verbs_evch *ch);
+static struct rdma_event_channel *cm_channel(struct verbs_evch *ch, int *err);
+static void cm_job_post_locked(struct verbs_evch *ch, struct verbs_conn *vc,
+			       enum verbs_job job, int status);
+
 void be__verbs_conn_detach(struct verbs_conn *vc)
 {
 	struct verbs_evch *ch = vc->base.evch ? to_vevch(vc->base.evch) : NULL;
 
 	be__verbs_qp_destroy(vc);
+	vc->state = VC_DOWN;
+	if (vc->active && ch && cm_thread_running(ch)) {
+		/* Its CQ went first: the cm_id is the connect thread's to
+		 * destroy; the conn stays on its channel until destroyed. */
+		vc->id = NULL;
+		pthread_mutex_lock(&be__verbs_lock);
+		cm_job_post_locked(ch, vc, VJ_DROP, 0);
+		pthread_mutex_unlock(&be__verbs_lock);
+		return;
+	}
+	/* Passive, or the connect thread has stopped (its evch is going). */
+	if (vc->active) {
+		vc->id = vc->cm_id;
+		vc->cm_id = NULL;
+	}
 	if (vc->id && rdma_destroy_id(vc->id))
 		be_log_err("verbs: rdma_destroy_id: %s", strerror(errno));
 	vc->id = NULL;
-	vc->state = VC_DOWN;
 	if (ch) {
 		be__list_del_init(&vc->ch_link);
 		pthread_mutex_lock(&be__verbs_lock);
@@ -250,6 +306,251 @@ void be__verbs_conn_push(struct verbs_conn *vc, const struct be_xevent *ev)
 	pthread_mutex_unlock(&be__verbs_lock);
 }
 
+/* ------------------------------------------------------ connect thread */
+
+#define CM_SLOW_STEP_MS 50 /* a step that took longer is logged */
+
+static bool cm_thread_running(const struct verbs_evch *ch)
+{
+	return ch->cm_pid == getpid();
+}
+
+/*
+ * Queue @job for @vc on @ch's connect thread, behind the steps asked
+ * before. A job queued and not yet started is replaced (a drop or a free
+ * makes a pending step moot); nothing follows VJ_FREE. Caller holds
+ * verbs_lock.
+ */
+static void cm_job_post_locked(struct verbs_evch *ch, struct verbs_conn *vc,
+			       enum verbs_job job, int status)
+{
+	if (vc->job == VJ_FREE)
+		return;
+	if (vc->job == VJ_NONE)
+		be__list_add_tail(&ch->jobs, &vc->job_link);
+	vc->job = job;
+	vc->job_status = status;
+	pthread_cond_signal(&ch->cm_cv);
+}
+
+static void cm_job_post(struct verbs_evch *ch, struct verbs_conn *vc, enum verbs_job job,
+			int status)
+{
+	pthread_mutex_lock(&be__verbs_lock);
+	cm_job_post_locked(ch, vc, job, status);
+	pthread_mutex_unlock(&be__verbs_lock);
+}
+
+/* A step that held the connect thread long: what the worker was spared. */
+static void cm_step_took(const char *what, uint64_t t0)
+{
+	uint64_t ms = (be__now_ns() - t0) / 1000000;
+
+	if (ms >= CM_SLOW_STEP_MS)
+		be_log_info("verbs: %s took %llu ms (connect thread)", what,
+			    (unsigned long long)ms);
+}
+
+/* @vc's connect failed with @status in the connect thread: its owner
+ * reports UNREACHABLE (evch_get()), unless it is being destroyed. */
+static void cm_job_fail(struct verbs_evch *ch, struct verbs_conn *vc, int status)
+{
+	struct be_xevent ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.type = VERBS_QEV_CM_FAIL;
+	ev.status = status;
+	ev.conn = &vc->base;
+	pthread_mutex_lock(&be__verbs_lock);
+	if (!vc->dying)
+		be__verbs_evch_push_locked(ch, &ev);
+	pthread_mutex_unlock(&be__verbs_lock);
+}
+
+static void cm_id_drop(struct verbs_conn *vc)
+{
+	uint64_t t0 = be__now_ns();
+
+	if (!vc->cm_id)
+		return;
+	if (rdma_destroy_id(vc->cm_id))
+		be_log_err("verbs: rdma_destroy_id: %s", strerror(errno));
+	vc->cm_id = NULL;
+	cm_step_took("rdma_destroy_id", t0);
+}
+
+/*
+ * VJ_START: resolve the next address of vc->addrs on a fresh cm_id (one
+ * that has resolved or sent a request cannot be reused). Returns with the
+ * resolution in flight, or reports the error of the last address tried
+ * (@status when none was left).
+ */
+static void cm_job_start(struct verbs_evch *ch, struct verbs_conn *vc, int status)
+{
+	cm_id_drop(vc);
+	while (vc->addrs && vc->addr_next < vc->addrs->n) {
+		struct sockaddr *sa = (void *)&vc->addrs->ss[vc->addr_next++];
+		char num[BE_XPORT_ADDR_MAX] = "?";
+		uint64_t t0 = be__now_ns();
+
+		be__inet_format(sa, num, sizeof(num));
+		if (vc->addr_next > 1)
+			be_log_info("verbs: trying address %u of %u (%s)", vc->addr_next,
+				    vc->addrs->n, num);
+		if (!vc->cm_id) {
+			struct rdma_event_channel *chan = cm_channel(ch, &status);
+
+			if (!chan)
+				break;
+			if (rdma_create_id(chan, &vc->cm_id, vc, RDMA_PS_TCP)) {
+				vc->cm_id = NULL;
+				status = errno ? -errno : -ENOMEM;
+				be_log_err("verbs: rdma_create_id: %s", strerror(-status));
+				break;
+			}
+			cm_step_took("rdma_create_id", t0);
+			cm_set_ack_timeout(vc->cm_id);
+		}
+		if (!rdma_resolve_addr(vc->cm_id, NULL, sa, vc->timeout_ms)) {
+			cm_step_took("rdma_resolve_addr", t0);
+			return;
+		}
+		status = errno ? -errno : -EHOSTUNREACH;
+		cm_step_took("rdma_resolve_addr", t0);
+		be_log_info("verbs: rdma_resolve_addr(%s): %s", num, strerror(-status));
+	}
+	cm_job_fail(ch, vc, status);
+}
+
+static void cm_job_run(struct verbs_evch *ch, struct verbs_conn *vc, enum verbs_job job,
+		       int status, uint32_t qp_num, bool srq)
+{
+	struct rdma_conn_param cp;
+	uint64_t t0 = be__now_ns();
+	int r;
+
+	switch (job) {
+	case VJ_START:
+		cm_job_start(ch, vc, status);
+		break;
+	case VJ_ROUTE:
+		if (!vc->cm_id)
+			break;
+		if (!rdma_resolve_route(vc->cm_id, vc->timeout_ms)) {
+			cm_step_took("rdma_resolve_route", t0);
+			break;
+		}
+		r = errno ? -errno : -EIO;
+		be_log_err("verbs: rdma_resolve_route: %s", strerror(-r));
+		cm_job_start(ch, vc, r); /* the next address, if any */
+		break;
+	case VJ_CONNECT:
+		if (!vc->cm_id)
+			break;
+		cm_conn_params(&cp, vc->priv, vc->priv_len);
+		cp.qp_num = qp_num;
+		cp.srq = srq;
+		if (!rdma_connect(vc->cm_id, &cp)) {
+			cm_step_took("rdma_connect", t0);
+			break;
+		}
+		r = errno ? -errno : -EIO;
+		be_log_err("verbs: rdma_connect: %s", strerror(-r));
+		cm_job_fail(ch, vc, r);
+		break;
+	case VJ_DROP:
+		cm_id_drop(vc);
+		break;
+	case VJ_FREE:
+		cm_id_drop(vc);
+		free(vc->addrs);
+		free(vc);
+		break;
+	case VJ_NONE:
+		break;
+	}
+}
+
+/* The connect thread: runs the steps queued on @arg (an evch) in order,
+ * until cm_stop is set and none is left. */
+static void *cm_thread_main(void *arg)
+{
+	struct verbs_evch *ch = arg;
+	uint64_t t0 = be__now_ns();
+	struct ibv_context **devs;
+
+	/* librdmacm opens its own context of a device when an event first
+	 * names it, inside rdma_get_cm_event() on the worker: open them all
+	 * here first (they stay open, as librdmacm keeps them). */
+	devs = rdma_get_devices(NULL);
+	if (devs)
+		rdma_free_devices(devs);
+	cm_step_took("rdma_get_devices", t0);
+	pthread_mutex_lock(&be__verbs_lock);
+	for (;;) {
+		struct verbs_conn *vc;
+		enum verbs_job job;
+		uint32_t qp_num;
+		int status;
+		bool srq;
+
+		if (be__list_empty(&ch->jobs)) {
+			if (ch->cm_stop)
+				break;
+			pthread_cond_wait(&ch->cm_cv, &be__verbs_lock);
+			continue;
+		}
+		vc = be__list_entry(ch->jobs.next, struct verbs_conn, job_link);
+		be__list_del_init(&vc->job_link);
+		job = vc->job;
+		status = vc->job_status;
+		qp_num = vc->job_qp_num;
+		srq = vc->job_srq;
+		vc->job = VJ_NONE;
+		pthread_mutex_unlock(&be__verbs_lock);
+		cm_job_run(ch, vc, job, status, qp_num, srq);
+		pthread_mutex_lock(&be__verbs_lock);
+	}
+	pthread_mutex_unlock(&be__verbs_lock);
+	return NULL;
+}
+
+/* Start @ch's connect thread unless it runs (in this process: a forked
+ * child has none). Signals stay with the application's threads. */
+static int cm_thread_start(struct verbs_evch *ch)
+{
+	sigset_t all, old;
+	int ret;
+
+	if (cm_thread_running(ch))
+		return 0;
+	be__list_init(&ch->jobs);
+	ch->cm_stop = false;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = -pthread_create(&ch->cm_thr, NULL, cm_thread_main, ch);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		be_log_err("verbs: cannot start a connect thread: %s", strerror(-ret));
+		return ret;
+	}
+	ch->cm_pid = getpid();
+	return 0;
+}
+
+/* Stop @ch's connect thread once the steps queued have run. */
+static void cm_thread_stop(struct verbs_evch *ch)
+{
+	if (!cm_thread_running(ch))
+		return;
+	pthread_mutex_lock(&be__verbs_lock);
+	ch->cm_stop = true;
+	pthread_cond_signal(&ch->cm_cv);
+	pthread_mutex_unlock(&be__verbs_lock);
+	pthread_join(ch->cm_thr, NULL);
+	ch->cm_pid = 0;
+}
+
 /* ------------------------------------------------------ event channels */
 
 void be__verbs_evch_push_locked(struct verbs_evch *ch, const struct be_xevent *ev)
@@ -262,6 +563,48 @@ void be__verbs_purge_locked(struct verbs_evch *ch, const struct be_xconn *conn,
 			       const struct be_xsrq *srq)
 {
 	be__xevq_purge(&ch->evq, ch->wake.efd, conn, NULL, srq);
+}
+
+/*
+ * @ch's rdma_event_channel, opened on first use: by the connect thread
+ * for the first connect (opening it is the first librdmacm call of a
+ * process that only connects, which initialises the library: see
+ * "Connect thread"), on the worker for a listener. Its fd joins the evch's
+ * epoll set, so a worker asleep there wakes for its events. Returns the
+ * channel, or NULL with *@err set (-errno).
+ */
+static struct rdma_event_channel *cm_channel(struct verbs_evch *ch, int *err)
+{
+	struct rdma_event_channel *rc = __atomic_load_n(&ch->ch, __ATOMIC_ACQUIRE);
+	int ret = 0;
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&ch->ch_lock);
+	rc = ch->ch;
+	if (rc)
+		goto out;
+	rc = rdma_create_event_channel();
+	if (!rc) {
+		ret = errno ? -errno : -ENOMEM;
+		be_log_err("verbs: rdma_create_event_channel: %s (is rdma_ucm loaded?)",
+			   strerror(-ret));
+		goto out;
+	}
+	ret = be__verbs_set_nonblock(rc->fd);
+	if (!ret)
+		ret = be__wake_watch(&ch->wake, rc->fd, EPOLLIN, NULL);
+	if (ret) {
+		be_log_err("verbs: event channel: %s", strerror(-ret));
+		rdma_destroy_event_channel(rc);
+		rc = NULL;
+		goto out;
+	}
+	__atomic_store_n(&ch->ch, rc, __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&ch->ch_lock);
+	*err = ret;
+	return rc;
 }
 
 int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
@@ -278,24 +621,20 @@ int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 	ch->base.dev = d;
 	be__list_init(&ch->conns);
 	be__list_init(&ch->listeners);
+	be__list_init(&ch->jobs);
 	be__xevq_init(&ch->evq);
-	ch->ch = rdma_create_event_channel();
-	if (!ch->ch) {
-		ret = errno ? -errno : -ENOMEM;
-		be_log_err("verbs: rdma_create_event_channel: %s (is rdma_ucm loaded?)",
-			   strerror(-ret));
-		goto err_free;
-	}
-	ret = be__verbs_set_nonblock(ch->ch->fd);
+	ret = -pthread_cond_init(&ch->cm_cv, NULL);
 	if (ret)
-		goto err_ch;
-	/* The set is only handed out, never read here: no tags. */
+		goto err_free;
+	ret = -pthread_mutex_init(&ch->ch_lock, NULL);
+	if (ret)
+		goto err_cv;
+	/* The set is only handed out, never read here: no tags. The rdma_cm
+	 * channel joins it when first used (cm_channel()). */
 	ret = be__wake_init(&ch->wake, BE__WAKE_TIMER, NULL, NULL);
 	if (ret)
-		goto err_ch;
-	ret = be__wake_watch(&ch->wake, ch->ch->fd, EPOLLIN, NULL);
-	if (!ret)
-		ret = be__wake_watch(&ch->wake, dev->ctx->async_fd, EPOLLIN, NULL);
+		goto err_mu;
+	ret = be__wake_watch(&ch->wake, dev->ctx->async_fd, EPOLLIN, NULL);
 	if (ret)
 		goto err_wake;
 	pthread_mutex_lock(&be__verbs_lock);
@@ -306,8 +645,10 @@ int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 
 err_wake:
 	be__wake_close(&ch->wake);
-err_ch:
-	rdma_destroy_event_channel(ch->ch);
+err_mu:
+	pthread_mutex_destroy(&ch->ch_lock);
+err_cv:
+	pthread_cond_destroy(&ch->cm_cv);
 err_free:
 	free(ch);
 	return ret;
@@ -318,6 +659,8 @@ void be__verbs_evch_destroy(struct be_xevch *c)
 	struct verbs_evch *ch = to_vevch(c);
 	struct verbs_dev *dev = to_vdev(c->dev);
 
+	/* The steps queued run first (the cm_ids of destroyed conns go). */
+	cm_thread_stop(ch);
 	/* Children first (a caller bug, but no crash): conns become husks
 	 * that conn_destroy() only frees. */
 	if (!be__list_empty(&ch->conns) || !be__list_empty(&ch->listeners))
@@ -339,8 +682,11 @@ void be__verbs_evch_destroy(struct be_xevch *c)
 	be__list_del_init(&ch->dev_link);
 	be__evq_clear(&ch->evq);
 	pthread_mutex_unlock(&be__verbs_lock);
-	rdma_destroy_event_channel(ch->ch);
+	if (ch->ch)
+		rdma_destroy_event_channel(ch->ch);
 	be__wake_close(&ch->wake);
+	pthread_mutex_destroy(&ch->ch_lock);
+	pthread_cond_destroy(&ch->cm_cv);
 	free(ch);
 }
 
@@ -375,81 +721,46 @@ static int cm_conn_down(struct verbs_conn *vc, enum be_xev_type type, int status
 }
 
 /*
- * Start resolving the next address of vc->addrs on vc->id. Returns 0 with
- * the resolution in flight, or the error of the last address tried when
- * none is left.
- */
-static int cm_resolve_next(struct verbs_conn *vc)
-{
-	int ret = -EHOSTUNREACH;
-
-	while (vc->addrs && vc->addr_next < vc->addrs->n) {
-		struct sockaddr *sa = (void *)&vc->addrs->ss[vc->addr_next++];
-		char num[BE_XPORT_ADDR_MAX] = "?";
-
-		if (!rdma_resolve_addr(vc->id, NULL, sa, vc->timeout_ms))
-			return 0;
-		ret = errno ? -errno : -EHOSTUNREACH;
-		be__inet_format(sa, num, sizeof(num));
-		be_log_info("verbs: rdma_resolve_addr(%s): %s", num, strerror(-ret));
-	}
-	return ret;
-}
-
-/*
  * The attempt on vc's current address failed with @status before the
- * peer answered: when another address is left, start over with it on a
- * new cm_id (an id that has resolved or sent a request cannot be reused)
- * and return 0; otherwise report UNREACHABLE. The event that told us must
- * be acked before this runs, as rdma_destroy_id() waits for that.
+ * peer answered: the connect thread starts over with the next address on
+ * a new cm_id, or reports @status when none is left (cm_job_start()).
+ * Returns 0: nothing to report yet.
  */
-static int cm_retry(struct verbs_evch *ch, struct verbs_conn *vc, int status,
-		    struct be_xevent *ev)
+static int cm_retry(struct verbs_evch *ch, struct verbs_conn *vc, int status)
 {
 	be__verbs_qp_destroy(vc);
-	if (vc->id && rdma_destroy_id(vc->id))
-		be_log_err("verbs: rdma_destroy_id: %s", strerror(errno));
 	vc->id = NULL;
 	vc->state = VC_RESOLVING;
-	be_log_info("verbs: trying address %u of %u", vc->addr_next + 1, vc->addrs->n);
-	if (rdma_create_id(ch->ch, &vc->id, vc, RDMA_PS_TCP)) {
-		vc->id = NULL;
-		status = errno ? -errno : -ENOMEM;
-	} else {
-		cm_set_ack_timeout(vc->id);
-		status = cm_resolve_next(vc);
-		if (!status)
-			return 0;
-	}
-	memset(ev, 0, sizeof(*ev));
-	return cm_conn_down(vc, BE_XEV_UNREACHABLE, status, ev);
+	cm_job_post(ch, vc, VJ_START, status);
+	return 0;
 }
 
-/* 1 if a failed attempt of @vc may go on with its next address. */
+/* 1 if a failed attempt of @vc may go on (with its next address, if the
+ * connect thread finds one). */
 static int cm_can_retry(const struct verbs_conn *vc)
 {
-	return !vc->was_established && !vc->reported_down && vc->addrs &&
-	       vc->addr_next < vc->addrs->n &&
+	return vc->active && !vc->was_established && !vc->reported_down &&
 	       (vc->state == VC_RESOLVING || vc->state == VC_CONNECTING);
 }
 
-static int cm_route_resolved(struct verbs_conn *vc)
+/* ROUTE_RESOLVED on @id: our QP, then the request (connect thread). */
+static int cm_route_resolved(struct verbs_evch *ch, struct verbs_conn *vc, struct rdma_cm_id *id)
 {
-	struct rdma_conn_param cp;
 	int ret;
 
+	/* The cm_id that stays: the QP's transitions take its attributes. */
+	vc->id = id;
+	if (rdma_get_peer_addr(id)->sa_family)
+		memcpy(&vc->peer, rdma_get_peer_addr(id), sizeof(vc->peer));
 	ret = be__verbs_qp_create(vc, &vc->attr);
 	if (ret)
 		return ret;
-	cm_conn_params(&cp, vc->priv, vc->priv_len);
-	cp.qp_num = vc->qp_num;
-	cp.srq = vc->srq != NULL;
-	if (rdma_connect(vc->id, &cp)) {
-		ret = errno ? -errno : -EIO;
-		be_log_err("verbs: rdma_connect: %s", strerror(-ret));
-		return ret;
-	}
 	vc->state = VC_CONNECTING;
+	pthread_mutex_lock(&be__verbs_lock);
+	vc->job_qp_num = vc->qp_num;
+	vc->job_srq = vc->srq != NULL;
+	cm_job_post_locked(ch, vc, VJ_CONNECT, 0);
+	pthread_mutex_unlock(&be__verbs_lock);
 	return 0;
 }
 
@@ -523,6 +834,11 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 		return cm_conn_request(ch, e, ev);
 	if (e->id->context && *(uint32_t *)e->id->context == VERBS_OBJ_CONN)
 		vc = e->id->context;
+	if (vc && vc->dying) {
+		/* Its cm_id is being destroyed, which waits for this ack. */
+		rdma_ack_cm_event(e);
+		return 0;
+	}
 	if (!vc) {
 		/* The listener's own id: only device removal / address change. */
 		if (type == RDMA_CM_EVENT_DEVICE_REMOVAL)
@@ -536,34 +852,30 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 
 	switch (type) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
-		if (!cm_same_dev(dev, vc->id->verbs)) {
+		if (vc->state != VC_RESOLVING || vc->reported_down)
+			break;
+		if (!cm_same_dev(dev, e->id->verbs)) {
 			char peer[BE_XPORT_ADDR_MAX] = "?";
 
-			be__verbs_conn_peer_addr(&vc->base, peer, sizeof(peer));
+			be__inet_format(rdma_get_peer_addr(e->id), peer, sizeof(peer));
 			be_log_err("verbs: %s is reached through device %s, not %s (the device "
 				   "this connection was opened on)",
-				   peer, cm_dev_name(vc->id->verbs), dev->name);
-			if (cm_can_retry(vc))
-				retry = -ENODEV;
-			else
-				ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, -ENODEV, ev);
-		} else if (rdma_resolve_route(vc->id, vc->timeout_ms)) {
-			r = errno ? -errno : -EIO;
-			be_log_err("verbs: rdma_resolve_route: %s", strerror(-r));
-			if (cm_can_retry(vc))
-				retry = r;
-			else
-				ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, r, ev);
+				   peer, cm_dev_name(e->id->verbs), dev->name);
+			retry = -ENODEV;
+		} else {
+			cm_job_post(ch, vc, VJ_ROUTE, 0);
 		}
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
-		r = cm_route_resolved(vc);
+		if (vc->state != VC_RESOLVING || vc->reported_down)
+			break;
+		r = cm_route_resolved(ch, vc, e->id);
 		if (r)
 			ret = cm_conn_down(vc, BE_XEV_UNREACHABLE, r, ev);
 		break;
 	case RDMA_CM_EVENT_CONNECT_RESPONSE:
 		/* The acceptor's REP: ready our QP, send the RTU. */
-		if (vc->state != VC_CONNECTING)
+		if (vc->state != VC_CONNECTING || vc->reported_down || e->id != vc->id)
 			break;
 		r = cm_qp_ready(vc);
 		if (!r && rdma_establish(vc->id))
@@ -649,7 +961,7 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 	}
 	rdma_ack_cm_event(e);
 	if (retry)
-		ret = cm_retry(ch, vc, retry, ev);
+		ret = cm_retry(ch, vc, retry);
 	return ret;
 }
 
@@ -691,10 +1003,11 @@ static int cm_check_deadlines(struct verbs_evch *ch, struct be_xevent *ev)
 	if (!late)
 		return 0;
 	be_log_info("verbs: connect timed out after %d ms", late->timeout_ms);
+	/* Reported now, even while a step of it waits in the kernel; the
+	 * connect thread destroys its cm_id when it gets there. */
 	be__verbs_qp_destroy(late);
-	if (late->id && rdma_destroy_id(late->id))
-		be_log_err("verbs: rdma_destroy_id: %s", strerror(errno));
 	late->id = NULL;
+	cm_job_post(ch, late, VJ_DROP, 0);
 	memset(ev, 0, sizeof(*ev));
 	return cm_conn_down(late, BE_XEV_UNREACHABLE, -ETIMEDOUT, ev);
 }
@@ -702,6 +1015,7 @@ static int cm_check_deadlines(struct verbs_evch *ch, struct be_xevent *ev)
 int be__verbs_evch_get(struct be_xevch *c, struct be_xevent *ev)
 {
 	struct verbs_evch *ch = to_vevch(c);
+	struct rdma_event_channel *chan;
 	struct rdma_cm_event *e;
 	struct be_xevent q;
 	bool queued;
@@ -720,6 +1034,17 @@ int be__verbs_evch_get(struct be_xevch *c, struct be_xevent *ev)
 				be__verbs_conn_failed(to_vconn(q.conn), q.status, why);
 				continue;
 			}
+			if (q.type == VERBS_QEV_CM_FAIL) {
+				struct verbs_conn *vc = to_vconn(q.conn);
+
+				/* Stale when the conn was reported down since. */
+				if (vc->state != VC_RESOLVING && vc->state != VC_CONNECTING)
+					continue;
+				memset(ev, 0, sizeof(*ev));
+				if (cm_conn_down(vc, BE_XEV_UNREACHABLE, q.status, ev))
+					return 1;
+				continue;
+			}
 			*ev = q;
 			return 1;
 		}
@@ -729,7 +1054,10 @@ int be__verbs_evch_get(struct be_xevch *c, struct be_xevent *ev)
 		pthread_mutex_unlock(&be__verbs_lock);
 		if (queued)
 			continue;
-		if (rdma_get_cm_event(ch->ch, &e)) {
+		chan = __atomic_load_n(&ch->ch, __ATOMIC_ACQUIRE);
+		if (!chan)
+			return cm_check_deadlines(ch, ev);
+		if (rdma_get_cm_event(chan, &e)) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return cm_check_deadlines(ch, ev);
 			return errno ? -errno : -EIO;
@@ -742,11 +1070,12 @@ int be__verbs_evch_get(struct be_xevch *c, struct be_xevent *ev)
 
 void be__verbs_evch_pump(struct verbs_evch *ch)
 {
+	struct rdma_event_channel *chan = __atomic_load_n(&ch->ch, __ATOMIC_ACQUIRE);
 	struct rdma_cm_event *e;
 	struct be_xevent ev;
 
 	/* Errors other than EAGAIN are evch_get()'s to report. */
-	while (rdma_get_cm_event(ch->ch, &e) == 0) {
+	while (chan && rdma_get_cm_event(chan, &e) == 0) {
 		if (cm_translate(ch, e, &ev) != 1)
 			continue;
 		pthread_mutex_lock(&be__verbs_lock);
@@ -762,6 +1091,7 @@ int be__verbs_listen(struct be_xevch *c, const char *addr, int backlog,
 {
 	struct verbs_evch *ch = to_vevch(c);
 	struct verbs_dev *dev = to_vdev(c->dev);
+	struct rdma_event_channel *chan;
 	struct sockaddr_storage ss;
 	struct verbs_listener *vl;
 	socklen_t sl;
@@ -780,7 +1110,10 @@ int be__verbs_listen(struct be_xevch *c, const char *addr, int backlog,
 	vl->magic = VERBS_OBJ_LISTENER;
 	vl->base.dev = c->dev;
 	vl->base.evch = c;
-	if (rdma_create_id(ch->ch, &vl->id, vl, RDMA_PS_TCP)) {
+	chan = cm_channel(ch, &ret);
+	if (!chan)
+		goto err_free;
+	if (rdma_create_id(chan, &vl->id, vl, RDMA_PS_TCP)) {
 		ret = errno ? -errno : -ENOMEM;
 		be_log_err("verbs: rdma_create_id: %s", strerror(-ret));
 		goto err_free;
@@ -869,27 +1202,22 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 	vc->priv_len = cm_priv_encode(vc->priv, priv, priv_len);
 	vc->timeout_ms = attr->timeout_ms > 0 ? attr->timeout_ms : CM_DEFAULT_TIMEOUT_MS;
 	vc->state = VC_RESOLVING;
+	vc->active = 1;
 	vc->addrs = addrs;
-	if (rdma_create_id(ch->ch, &vc->id, vc, RDMA_PS_TCP)) {
-		ret = errno ? -errno : -ENOMEM;
-		be_log_err("verbs: rdma_create_id: %s", strerror(-ret));
+	memcpy(&vc->peer, &addrs->ss[0], sizeof(vc->peer));
+	be__list_init(&vc->job_link);
+	ret = cm_thread_start(ch);
+	if (ret)
 		goto err_free;
-	}
-	cm_set_ack_timeout(vc->id);
-	ret = cm_resolve_next(vc);
-	if (ret) {
-		be_log_err("verbs: cannot resolve %s: %s", addr, strerror(-ret));
-		goto err_id;
-	}
 	be__list_add_head(&ch->conns, &vc->ch_link);
 	vc->deadline_ns = be__now_ns() + (uint64_t)vc->timeout_ms * 1000000u;
 	if (!ch->next_deadline || vc->deadline_ns < ch->next_deadline)
 		cm_timer_set(ch, vc->deadline_ns);
+	/* The rdma_cm steps run on the connect thread; the worker goes on. */
+	cm_job_post(ch, vc, VJ_START, -EHOSTUNREACH);
 	*out = &vc->base;
 	return 0;
 
-err_id:
-	rdma_destroy_id(vc->id);
 err_free:
 	pthread_mutex_lock(&be__verbs_lock);
 	be__evq_unreserve(&ch->evq, VERBS_CONN_EVENTS);
@@ -962,6 +1290,22 @@ int be__verbs_accept(struct be_xconn *conn, const struct be_xconn_attr *attr,
 
 static void cm_conn_free(struct verbs_conn *vc)
 {
+	struct verbs_evch *ch = vc->base.evch ? to_vevch(vc->base.evch) : NULL;
+
+	if (vc->active && ch && cm_thread_running(ch)) {
+		/* Its cm_id is the connect thread's: it destroys it and frees
+		 * the conn after the steps still queued for it. */
+		be__verbs_qp_destroy(vc);
+		vc->id = NULL;
+		be__list_del_init(&vc->ch_link);
+		pthread_mutex_lock(&be__verbs_lock);
+		be__verbs_purge_locked(ch, &vc->base, NULL);
+		be__evq_unreserve(&ch->evq, VERBS_CONN_EVENTS);
+		vc->dying = true;
+		cm_job_post_locked(ch, vc, VJ_FREE, 0);
+		pthread_mutex_unlock(&be__verbs_lock);
+		return;
+	}
 	be__verbs_conn_detach(vc);
 	free(vc->addrs);
 	free(vc);
@@ -1014,7 +1358,10 @@ int be__verbs_conn_peer_addr(struct be_xconn *conn, char *buf, size_t len)
 {
 	struct verbs_conn *vc = to_vconn(conn);
 
-	if (!vc->id)
-		return -ENOTCONN;
-	return be__inet_format(rdma_get_peer_addr(vc->id), buf, len);
+	if (vc->id)
+		return be__inet_format(rdma_get_peer_addr(vc->id), buf, len);
+	/* Connecting, or failed: the address of the attempt last known. */
+	if (vc->active)
+		return be__inet_format((struct sockaddr *)&vc->peer, buf, len);
+	return -ENOTCONN;
 }

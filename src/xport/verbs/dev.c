@@ -26,6 +26,8 @@
  * it; for an address to connect to, the device holding the source
  * address of the kernel's route to it (the address itself when it is
  * local, as in the Soft-RoCE guest, where rxe0 and rxe1 both loop back).
+ * It asks the kernel's tables and sysfs, not rdma_cm: it runs on the
+ * worker's thread before every connect (see be__verbs_addr_dev()).
  *
  * Async events. The device's async fd is read by whichever thread calls
  * evch_get first (be__verbs_async_pump()): an SRQ limit goes to the event
@@ -38,8 +40,11 @@
  * and takes mr_lock for writing, lookups take it for reading.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -378,11 +383,79 @@ static int verbs_route_src(struct sockaddr_storage *ss, socklen_t sl)
 	return ret;
 }
 
+/* The network interface that holds the local address @ss (its name into
+ * @ifname), from getifaddrs(): a netlink dump, no RDMA call. 0 or -ENOENT. */
+static int verbs_addr_ifname(const struct sockaddr_storage *ss, char *ifname, size_t len)
+{
+	struct ifaddrs *ifa, *i;
+	int ret = -ENOENT;
+
+	if (getifaddrs(&ifa))
+		return -errno;
+	for (i = ifa; i; i = i->ifa_next) {
+		const struct sockaddr *a = i->ifa_addr;
+
+		if (!a || a->sa_family != ss->ss_family || !i->ifa_name)
+			continue;
+		if (a->sa_family == AF_INET ?
+			    ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+				    ((const struct sockaddr_in *)ss)->sin_addr.s_addr :
+			    !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+				    &((const struct sockaddr_in6 *)ss)->sin6_addr,
+				    sizeof(struct in6_addr))) {
+			snprintf(ifname, len, "%s", i->ifa_name);
+			ret = 0;
+			break;
+		}
+	}
+	freeifaddrs(ifa);
+	return ret;
+}
+
+/* Does @ifname, or an interface it is stacked on (a VLAN's or a bond's
+ * lower device, one level), carry port @port of RDMA device @dev? */
+static bool verbs_port_on(const char *dev, int port, const char *ifname)
+{
+	char nd[64], path[320];
+	struct dirent *d;
+	bool on = false;
+	DIR *dir;
+
+	verbs_port_netdev(dev, port, nd, sizeof(nd));
+	if (!nd[0])
+		return false;
+	if (!strcmp(nd, ifname))
+		return true;
+	snprintf(path, sizeof(path), "/sys/class/net/%s", ifname);
+	dir = opendir(path);
+	if (!dir)
+		return false;
+	while (!on && (d = readdir(dir)))
+		on = !strncmp(d->d_name, "lower_", 6) && !strcmp(d->d_name + 6, nd);
+	closedir(dir);
+	return on;
+}
+
+/*
+ * The address-to-device lookup runs on the thread that connects (the
+ * worker's, engine/ctx_dev.c), before every connect and listen, so it
+ * must not wait: it asks only the kernel's routing table, the interface
+ * list and sysfs, never rdma_cm or libibverbs. Before, a synchronous
+ * cm_id bound to the address named the device; the first one in a
+ * process initialised librdmacm and libibverbs (loading every provider
+ * library), which held the worker for 0.7 to 2.4 s in the Soft-RoCE
+ * guest, and each later one cost a cm_id's creation, bind and
+ * destruction in the kernel. The result is the one rdma_cm's bind would
+ * give: the device with a port on the interface that holds the address
+ * (RoCE: the port's GIDs are the interface's addresses).
+ */
 int be__verbs_addr_dev(const char *addr, bool passive, char *buf, size_t len)
 {
 	struct sockaddr_storage ss;
-	struct rdma_cm_id *id;
+	char ifname[IF_NAMESIZE + 1];
+	struct dirent *d;
 	socklen_t sl;
+	DIR *dir;
 	int ret;
 
 	if (!buf || !len)
@@ -393,20 +466,21 @@ int be__verbs_addr_dev(const char *addr, bool passive, char *buf, size_t len)
 		return ret;
 	if (!passive && verbs_route_src(&ss, sl))
 		return 0;
-	if (verbs_addr_any(&ss))
+	if (verbs_addr_any(&ss) || verbs_addr_ifname(&ss, ifname, sizeof(ifname)))
 		return 0;
-	/* The port does not matter, and a bound one could be in use. */
-	if (ss.ss_family == AF_INET)
-		((struct sockaddr_in *)&ss)->sin_port = 0;
-	else
-		((struct sockaddr_in6 *)&ss)->sin6_port = 0;
-	/* A synchronous cm_id (no channel) bound to the address: rdma_cm
-	 * names the device that holds it, the way it does for a listener. */
-	if (rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP))
+	dir = opendir("/sys/class/infiniband");
+	if (!dir)
 		return 0;
-	if (!rdma_bind_addr(id, (struct sockaddr *)&ss) && id->verbs)
-		snprintf(buf, len, "%s", ibv_get_device_name(id->verbs->device));
-	rdma_destroy_id(id);
+	while (!buf[0] && (d = readdir(dir))) {
+		int port;
+
+		if (d->d_name[0] == '.')
+			continue;
+		for (port = 1; port <= BE_XPORT_MAX_PORTS && !buf[0]; port++)
+			if (verbs_port_on(d->d_name, port, ifname))
+				snprintf(buf, len, "%s", d->d_name);
+	}
+	closedir(dir);
 	return 0;
 }
 

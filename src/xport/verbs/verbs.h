@@ -40,14 +40,29 @@ _Static_assert(offsetof(struct be_xsge, lkey) == offsetof(struct ibv_sge, lkey),
 
 #define VERBS_POST_BATCH 16  /* WRs converted per ibv_post_*() call */
 
-/* A queued event that is not for the user: a fatal QP error read from the
- * async fd by some thread, turned into DISCONNECTED by the conn's owner. */
+/* Queued events that are not for the user: a fatal QP error read from the
+ * async fd by some thread, turned into DISCONNECTED by the conn's owner;
+ * a connect that failed in the connect thread (cm.c), turned into
+ * UNREACHABLE unless the conn was reported down meanwhile. */
 #define VERBS_QEV_QP_FATAL ((enum be_xev_type)100)
+#define VERBS_QEV_CM_FAIL ((enum be_xev_type)101)
+
+
+/* Steps of an active connect the connect thread runs (cm.c). */
+enum verbs_job {
+	VJ_NONE = 0,
+	VJ_START,   /* a new cm_id, resolve the next address (or report) */
+	VJ_ROUTE,   /* rdma_resolve_route() */
+	VJ_CONNECT, /* rdma_connect() */
+	VJ_DROP,    /* destroy the cm_id */
+	VJ_FREE,    /* destroy the cm_id, free the conn */
+};
 
 /* Queue nodes each conn reserves on its evch (util/evq.h): the events of
  * every transport (BE_XPORT_CONN_EVENTS: those rdma_cm delivers are
- * queued when evch_pump() reads them early) and one fatal QP error. */
-#define VERBS_CONN_EVENTS (BE_XPORT_CONN_EVENTS + 1)
+ * queued when evch_pump() reads them early), one fatal QP error and one
+ * failure from the connect thread. */
+#define VERBS_CONN_EVENTS (BE_XPORT_CONN_EVENTS + 2)
 
 /* u64 -> u64 open-addressing hash (map.c); owner thread only. */
 struct verbs_map {
@@ -93,7 +108,10 @@ struct verbs_dev {
 
 struct verbs_evch {
 	struct be_xevch base;
+	/* Opened on first use (cm.c, cm_channel()) under ch_lock, by the
+	 * connect thread or the worker; read with an acquire load. */
 	struct rdma_event_channel *ch;
+	pthread_mutex_t ch_lock;
 	struct be__wake wake;    /* epfd handed out: cm fd + async fd + efd + tfd;
 				  * efd readable while the queue is non-empty,
 				  * tfd: the earliest connect deadline */
@@ -103,6 +121,13 @@ struct verbs_evch {
 	struct be__list dev_link; /* dev->evchs (verbs_lock) */
 	struct be__list conns;   /* conns on this channel (owner thread) */
 	struct be__list listeners;
+	/* The connect thread (cm.c): started by the first connect, stopped
+	 * by evch_destroy. jobs and cm_stop are guarded by verbs_lock. */
+	pthread_t cm_thr;
+	pid_t cm_pid;            /* the process it runs in; 0: not running */
+	pthread_cond_t cm_cv;    /* jobs queued or cm_stop (verbs_lock) */
+	struct be__list jobs;    /* conns with a step to run (job_link) */
+	bool cm_stop;
 };
 
 struct verbs_cq {
@@ -207,14 +232,28 @@ struct verbs_conn {
 	struct verbs_swr *sq;    /* ring of posted send WRs, sq_mask + 1 slots */
 	uint32_t sq_mask, sq_head, sq_tail;
 	struct be_xconn_attr attr; /* active side: kept until ROUTE_RESOLVED */
+	int active;              /* made by connect(): the connect thread owns
+				  * its cm_ids (cm_id); id only borrows one */
 	uint8_t priv[BE_XPORT_PRIV_MAX + 1];
 	uint8_t priv_len;        /* encoded length (with our length byte) */
 	int timeout_ms;
 	uint64_t deadline_ns;    /* active: ESTABLISHED by then or UNREACHABLE */
-	/* Active side, until ESTABLISHED: what the name resolved to and the
-	 * index of the next address to try (addr.h). */
+	/* Active side: what the name resolved to (addr.h), the address of
+	 * the attempt under way as last reported (peer_addr before ESTABLISHED). */
 	struct be__inet_addrs *addrs;
+	struct sockaddr_storage peer;
+	/* Active side, the connect thread's own: the cm_id it made and the
+	 * index of the next address to try. */
+	struct rdma_cm_id *cm_id;
 	unsigned addr_next;
+	/* Active side, verbs_lock: the step queued for the connect thread,
+	 * what it needs, and whether conn_destroy() handed the conn over. */
+	enum verbs_job job;
+	int job_status;          /* VJ_START: the error to report if no address is left */
+	uint32_t job_qp_num;     /* VJ_CONNECT */
+	bool job_srq;
+	bool dying;
+	struct be__list job_link; /* evch->jobs while job != VJ_NONE */
 	int reported_down;       /* a DISCONNECTED/UNREACHABLE was delivered */
 	int disconnect_sent;     /* rdma_disconnect() was called */
 	int was_established;
