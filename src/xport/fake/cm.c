@@ -572,15 +572,18 @@ int be__fake_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey)
 	return in->grant(c->in, addr, len, rkey);
 }
 
-void be__fake_revoke(struct be_xconn *xc, uint32_t rkey)
+/* The inner transports (tcp, shm) end a grant at once: revoke is never
+ * pending here, so no BE_XWC_REVOKE needs translating. */
+int be__fake_revoke(struct be_xconn *xc, uint32_t rkey, uint64_t cookie)
 {
 	struct fake_conn *c;
 	const struct be_xport_ops *in;
 
 	if (!xc)
-		return;
+		return 0;
 	c = to_fconn(xc);
 	in = fake_in_ops(xc->dev);
 	if (c->in && in->revoke)
-		in->revoke(c->in, rkey);
+		return in->revoke(c->in, rkey, cookie);
+	return 0;
 }

@@ -324,7 +324,7 @@ int be__verbs_dev_query(struct be_xdev *d, struct be_xdev_attr *out)
 	out->max_sge = dev->max_sge;
 	out->max_qp_wr = (uint32_t)dev->attr.max_qp_wr;
 	out->max_srq_wr = (uint32_t)dev->attr.max_srq_wr;
-	out->max_cqe = (uint32_t)dev->attr.max_cqe;
+	out->max_cqe = be__verbs_cq_max(dev); /* less the windows' room (cq.c) */
 	out->has_thread_domain = dev->has_td;
 	return 0;
 }
@@ -415,8 +415,8 @@ int be__verbs_addr_dev(const char *addr, bool passive, char *buf, size_t len)
 /*
  * Type-2B memory windows, what a grant binds (data.c): the device must say
  * so and allocate one. They are off unless BE_VERBS_MW=1 (block rkeys, as
- * on a device without them): docs/SECURITY.md, "Remote keys", has what is
- * still missing before they can be the default.
+ * on a device without them): the whole verbs suite has not yet run with
+ * them on (docs/SECURITY.md, "Remote keys").
  */
 static int verbs_probe_mw(struct verbs_dev *dev)
 {
