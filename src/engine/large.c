@@ -19,9 +19,9 @@
  * memory window), valid on this connection only, for exactly the
  * message's bytes, and revoked when the grant ends (the WRITE_WITH_IMM,
  * the socket's release, the Engine's reap); a peer's WRITE anywhere else
- * fails its connection. On verbs without memory windows (the default:
- * BE_VERBS_MW=1 turns them on) the key is the one of the bemalloc block
- * the buffer lies in (docs/SECURITY.md, "Remote keys").
+ * fails its connection. On verbs without memory windows (a device without
+ * them, or BE_VERBS_MW=0) the key is the one of the bemalloc block the
+ * buffer lies in (docs/SECURITY.md, "Remote keys").
  *
  * Bound: at most max_grant_bytes are lent to one Engine at once,
  * max_peer_grant_bytes to all the Engines of one peer identity (peer.c),

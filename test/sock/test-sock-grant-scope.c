@@ -10,14 +10,14 @@
  * server's Engine gone) and leave the memory untouched; and
  * - the keys of one connection's grants are distinct, none repeating the
  *   one before (on a block's rkey, every grant of a block had one key).
- * On verbs (memory windows, BE_VERBS_MW=1) the write past the grant is
+ * On verbs (memory windows, the default) the write past the grant is
  * left out on Soft-RoCE (a software RDMA device: one with a "parent" in
  * sysfs), whose responder checks a window's WRITE against its MR, the
  * whole block, not the window's range (rxe_resp.c, check_rkey()), so it
  * would land there (docs/SECURITY.md, "Remote keys"); it is asserted on
  * other devices. The write into a completed grant is asserted on verbs
  * too: the message is delivered only once its window's invalidate
- * completed (large.c). Skipped on verbs unless BE_VERBS_MW=1 (block
+ * completed (large.c). Skipped on verbs with BE_VERBS_MW=0 (block
  * rkeys).
  */
 #include <glob.h>
@@ -109,7 +109,7 @@ int main(int argc, char **argv)
 
 	st_init(&t, argc, argv);
 	verbs = !strcmp(t.transport, "verbs");
-	if (verbs && (!getenv("BE_VERBS_MW") || strcmp(getenv("BE_VERBS_MW"), "1"))) {
+	if (verbs && getenv("BE_VERBS_MW") && !strcmp(getenv("BE_VERBS_MW"), "0")) {
 		fprintf(stderr, "verbs without windows: a block's rkey reaches the block "
 				"(docs/SECURITY.md): skipped\n");
 		return 77;

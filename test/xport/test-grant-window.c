@@ -2,7 +2,7 @@
  * Check that a grant (xport.h grant / revoke) lets the peer WRITE exactly
  * the granted range, on this conn, while the grant lives, and nothing
  * else of the block it lies in: on tcp and shm the transport's grant
- * table, on verbs (BE_VERBS_MW=1) a type-2B memory window bound per
+ * table, on verbs (unless BE_VERBS_MW=0) a type-2B memory window bound per
  * grant. The key reaches the peer as the contract asks: the owner posts a
  * SEND after the grant and the peer writes once it received it. Each
  * case writes once inside the grant (it lands), then once where it must

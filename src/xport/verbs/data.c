@@ -13,8 +13,8 @@
  * posts them at the RTU (cm.c, be__verbs_accept()); meanwhile cq_poll()
  * and post_send() also read the evch, where the RTU arrives.
  *
- * Grants (verbs.h). On a device with type-2B memory windows (and
- * BE_VERBS_MW=1), grant binds a window of the conn to exactly [addr,
+ * Grants (verbs.h). On a device with type-2B memory windows (unless
+ * BE_VERBS_MW=0), grant binds a window of the conn to exactly [addr,
  * addr+len) of the block's MR (remote write only) with an IBV_WR_BIND_MW
  * on the conn's QP, under a key whose low 8 bits are random, and revoke
  * posts an IBV_WR_LOCAL_INV of it.
