@@ -9,7 +9,9 @@
  * (default 4 MiB), each registered once on every device; memory is never
  * unmapped or given back to the OS while it is registered. Allocator
  * metadata lives outside registered memory, so a peer holding an rkey
- * can write into buffers but not corrupt the allocator.
+ * can write into the buffer it was granted (on verbs without memory
+ * windows, anywhere in its block: docs/SECURITY.md, "Remote keys") but
+ * not corrupt the allocator.
  *
  * fork(): a child does not inherit bemalloc's memory (touching a parent
  * buffer faults) and starts with an empty bemalloc.

@@ -664,6 +664,7 @@ void be__engine_reap(struct be__engine *e)
 			be__large_release_sock(e, e->theirs[i]);
 			be__engine_sock_detach(e, e->theirs[i]);
 		}
+	be__large_free_grants(e);
 	be__wdev_unreserve(e->wd, e->granted_to_peer);
 	be__list_del_init(&e->wlink);
 	e->w->nengines--;

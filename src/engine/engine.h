@@ -70,6 +70,14 @@ struct be__grant {
 	uint32_t next_free;
 	uint32_t rkey;             /* the transport's grant (xport.h grant) ... */
 	bool xgrant;               /* ... if it has grants: revoke at the end */
+	uint8_t end;               /* enum be__grant_end (large.c) */
+};
+
+/* How far a grant's end has come (large.c, "Lifetime"). */
+enum be__grant_end {
+	BE_GRANT_LIVE = 0,         /* the peer may write it */
+	BE_GRANT_REVOKING,         /* revoke pending: the peer may still write it */
+	BE_GRANT_REVOKED,          /* its BE_XWC_REVOKE came: nothing lands any more */
 };
 
 struct be__rxbacklog {
@@ -79,6 +87,8 @@ struct be__rxbacklog {
 	size_t off;                /* frames before this were handled */
 	void *ow_buf;              /* one-way imm: the message's buffer (owned) */
 	uint32_t ow_slot;          /* one-way imm: its slot */
+	bool revoking;             /* a large imm whose grant's revoke is pending: ... */
+	uint32_t token;            /* ... this one's (large.c); later receives wait */
 };
 
 /* A one-way large message the peer is writing to us (oneway.c): from its
@@ -310,6 +320,9 @@ int be__large_on_imm(struct be__engine *e, uint32_t token, uint32_t byte_len);
 void be__large_release_sock(struct be__engine *e, struct be_sock *s);
 void be__large_nomem_sent(struct be__engine *e, const struct be__frame *f);
 void be__large_free_grants(struct be__engine *e);
+void be__large_on_revoke(struct be__engine *e, const struct be_xwc *wc);
+bool be__large_imm_ready(struct be__engine *e, uint32_t token);
+void be__large_imm_finish(struct be__engine *e, uint32_t token);
 void be__large_backoff_tick(struct be__engine *e, uint64_t now);
 
 /* oneway.c: large messages without a round trip, on transports whose

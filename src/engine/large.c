@@ -19,9 +19,9 @@
  * memory window), valid on this connection only, for exactly the
  * message's bytes, and revoked when the grant ends (the WRITE_WITH_IMM,
  * the socket's release, the Engine's reap); a peer's WRITE anywhere else
- * fails its connection. On verbs without memory windows (the default:
- * BE_VERBS_MW=1 turns them on) the key is the one of the bemalloc block
- * the buffer lies in (docs/SECURITY.md, "Remote keys").
+ * fails its connection. On verbs without memory windows (a device without
+ * them, or BE_VERBS_MW=0) the key is the one of the bemalloc block the
+ * buffer lies in (docs/SECURITY.md, "Remote keys").
  *
  * Bound: at most max_grant_bytes are lent to one Engine at once,
  * max_peer_grant_bytes to all the Engines of one peer identity (peer.c),
@@ -34,7 +34,22 @@
  * Lifetime of a granted buffer: the peer may write it until it sends the
  * WRITE_WITH_IMM, or until it sends SOCK_CLOSE for the socket (RC order:
  * its earlier WRITEs landed before that SEND), or until the connection is
- * destroyed. Only then is it freed or handed to the application.
+ * destroyed. Then the grant is revoked, and only once the revoke has
+ * taken effect is the buffer freed or handed to the application: at once
+ * on tcp and shm; on verbs with memory windows when the window's
+ * LOCAL_INV completes (xport.h revoke returns 1, then a BE_XWC_REVOKE
+ * completion names the grant), since until then a hostile peer could
+ * still write it (docs/SECURITY.md, "Remote keys").
+ * - A WRITE_WITH_IMM whose revoke is pending leaves a marker on the
+ *   Engine's receive backlog (rx.c): what arrives after it waits there,
+ *   so the message is delivered, and a SOCK_CLOSE behind it handled, in
+ *   arrival order, once the revoke completed.
+ * - A grant whose socket goes away (closed by us or the peer) while its
+ *   revoke is pending leaves the socket: its buffer is freed when the
+ *   revoke completes, or at the reap (be__large_free_grants()) once the
+ *   connection is destroyed.
+ * - A revoke that fails, or completes with an error, fails the Engine:
+ *   the buffer is freed at the reap.
  *
  * The records of messages a peer announced sit on the socket's receive
  * queue until delivered, counted against the socket receive window (rx.c),
@@ -97,14 +112,13 @@ static int large_slot_get(struct be__engine *e, uint32_t *slot)
 	return 0;
 }
 
+/* Grant @slot is over (its revoke took effect): the slot is free. */
 static void large_slot_put(struct be__engine *e, uint32_t slot)
 {
 	struct be__grant *g = &e->grants[slot];
 
-	/* After the reap the connection, and every grant with it, is gone. */
-	if (g->xgrant && e->conn)
-		e->ops->revoke(e->conn, g->rkey);
 	g->xgrant = false;
+	g->end = BE_GRANT_LIVE;
 	e->grant_bytes -= g->rx->len;
 	e->w->grant_bytes -= g->rx->len;
 	if (e->pid)
@@ -114,6 +128,34 @@ static void large_slot_put(struct be__engine *e, uint32_t slot)
 	g->next_free = e->grant_free;
 	e->grant_free = slot;
 	e->grants_live--;
+}
+
+/*
+ * End the peer's access to grant @slot: 0 when it ended at once (no
+ * transport grant, the connection destroyed, or a transport that ends
+ * grants at once), 1 when it is pending (BE_GRANT_REVOKING: the
+ * transport's BE_XWC_REVOKE ends it, or the reap).
+ */
+static int large_revoke(struct be__engine *e, uint32_t slot)
+{
+	struct be__grant *g = &e->grants[slot];
+	int rc;
+
+	if (g->end != BE_GRANT_LIVE)
+		return g->end == BE_GRANT_REVOKING;
+	/* After the reap the connection, and every grant with it, is gone. */
+	if (!g->xgrant || !e->conn) {
+		g->xgrant = false;
+		return 0;
+	}
+	g->xgrant = false;
+	rc = e->ops->revoke(e->conn, g->rkey, be__token_make(slot, g->gen));
+	if (rc == 0)
+		return 0;
+	g->end = BE_GRANT_REVOKING;
+	if (rc < 0)
+		be__engine_fail(e, rc, "revoking a grant failed");
+	return 1;
 }
 
 /* Answer "no memory" for @r: frame @a, queued. Until it is sent (see
@@ -326,24 +368,14 @@ void be__large_backoff_tick(struct be__engine *e, uint64_t now)
 	}
 }
 
-int be__large_on_imm(struct be__engine *e, uint32_t token, uint32_t byte_len)
+/* The message of grant @slot arrived whole and the peer can no longer
+ * write it: deliver it (or drop it, its socket closing). */
+static void large_imm_done(struct be__engine *e, uint32_t slot)
 {
-	uint32_t slot = be__token_slot(token);
-	struct be__grant *g;
-	struct be__rxmsg *r;
-	struct be_sock *s;
-	char why[96];
+	struct be__grant *g = &e->grants[slot];
+	struct be__rxmsg *r = g->rx;
+	struct be_sock *s = g->sock;
 
-	if (slot >= e->cap_grants || !e->grants[slot].rx ||
-	    e->grants[slot].gen != be__token_gen(token)) {
-		snprintf(why, sizeof(why), "WRITE_WITH_IMM token %#x matches no grant", token);
-		return large_fail(e, NULL, why);
-	}
-	g = &e->grants[slot];
-	r = g->rx;
-	s = g->sock;
-	if (byte_len > r->len)
-		return large_fail(e, NULL, "WRITE_WITH_IMM longer than the granted buffer");
 	large_slot_put(e, slot);
 	r->granted = false;
 	r->done = true;
@@ -353,10 +385,115 @@ int be__large_on_imm(struct be__engine *e, uint32_t token, uint32_t byte_len)
 		be__sock_rxq_del(s, r);
 		be_free(r->buf);
 		free(r);
-		return 0;
+		return;
 	}
 	be__sock_deliver(s);
+}
+
+int be__large_on_imm(struct be__engine *e, uint32_t token, uint32_t byte_len)
+{
+	uint32_t slot = be__token_slot(token);
+	struct be__rxbacklog *b;
+	struct be__grant *g;
+	char why[96];
+
+	if (slot >= e->cap_grants || !e->grants[slot].rx ||
+	    e->grants[slot].gen != be__token_gen(token) || e->grants[slot].end != BE_GRANT_LIVE) {
+		snprintf(why, sizeof(why), "WRITE_WITH_IMM token %#x matches no grant", token);
+		return large_fail(e, NULL, why);
+	}
+	g = &e->grants[slot];
+	if (byte_len > g->rx->len)
+		return large_fail(e, NULL, "WRITE_WITH_IMM longer than the granted buffer");
+	if (!large_revoke(e, slot)) {
+		large_imm_done(e, slot);
+		return 0;
+	}
+	/* Wait for the revoke, and hold what arrives after it (rx.c). */
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		be__engine_fail(e, -ENOMEM, "no memory to hold a receive");
+		return -ENOMEM;
+	}
+	b->revoking = true;
+	b->token = token;
+	be__list_add_tail(&e->rxlog, &b->link);
 	return 0;
+}
+
+/* Is the message of @token, whose revoke was pending, ready to go on
+ * (revoked, or its grant gone with its socket)? */
+bool be__large_imm_ready(struct be__engine *e, uint32_t token)
+{
+	uint32_t slot = be__token_slot(token);
+	const struct be__grant *g = &e->grants[slot];
+
+	return slot >= e->cap_grants || !g->rx || g->gen != be__token_gen(token) || !g->sock ||
+	       g->end != BE_GRANT_REVOKING;
+}
+
+void be__large_imm_finish(struct be__engine *e, uint32_t token)
+{
+	uint32_t slot = be__token_slot(token);
+	const struct be__grant *g = &e->grants[slot];
+
+	/* Its socket may have gone meanwhile, taking the grant with it. */
+	if (slot < e->cap_grants && g->rx && g->gen == be__token_gen(token) && g->sock &&
+	    g->end == BE_GRANT_REVOKED)
+		large_imm_done(e, slot);
+}
+
+/* The transport's word that the revoke of grant @wc->wr_id (a token)
+ * took effect. */
+void be__large_on_revoke(struct be__engine *e, const struct be_xwc *wc)
+{
+	uint32_t slot = be__token_slot((uint32_t)wc->wr_id);
+	struct be__grant *g = &e->grants[slot];
+	struct be__rxmsg *r;
+
+	if (wc->wr_id > UINT32_MAX || slot >= e->cap_grants || !g->rx ||
+	    g->gen != be__token_gen((uint32_t)wc->wr_id) || g->end != BE_GRANT_REVOKING)
+		return; /* cannot happen: one completion per pending revoke */
+	if (wc->status != BE_XWC_SUCCESS) {
+		/* The connection failed first: nothing lands any more, but
+		 * the reap, after it destroyed the connection, frees it. */
+		if (e->state != BE_ES_FAILED)
+			be__engine_fail(e, -ECONNRESET, "revoking a grant: connection failed");
+		return;
+	}
+	g->end = BE_GRANT_REVOKED;
+	if (!g->sock) {
+		/* Its socket went away: nobody wants the buffer. */
+		r = g->rx;
+		large_slot_put(e, slot);
+		be_free(r->buf);
+		free(r);
+		return;
+	}
+	/* The marker its WRITE_WITH_IMM left goes on when it reaches the
+	 * head of the backlog. */
+	be__engine_rx_retry(e, be__now_ns());
+}
+
+/*
+ * be__large_free_grants() - at the reap, the connection destroyed: free
+ * the buffers of grants whose socket went away while their revoke was
+ * pending (no BE_XWC_REVOKE comes for them any more).
+ */
+void be__large_free_grants(struct be__engine *e)
+{
+	uint32_t slot;
+
+	for (slot = 0; slot < e->cap_grants; slot++) {
+		struct be__grant *g = &e->grants[slot];
+		struct be__rxmsg *r = g->rx;
+
+		if (!r || g->sock)
+			continue;
+		large_slot_put(e, slot);
+		be_free(r->buf);
+		free(r);
+	}
 }
 
 void be__large_release_sock(struct be__engine *e, struct be_sock *s)
@@ -367,6 +504,12 @@ void be__large_release_sock(struct be__engine *e, struct be_sock *s)
 						     link);
 
 		be__sock_rxq_del(s, r);
+		if (r->granted && large_revoke(e, r->slot)) {
+			/* The peer may still write it: it leaves the socket and
+			 * goes when the revoke completes (or at the reap). */
+			e->grants[r->slot].sock = NULL;
+			continue;
+		}
 		if (r->granted)
 			large_slot_put(e, r->slot);
 		be_free(r->buf);

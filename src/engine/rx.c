@@ -522,14 +522,27 @@ void be__engine_on_recv_wc(struct be__wdev *wd, const struct be_xwc *wc)
 
 void be__engine_rx_retry(struct be__engine *e, uint64_t now)
 {
-	while (!be__list_empty(&e->rxlog) && now >= e->rx_retry_at &&
-	       e->state != BE_ES_FAILED) {
+	while (!be__list_empty(&e->rxlog) && e->state != BE_ES_FAILED) {
 		struct be__rxbacklog *b = be__list_entry(be__list_first(&e->rxlog),
 							 struct be__rxbacklog, link);
 		uint8_t *buf = b->buf;
 		uint32_t len = b->len;
 		size_t off = b->off;
 
+		if (b->revoking) {
+			/* A large message waits for its grant's revoke, and
+			 * what arrived after it waits behind (large.c). */
+			uint32_t token = b->token;
+
+			if (!be__large_imm_ready(e, token))
+				break;
+			be__list_del_init(&b->link);
+			free(b);
+			be__large_imm_finish(e, token);
+			continue;
+		}
+		if (now < e->rx_retry_at)
+			break;
 		be__list_del_init(&b->link);
 		if (!buf) {
 			void *ob = b->ow_buf;
@@ -554,7 +567,7 @@ void be__engine_rx_free(struct be__engine *e)
 		be__list_del_init(&b->link);
 		if (b->buf)
 			be__wdev_repost(e->wd, b->buf);
-		else
+		else if (!b->revoking) /* a revoking one's grant ends at the reap */
 			be_free(b->ow_buf);
 		free(b);
 	}

@@ -970,6 +970,10 @@ void be__engine_on_send_wc(struct be__engine *e, const struct be_xwc *wc)
 {
 	struct be__wr_rec r;
 
+	if (wc->opcode == BE_XWC_REVOKE) {
+		be__large_on_revoke(e, wc); /* not a WR of ours */
+		return;
+	}
 	if (wc->status != BE_XWC_SUCCESS) {
 		if (e->state != BE_ES_FAILED) {
 			char why[80];

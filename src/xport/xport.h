@@ -41,9 +41,9 @@
  *   is BE_XWC_RNR_RETRY_EXC on the sender and the conn goes to error. The
  *   core's credits make it impossible; seeing it is a bug.
  * - RDMA WRITE checks the rkey and that [remote_addr, +len) lies inside
- *   what it names: on a transport with grants (the grant op: tcp, shm) a
- *   live grant of that conn, and nothing else; without (verbs) the
- *   registered region. A violation never touches memory, completes the WR
+ *   what it names: on a transport with grants (the grant op) a live grant
+ *   of that conn, and nothing else; without, or on verbs without memory
+ *   windows, the registered region. A violation never touches memory, completes the WR
  *   with BE_XWC_REM_ACCESS_ERR and puts the conn in error.
  * - Once a conn is in error (local error, peer death, disconnect), every
  *   outstanding WR, signaled or not, completes with an error status
@@ -191,6 +191,7 @@ enum be_xwc_opcode {
 	BE_XWC_WRITE_IMM,   /* sender side of a WRITE_IMM */
 	BE_XWC_RECV,        /* a SEND arrived in an SRQ buffer */
 	BE_XWC_RECV_IMM,    /* a WRITE_IMM arrived; imm valid */
+	BE_XWC_REVOKE,      /* a revoke that returned 1 ended; wr_id: its cookie */
 };
 
 enum be_xwc_status {
@@ -352,8 +353,9 @@ struct be_xport_ops {
 	int (*dev_name)(int i, char *buf, size_t len);
 	/*
 	 * Optional: grants, the only memory a peer's WRITEs may reach (NULL:
-	 * the rkey of a registration, bemalloc's block, reaches all of it;
-	 * verbs, docs/SECURITY.md). grant lets the peer of @conn WRITE and
+	 * the rkey of a registration, bemalloc's block, reaches all of it; so
+	 * does the key verbs grants without memory windows, docs/SECURITY.md).
+	 * grant lets the peer of @conn WRITE and
 	 * WRITE_IMM into [@addr, @addr+@len), memory registered on this
 	 * device, under a fresh rkey into *@rkey: drawn from the kernel's
 	 * CSPRNG, unique among @conn's live grants, valid on @conn alone.
@@ -361,12 +363,22 @@ struct be_xport_ops {
 	 * peer lands there afterwards, and one still arriving for it puts
 	 * the conn in error instead. May be called from the moment a conn
 	 * exists (before accept, to hand the key over in its private data).
-	 * Returns 0, -EINVAL, -ENOMEM, -ENOTCONN (@conn in error or closed).
-	 * revoke of an rkey that is not live is a
-	 * no-op. The conn's thread only.
+	 * Returns 0, -EINVAL, -ENOMEM (also: no key free now; ask again
+	 * later), -ENOTCONN (@conn in error or closed). On verbs the key may
+	 * be handed to the peer only in a SEND posted on @conn after grant
+	 * returned (ordered after the memory window's bind, data.c); a peer
+	 * WRITE under a key that reached it otherwise may fail its conn.
+	 * revoke ends the grant of @rkey and returns 0 when it ended at once
+	 * (tcp, shm; also for an rkey that is not live), 1 when it ends
+	 * later: a completion BE_XWC_REVOKE with wr_id @cookie on @conn's
+	 * send cq says when no WRITE of the peer can land there any more
+	 * (its status an error if the conn failed first, which ends it too),
+	 * and until then the range stays lent; or -errno: @conn failed, and
+	 * the grant ends with conn_destroy. conn_destroy ends every grant, a
+	 * pending revoke too (no completion follows). The conn's thread only.
 	 */
 	int (*grant)(struct be_xconn *conn, void *addr, size_t len, uint32_t *rkey);
-	void (*revoke)(struct be_xconn *conn, uint32_t rkey);
+	int (*revoke)(struct be_xconn *conn, uint32_t rkey, uint64_t cookie);
 };
 
 /*

@@ -99,7 +99,7 @@ static int server(const char *name, int ready_fd)
 			for (i = 0; i < 4096; i++)
 				if (late.p[i] != (uint8_t)(i ^ 0x3c))
 					ok = 0;
-			ops->revoke(s.conn, late_rkey);
+			ops->revoke(s.conn, late_rkey, 0);
 			xt_mem_unreg(&late);
 		} else {
 			size = wc.imm;

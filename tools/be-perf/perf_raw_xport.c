@@ -325,6 +325,8 @@ int raw_poll(struct raw_ctx *c)
 			c->peer_key_known = 1;
 			c->repost[c->nrepost++] = (uint32_t)w->wr_id;
 			break;
+		case BE_XWC_REVOKE: /* never revokes: the grant lives as long as the conn */
+			break;
 		}
 	}
 	return n;

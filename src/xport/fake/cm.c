@@ -567,14 +567,17 @@ int be__fake_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey)
 	return in->grant ? in->grant(ic, addr, len, rkey) : -EOPNOTSUPP;
 }
 
-void be__fake_revoke(struct be_xconn *xc, uint32_t rkey)
+/* The inner transports (tcp, shm) end a grant at once: revoke is never
+ * pending here, so no BE_XWC_REVOKE needs translating. */
+int be__fake_revoke(struct be_xconn *xc, uint32_t rkey, uint64_t cookie)
 {
 	const struct be_xport_ops *in;
 	struct be_xconn *ic;
 
 	if (!xc)
-		return;
+		return 0;
 	ic = fake_fwd(xc, &in);
 	if (ic && in->revoke)
-		in->revoke(ic, rkey);
+		return in->revoke(ic, rkey, cookie);
+	return 0;
 }

@@ -340,6 +340,6 @@ BE__XPORT_DECLARE(fake)
 int be__fake_addr_canon(const char *addr, char *buf, size_t len);
 int be__fake_conn_rx_resume(struct be_xconn *conn);
 int be__fake_grant(struct be_xconn *conn, void *addr, size_t len, uint32_t *rkey);
-void be__fake_revoke(struct be_xconn *conn, uint32_t rkey);
+int be__fake_revoke(struct be_xconn *conn, uint32_t rkey, uint64_t cookie);
 
 #endif /* BE_XPORT_FAKE_FAKE_H */

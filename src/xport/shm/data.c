@@ -975,8 +975,10 @@ int be__shm_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey)
 
 /* A record is checked and placed within one poll on this thread, so a
  * grant revoked between polls is never written again. */
-void be__shm_revoke(struct be_xconn *xc, uint32_t rkey)
+int be__shm_revoke(struct be_xconn *xc, uint32_t rkey, uint64_t cookie)
 {
+	(void)cookie; /* a grant ends at once here */
 	if (xc)
 		be__xgrants_del(&to_sconn(xc)->grants, rkey);
+	return 0;
 }

@@ -315,6 +315,6 @@ int be__shm_sq_init(struct shm_conn *c, uint32_t max_send_wr);
 void be__shm_sq_free(struct shm_conn *c);
 /* The optional grant ops (xport.h). */
 int be__shm_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey);
-void be__shm_revoke(struct be_xconn *xc, uint32_t rkey);
+int be__shm_revoke(struct be_xconn *xc, uint32_t rkey, uint64_t cookie);
 
 #endif /* BE_XPORT_SHM_SHM_H */

@@ -1016,15 +1016,16 @@ int be__tcp_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey)
 	return be__xgrants_add(&c->grants, (uint64_t)(uintptr_t)addr, len, rkey);
 }
 
-void be__tcp_revoke(struct be_xconn *xc, uint32_t rkey)
+int be__tcp_revoke(struct be_xconn *xc, uint32_t rkey, uint64_t cookie)
 {
 	struct tcp_conn *c;
 
+	(void)cookie; /* a grant ends at once here */
 	if (!xc)
-		return;
+		return 0;
 	c = container_of(xc, struct tcp_conn, x);
 	if (be__xgrants_del(&c->grants, rkey))
-		return;
+		return 0;
 	/* The frame being placed writes into it: its payload must not land
 	 * in memory the owner is about to reuse. */
 	if (c->rx_left && (c->rx.type == TCP_F_WRITE || c->rx.type == TCP_F_WRITE_IMM) &&
@@ -1036,4 +1037,5 @@ void be__tcp_revoke(struct be_xconn *xc, uint32_t rkey)
 		c->rx_dst = NULL;
 		be__tcp_conn_fail(c, BE_XWC_WR_FLUSH_ERR, -ECANCELED, 0);
 	}
+	return 0;
 }

@@ -310,7 +310,7 @@ BE__XPORT_DECLARE(tcp)
 int be__tcp_conn_rx_resume(struct be_xconn *xc);
 /* data.c: the optional grant ops (xport.h). */
 int be__tcp_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey);
-void be__tcp_revoke(struct be_xconn *xc, uint32_t rkey);
+int be__tcp_revoke(struct be_xconn *xc, uint32_t rkey, uint64_t cookie);
 
 /* dev.c */
 int be__tcp_reg_init(struct tcp_dev *d);

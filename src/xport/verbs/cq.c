@@ -130,6 +130,7 @@ static enum be_xwc_opcode verbs_sq_complete(struct verbs_conn *vc, const struct 
 		struct verbs_swr *s = &vc->sq[vc->sq_head & vc->sq_mask];
 
 		vc->sq_head++;
+		vc->sq_mw -= s->mw;
 		if (s->wr_id == iwc->wr_id && (s->signaled || iwc->status != IBV_WC_SUCCESS)) {
 			op = (enum be_xwc_opcode)s->opcode;
 			*mw = s->mw;
@@ -195,11 +196,8 @@ static int verbs_wc_map(struct verbs_cq *cq, const struct ibv_wc *iwc, struct be
 			 iwc->vendor_err);
 		be__verbs_conn_failed(vc, verbs_status_errno(wc->status), why);
 	}
-	if (mw) {
-		/* A grant's bind or invalidate (data.c): the transport's own. */
-		be__verbs_mw_done(vc, iwc->wr_id);
-		return 0;
-	}
+	if (mw) /* a grant's bind or invalidate (data.c) */
+		return be__verbs_mw_done(vc, iwc, wc);
 	return 1;
 }
 
@@ -263,11 +261,17 @@ int be__verbs_cq_create(struct be_xdev *d, uint32_t depth, struct be_xcq **out)
 
 	if (!depth || !out)
 		return -EINVAL;
-	if (depth > (uint32_t)dev->attr.max_cqe)
-		depth = (uint32_t)dev->attr.max_cqe;
+	if (depth > be__verbs_cq_max(dev))
+		depth = be__verbs_cq_max(dev);
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return -ENOMEM;
+	/* Room for the completions of window invalidates (data.c), beyond
+	 * what the caller counts on. */
+	if (dev->has_mw) {
+		cq->mw_room = (uint32_t)dev->attr.max_cqe - be__verbs_cq_max(dev);
+		depth += cq->mw_room;
+	}
 	cq->base.dev = d;
 	be__list_init(&cq->srqs);
 	be__list_init(&cq->holding);

@@ -13,19 +13,36 @@
  * posts them at the RTU (cm.c, be__verbs_accept()); meanwhile cq_poll()
  * and post_send() also read the evch, where the RTU arrives.
  *
- * Grants (verbs.h). On a device with type-2B memory windows, grant binds
- * a window of the conn to exactly [addr, addr+len) of the block's MR
- * (remote write only) with an IBV_WR_BIND_MW on the conn's QP, under a key
- * whose low 8 bits are random, and revoke posts an IBV_WR_LOCAL_INV of it.
- * Both go on the send queue before whatever is posted after them: the
- * WRITE_RESP carrying a key follows its bind, so the peer cannot use the
- * key before it is bound. They are signaled and their completions stay
- * here (cq.c); a window is bound again only once its invalidate completed.
- * A window is bound to this QP (type 2B): its key is worth nothing on any
- * other conn. revoke returns once the LOCAL_INV is posted: until the QP
- * executes it, behind the WRs posted before it, the peer can still write
- * the range (docs/SECURITY.md, "Remote keys"). Without windows, grant
- * hands out the rkey of the block's MR and revoke does nothing.
+ * Grants (verbs.h). On a device with type-2B memory windows (unless
+ * BE_VERBS_MW=0), grant binds a window of the conn to exactly [addr,
+ * addr+len) of the block's MR (remote write only) with an IBV_WR_BIND_MW
+ * on the conn's QP, under a key whose low 8 bits are random, and revoke
+ * posts an IBV_WR_LOCAL_INV of it.
+ * - The key reaches the peer in a SEND posted on the same QP after the
+ *   bind (the Engine's WRITE_RESP). We rely on the ordering rule that
+ *   ibv_bind_mw(3) states: "a send after a bind request on the same QP
+ *   are always ordered", i.e. the peer cannot see the key before the
+ *   bind took effect. So the bind is unsignaled (no completion to wait
+ *   for); one that fails completes with an error and fails the conn.
+ * - revoke returns 1: the grant ends when its LOCAL_INV completes, which
+ *   is reported as a BE_XWC_REVOKE completion (cq.c) carrying the
+ *   caller's cookie. Until then the LOCAL_INV may wait behind the WRs
+ *   posted before it, and the peer can still write the range; the caller
+ *   keeps the memory until that completion (large.c).
+ * - A window is bound again only once its invalidate completed. A window
+ *   is bound to this QP (type 2B): its key is worth nothing on any other
+ *   conn, and nothing reaches it once the QP is in error or destroyed.
+ * - Room: a conn has at most VERBS_MW_MAX windows, and its QP room for a
+ *   bind and an invalidate of each beside the user's depth; every live
+ *   window holds a CQE of its send CQ's mw_room for its invalidate's
+ *   completion, so those never overrun the CQ. When either runs out, or
+ *   the device allocates no more windows, grant fails with -ENOMEM and
+ *   counts it (dev->mw_short): the Engine answers "no memory" and the
+ *   peer asks again after a backoff. There is no fallback to the block's
+ *   rkey: with windows the blocks are registered without remote access,
+ *   so that a block's rkey, guessed or leaked, reaches nothing.
+ * Without windows, grant hands out the rkey of the block's MR and revoke
+ * returns 0 (nothing to end).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -95,6 +112,7 @@ int be__verbs_qp_create(struct verbs_conn *vc, const struct be_xconn_attr *attr)
 	vc->mws = NULL;
 	vc->nmws = 0;
 	vc->mw_free = UINT32_MAX;
+	vc->sq_mw = 0;
 	memset(&vc->mw_keys, 0, sizeof(vc->mw_keys));
 	vc->nrnd = 0;
 	vc->held = NULL;
@@ -144,19 +162,25 @@ void be__verbs_qp_destroy(struct verbs_conn *vc)
 {
 	struct verbs_cq *cq[2] = { vc->send_cq, vc->recv_cq };
 	int i, n = vc->recv_cq == vc->send_cq ? 1 : 2;
-
 	uint32_t k;
 
 	if (!vc->qp)
 		return;
 	verbs_held_free(vc);
+	/* The windows first: a bound one holds its QP (Soft-RoCE takes a
+	 * reference, and destroying the QP under it did not return in the
+	 * guest). Deallocating unbinds it: its key reaches nothing from now
+	 * on. The CQEs kept for invalidates that will not come are free. */
+	for (k = 0; k < vc->nmws; k++) {
+		if (vc->mws[k].state == VERBS_MW_BOUND ||
+		    vc->mws[k].state == VERBS_MW_INVALIDATING)
+			vc->send_cq->mw_room++;
+		if (ibv_dealloc_mw(vc->mws[k].mw))
+			be_log_err("verbs: ibv_dealloc_mw: %s", strerror(errno));
+	}
 	if (ibv_destroy_qp(vc->qp))
 		be_log_err("verbs: ibv_destroy_qp(%u): %s", vc->qp_num, strerror(errno));
 	vc->qp = NULL;
-	/* With the QP its windows are unreachable (type 2B); free them. */
-	for (k = 0; k < vc->nmws; k++)
-		if (ibv_dealloc_mw(vc->mws[k].mw))
-			be_log_err("verbs: ibv_dealloc_mw: %s", strerror(errno));
 	free(vc->mws);
 	vc->mws = NULL;
 	vc->nmws = 0;
@@ -212,11 +236,13 @@ static int verbs_post_now(struct verbs_conn *vc, struct be_xsend_wr *wr, struct 
 	struct ibv_send_wr iw[VERBS_POST_BATCH], *ibad;
 	struct be_xsend_wr *w = wr, *batch[VERBS_POST_BATCH];
 	int n, i, ret, err, posted;
-	uint32_t free_slots;
+	uint32_t free_slots, used;
 
 	while (w) {
 		err = 0;
-		free_slots = vc->sq_mask + 1 - (vc->sq_tail - vc->sq_head);
+		/* The user's depth; the QP's room beyond it is the windows'. */
+		used = vc->sq_tail - vc->sq_head - vc->sq_mw;
+		free_slots = used < vc->max_send_wr ? vc->max_send_wr - used : 0;
 		for (n = 0; w && n < VERBS_POST_BATCH; n++, w = w->next) {
 			struct ibv_send_wr *x = &iw[n];
 
@@ -419,7 +445,7 @@ int be__verbs_post_send(struct be_xconn *c, struct be_xsend_wr *wr, struct be_xs
 
 /* ------------------------------------------------------------ grants */
 
-/* Post the window WR @x (of window @idx), signaled, on @vc's QP. */
+/* Post the window WR @x (of window @idx) on @vc's QP. */
 static int verbs_mw_post(struct verbs_conn *vc, struct ibv_send_wr *x, uint64_t idx)
 {
 	struct ibv_send_wr *ibad;
@@ -429,7 +455,6 @@ static int verbs_mw_post(struct verbs_conn *vc, struct ibv_send_wr *x, uint64_t 
 	if (vc->sq_tail - vc->sq_head > vc->sq_mask)
 		return -ENOMEM;
 	x->wr_id = VERBS_MW_WRID | idx;
-	x->send_flags |= IBV_SEND_SIGNALED;
 	x->next = NULL;
 	ret = ibv_post_send(vc->qp, x, &ibad);
 	if (ret)
@@ -437,8 +462,9 @@ static int verbs_mw_post(struct verbs_conn *vc, struct ibv_send_wr *x, uint64_t 
 	s = &vc->sq[vc->sq_tail++ & vc->sq_mask];
 	s->wr_id = x->wr_id;
 	s->opcode = BE_XWC_SEND;
-	s->signaled = 1;
+	s->signaled = !!(x->send_flags & IBV_SEND_SIGNALED);
 	s->mw = 1;
+	vc->sq_mw++;
 	return 0;
 }
 
@@ -454,7 +480,7 @@ static int verbs_mw_get(struct verbs_conn *vc, uint32_t *idx)
 		return 0;
 	}
 	if (vc->nmws >= VERBS_MW_MAX)
-		return -ENOMEM; /* the Engine answers "no memory": asked again later */
+		return -ENOMEM;
 	if (!vc->mws) {
 		vc->mws = calloc(VERBS_MW_MAX, sizeof(*vc->mws));
 		if (!vc->mws)
@@ -462,7 +488,7 @@ static int verbs_mw_get(struct verbs_conn *vc, uint32_t *idx)
 	}
 	mw = ibv_alloc_mw(dev->pd, IBV_MW_TYPE_2);
 	if (!mw)
-		return errno ? -errno : -ENOMEM;
+		return -ENOMEM; /* the device's windows are all taken */
 	*idx = vc->nmws++;
 	vc->mws[*idx].mw = mw;
 	vc->mws[*idx].state = VERBS_MW_FREE;
@@ -496,6 +522,18 @@ static int verbs_mw_key(struct verbs_conn *vc, uint32_t old, uint32_t *key)
 	return 0;
 }
 
+/* No window for a grant: -ENOMEM, counted (the Engine answers "no
+ * memory" and the peer asks again). */
+static int verbs_mw_short(struct verbs_conn *vc, const char *why)
+{
+	struct verbs_dev *dev = to_vdev(vc->base.dev);
+
+	if (!__atomic_fetch_add(&dev->mw_short, 1, __ATOMIC_RELAXED))
+		be_log_warn("verbs: %s: no memory window for a grant (%s); the peer waits "
+			    "(logged once per device)", dev->name, why);
+	return -ENOMEM;
+}
+
 int be__verbs_grant(struct be_xconn *c, void *addr, size_t len, uint32_t *rkey)
 {
 	struct verbs_conn *vc;
@@ -519,9 +557,15 @@ int be__verbs_grant(struct be_xconn *c, void *addr, size_t len, uint32_t *rkey)
 	}
 	if (!vc->qp || !vc->was_established)
 		return -ENOTCONN;
+	/* An acceptor before the RTU holds its sends (cm.c), but its QP is
+	 * in RTS: the bind, a local operation, is posted at once, so it
+	 * still precedes every SEND posted after it. */
+	if (!vc->send_cq->mw_room)
+		return verbs_mw_short(vc, "completion queue room");
 	ret = verbs_mw_get(vc, &idx);
 	if (ret)
-		return ret;
+		return verbs_mw_short(vc, vc->nmws >= VERBS_MW_MAX ? "windows per connection" :
+								   "the device's windows");
 	m = &vc->mws[idx];
 	ret = verbs_mw_key(vc, m->mw->rkey, &key);
 	if (ret)
@@ -544,6 +588,7 @@ int be__verbs_grant(struct be_xconn *c, void *addr, size_t len, uint32_t *rkey)
 	}
 	m->mw->rkey = key; /* the provider names the window by it from now on */
 	m->state = VERBS_MW_BOUND;
+	vc->send_cq->mw_room--;
 	*rkey = key;
 	return 0;
 
@@ -552,44 +597,57 @@ err:
 	return ret;
 }
 
-void be__verbs_revoke(struct be_xconn *c, uint32_t rkey)
+int be__verbs_revoke(struct be_xconn *c, uint32_t rkey, uint64_t cookie)
 {
 	struct verbs_conn *vc;
 	struct ibv_send_wr wr;
 	uint64_t v;
 	uint32_t idx;
+	int ret;
 
 	if (!c)
-		return;
+		return 0;
 	vc = to_vconn(c);
 	if (!be__verbs_map_get(&vc->mw_keys, rkey, &v))
-		return; /* not a live window (a block's rkey: nothing to end) */
+		return 0; /* not a live window (a block's rkey: nothing to end) */
 	be__verbs_map_del(&vc->mw_keys, rkey);
 	idx = (uint32_t)v;
-	if (!vc->qp)
-		return; /* gone with the QP */
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = IBV_WR_LOCAL_INV;
 	wr.invalidate_rkey = rkey;
-	if (verbs_mw_post(vc, &wr, VERBS_MW_INV | idx)) {
+	wr.send_flags = IBV_SEND_SIGNALED;
+	ret = verbs_mw_post(vc, &wr, VERBS_MW_INV | idx);
+	if (ret) {
 		/* Cannot happen (the QP keeps room for it). If it does, the
 		 * window stays bound: put the QP in error, which no WRITE
 		 * passes, and never bind the window again. */
 		be__verbs_conn_failed(vc, -EIO, "posting the invalidate of a grant's window");
-		return;
+		return ret;
 	}
 	vc->mws[idx].state = VERBS_MW_INVALIDATING;
+	vc->mws[idx].cookie = cookie;
+	return 1;
 }
 
-void be__verbs_mw_done(struct verbs_conn *vc, uint64_t wr_id)
+int be__verbs_mw_done(struct verbs_conn *vc, const struct ibv_wc *iwc, struct be_xwc *wc)
 {
-	uint32_t idx = (uint32_t)(wr_id & VERBS_MW_IDX);
+	uint32_t idx = (uint32_t)(iwc->wr_id & VERBS_MW_IDX);
+	struct verbs_mw *m;
 
-	if (idx >= vc->nmws)
-		return;
-	/* A bind completed: nothing to do (its key is live until revoke).
-	 * An invalidate completed, or flushed with the QP in error: the
-	 * window may be bound again. */
-	if ((wr_id & VERBS_MW_INV) && vc->mws[idx].state == VERBS_MW_INVALIDATING)
+	if (!(iwc->wr_id & VERBS_MW_INV) || idx >= vc->nmws)
+		return 0; /* a bind that failed: the conn failed with it (cq.c) */
+	m = &vc->mws[idx];
+	if (m->state != VERBS_MW_INVALIDATING)
+		return 0;
+	/* Completed, or flushed with the QP in error (which no WRITE passes
+	 * either): the grant is over. Only a window whose invalidate ran may
+	 * be bound again. */
+	vc->send_cq->mw_room++;
+	wc->opcode = BE_XWC_REVOKE;
+	wc->wr_id = m->cookie;
+	if (iwc->status == IBV_WC_SUCCESS)
 		verbs_mw_put(vc, idx);
+	else
+		m->state = VERBS_MW_DEAD;
+	return 1;
 }

@@ -329,7 +329,7 @@ int be__verbs_dev_query(struct be_xdev *d, struct be_xdev_attr *out)
 	out->max_sge = dev->max_sge;
 	out->max_qp_wr = (uint32_t)dev->attr.max_qp_wr;
 	out->max_srq_wr = (uint32_t)dev->attr.max_srq_wr;
-	out->max_cqe = (uint32_t)dev->attr.max_cqe;
+	out->max_cqe = be__verbs_cq_max(dev); /* less the windows' room (cq.c) */
 	out->has_thread_domain = dev->has_td;
 	return 0;
 }
@@ -488,16 +488,16 @@ int be__verbs_addr_dev(const char *addr, bool passive, char *buf, size_t len)
 
 /*
  * Type-2B memory windows, what a grant binds (data.c): the device must say
- * so and allocate one. They are off unless BE_VERBS_MW=1 (block rkeys, as
- * on a device without them): docs/SECURITY.md, "Remote keys", has what is
- * still missing before they can be the default.
+ * so and allocate one. BE_VERBS_MW=0 turns them off (block rkeys, as on a
+ * device without them: docs/SECURITY.md, "Remote keys", has what that
+ * exposes), for measuring what windows cost.
  */
 static int verbs_probe_mw(struct verbs_dev *dev)
 {
 	const char *env = getenv("BE_VERBS_MW");
 	struct ibv_mw *mw;
 
-	if (!env || strcmp(env, "1"))
+	if (env && !strcmp(env, "0"))
 		return 0;
 	if (!(dev->attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) || dev->attr.max_mw <= 0)
 		return 0;

@@ -97,6 +97,7 @@ struct verbs_dev {
 	uint32_t max_sge;        /* send SGEs per WR we create QPs with */
 	int has_td;
 	int has_mw;              /* type-2 memory windows: a grant binds one (data.c) */
+	uint64_t mw_short;       /* grants refused for want of a window (atomic) */
 	int quirk_rxe;           /* Soft-RoCE: remap its LOC_QP_OP_ERR statuses */
 	/* lkey -> struct ibv_mr *, to refuse receives with a bad lkey at post
 	 * (verbs would fail them only when a message arrives). */
@@ -147,6 +148,7 @@ struct verbs_cq {
 	size_t bl_head, bl_len, bl_cap;
 	struct be__list srqs;    /* SRQs completing here (cq_link) */
 	struct be__list holding; /* conns of this send CQ holding sends (hold_link) */
+	uint32_t mw_room;        /* CQEs left for window invalidates (data.c) */
 };
 
 struct verbs_srq {
@@ -184,25 +186,39 @@ struct verbs_swr {
  * Grants on verbs (data.c): a type-2B memory window per live grant, bound
  * on the conn's QP to exactly the granted range, so that only this QP can
  * use its rkey, and invalidated when the grant ends. A conn keeps at most
- * VERBS_MW_MAX windows (more grants at once: -ENOMEM, which the Engine
- * answers like a failed allocation) and its QP has room for their binds
- * and invalidates beside what the user posts.
+ * VERBS_MW_MAX windows and its QP has room for their binds and
+ * invalidates beside what the user posts; a CQ keeps VERBS_MW_CQ_ROOM
+ * CQEs (at most) for the invalidates of its conns' live windows. Past
+ * either, grant is -ENOMEM, which the Engine answers like a failed
+ * allocation.
  */
 #define VERBS_MW_MAX 64u
+#define VERBS_MW_CQ_ROOM 1024u
 #define VERBS_MW_WRID 0x6d77000000000000ull /* | index: a window's bind */
 #define VERBS_MW_INV 0x10000ull              /* | this: its invalidate */
 #define VERBS_MW_IDX 0xffffu
+
+/* The largest CQ depth a user may ask: the device's, less the room kept
+ * for window invalidates when grants bind windows. */
+static inline uint32_t be__verbs_cq_max(const struct verbs_dev *dev)
+{
+	uint32_t max = (uint32_t)dev->attr.max_cqe;
+
+	return dev->has_mw ? max - BE_MIN(VERBS_MW_CQ_ROOM, max / 2) : max;
+}
 
 enum verbs_mw_state {
 	VERBS_MW_FREE,           /* invalid: may be bound again */
 	VERBS_MW_BOUND,          /* bind posted: its rkey was handed out */
 	VERBS_MW_INVALIDATING,   /* LOCAL_INV posted, not completed */
+	VERBS_MW_DEAD,           /* its LOCAL_INV failed: never bound again */
 };
 
 struct verbs_mw {
 	struct ibv_mw *mw;       /* mw->rkey: as last bound */
 	uint8_t state;           /* enum verbs_mw_state */
 	uint32_t next_free;
+	uint64_t cookie;         /* INVALIDATING: the revoke's, for BE_XWC_REVOKE */
 };
 
 /*
@@ -265,6 +281,7 @@ struct verbs_conn {
 	 * next_free (UINT32_MAX: none), rkey -> index of the bound ones. */
 	struct verbs_mw *mws;
 	uint32_t nmws, mw_free;
+	uint32_t sq_mw;          /* window WRs among the outstanding ones (sq) */
 	struct verbs_map mw_keys;
 	uint8_t rnd[32];         /* getrandom() output for window keys */
 	uint32_t nrnd;
@@ -346,9 +363,11 @@ void be__verbs_qp_destroy(struct verbs_conn *vc);
 void be__verbs_release_held(struct verbs_conn *vc);
 /* The grant and revoke ops (xport.h). */
 int be__verbs_grant(struct be_xconn *conn, void *addr, size_t len, uint32_t *rkey);
-void be__verbs_revoke(struct be_xconn *conn, uint32_t rkey);
-/* A completion of the window WR @wr_id (VERBS_MW_WRID | index). */
-void be__verbs_mw_done(struct verbs_conn *vc, uint64_t wr_id);
+int be__verbs_revoke(struct be_xconn *conn, uint32_t rkey, uint64_t cookie);
+/* The completion @iwc of a window WR (VERBS_MW_WRID | index): 1 if it is
+ * an invalidate's, reported as BE_XWC_REVOKE into @wc (whose conn and
+ * status are set); 0 if it is the transport's own. */
+int be__verbs_mw_done(struct verbs_conn *vc, const struct ibv_wc *iwc, struct be_xwc *wc);
 /* The registration (ibv_mr) holding [@addr, @addr+@len), or NULL. */
 struct ibv_mr *be__verbs_mr_find(struct verbs_dev *dev, const void *addr, size_t len);
 
