@@ -1,8 +1,8 @@
 /*
- * timer.c - the clock of a be_rpc: one min-heap of timers (call
- * deadlines, hedges, probes, ejections) on the worker, and one thread
- * that sleeps until the earliest of them and then queues a tick on the
- * worker with be_worker_call().
+ * timer.c - the clock of a be_rpc: its timers (call deadlines, hedges,
+ * probes, ejections) on the worker, in a run and a min-heap (below), and
+ * one thread that sleeps until the earliest of them and then queues a
+ * tick on the worker with be_worker_call().
  *
  * Why a thread. sock.h gives a higher layer no timer of the worker's, and
  * this layer may not reach inside it; a worker sleeping in
@@ -27,8 +27,8 @@
  *
  * Handshake. thr_due and stop are guarded by mu. The thread, when due,
  * sets ctl->tick_queued and thr_due = UINT64_MAX and queues the tick; the
- * tick clears tick_queued, runs what is due and publishes the heap's
- * earliest. ctl outlives the be_rpc while ticks or flushes are queued:
+ * tick clears tick_queued, runs what is due and publishes the earliest
+ * left. ctl outlives the be_rpc while ticks or flushes are queued:
  * be_rpc_destroy() joins the thread, then leaves ctl to the last queued
  * function (ctl->rpc NULL tells it the be_rpc is gone).
  */
