@@ -43,6 +43,7 @@ const char *be__xwc_status_str(enum be_xwc_status st)
 	case BE_XWC_RETRY_EXC_ERR: return "transport retry counter exceeded";
 	case BE_XWC_RNR_RETRY_EXC: return "receiver not ready";
 	case BE_XWC_GENERAL_ERR: return "general error";
+	case BE_XWC_REM_ABORT_ERR: return "remote aborted: the peer closed the connection";
 	}
 	return "unknown status";
 }

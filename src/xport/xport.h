@@ -50,7 +50,8 @@
  *   (BE_XWC_WR_FLUSH_ERR for those after the first), and a
  *   BE_XEV_DISCONNECTED event reaches its evch.
  *   Peer death is detected within a bounded time (socket hang-up for shm
- *   and tcp; the QP's retry timeout for verbs).
+ *   and tcp: the first WR completes with BE_XWC_REM_ABORT_ERR; the QP's
+ *   retry timeout for verbs: BE_XWC_RETRY_EXC_ERR).
  * - After conn_destroy() no completion or event names that conn again.
  *
  * Threads: a device may be used from several threads (registration happens
@@ -204,6 +205,7 @@ enum be_xwc_status {
 	BE_XWC_RETRY_EXC_ERR,   /* peer unreachable / dead */
 	BE_XWC_RNR_RETRY_EXC,   /* no receive posted at the peer */
 	BE_XWC_GENERAL_ERR,
+	BE_XWC_REM_ABORT_ERR,   /* the peer closed or reset the connection */
 };
 
 struct be_xwc {

@@ -3,7 +3,7 @@
  * a 4 KiB payload with its headers) eagerly, and that every setting the
  * library clamps is said in the log, once: eager_max 8192 with 8 KiB
  * receive buffers becomes 8176; sq_depth beyond the device's limit (4096
- * WRs on tcp and shm) is clamped when the device opens and Engines then
+ * WRs on tcp and shm) is clamped when the device opens (once per device) and Engines then
  * connect with the clamped depth; a setting nobody clamps logs nothing.
  */
 #include <errno.h>
@@ -58,7 +58,7 @@ int main(int argc, char **argv)
 	struct be_ctx *ctx;
 	struct st t;
 	char addr[160];
-	int rc;
+	int rc, nclamped;
 
 	be_log_set_fn(log_fn);
 	st_init(&t, argc, argv);
@@ -97,7 +97,13 @@ int main(int argc, char **argv)
 		t.cfg.sq_depth = 1u << 30; /* beyond any NIC */
 	memset(&srv, 0, sizeof(srv));
 	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
-	ASSERT_EQ(count_logged("sq_depth"), 1);
+	/* Once per device opened: verbs opens every device of the host
+	 * together (ctx_dev.c), two in the two-NIC guest. */
+	nclamped = count_logged("sq_depth");
+	if (strcmp(t.transport, "verbs") == 0)
+		ASSERT(nclamped >= 1);
+	else
+		ASSERT_EQ(nclamped, 1);
 	rc = be_sock_connect(ws[1], addr, &st_server_cbs, NULL, &s);
 	/* Soft-RoCE takes a send queue of 1M WRs (max_qp_wr) but a CQ of
 	 * only 32767 (max_cqe): an Engine that deep cannot share the
@@ -113,7 +119,7 @@ int main(int argc, char **argv)
 		be_sock_close(s);
 	}
 	st_unpair(ctx, ws, &srv, l);
-	ASSERT_EQ(count_logged("sq_depth"), 1);
+	ASSERT_EQ(count_logged("sq_depth"), nclamped);
 	be_log_set_fn(NULL);
 	return 0;
 }

@@ -1,7 +1,7 @@
 /*
  * Check peer death on shm: when the peer process is killed with -9, the
  * survivor's cq fd (armed) becomes readable, every outstanding WR
- * completes with an error (the first BE_XWC_RETRY_EXC_ERR, the rest
+ * completes with an error (the first BE_XWC_REM_ABORT_ERR, the rest
  * BE_XWC_WR_FLUSH_ERR, unsignaled ones too), BE_XEV_DISCONNECTED arrives,
  * later posts flush without touching the dead peer's memory, and the
  * killed process leaves nothing behind in /dev/shm.
@@ -147,7 +147,7 @@ int main(int argc, char **argv)
 	}
 	ASSERT_EQ(got, 4);
 	ASSERT_UEQ(wc[0].wr_id, 1);
-	ASSERT_EQ(wc[0].status, BE_XWC_RETRY_EXC_ERR);
+	ASSERT_EQ(wc[0].status, BE_XWC_REM_ABORT_ERR);
 	for (int i = 1; i < 4; i++) {
 		ASSERT_UEQ(wc[i].wr_id, (uint64_t)i + 1);
 		ASSERT_EQ(wc[i].status, BE_XWC_WR_FLUSH_ERR);

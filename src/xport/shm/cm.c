@@ -424,7 +424,7 @@ static void cm_on_eof(struct shm_conn *c)
 		c->state = SHM_CS_CLOSED;
 		break;
 	case SHM_CS_CONNECTED:
-		be__shm_conn_error(c, BE_XWC_RETRY_EXC_ERR, -ECONNRESET);
+		be__shm_conn_error(c, BE_XWC_REM_ABORT_ERR, -ECONNRESET);
 		break;
 	default:
 		break;

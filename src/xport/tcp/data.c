@@ -526,7 +526,7 @@ static void conn_hangup(struct tcp_conn *c, ssize_t n)
 
 	be_log_info("tcp: conn %s: peer hung up (%s)", c->peer,
 		    n == 0 ? "end of stream" : strerror(-err));
-	be__tcp_conn_fail(c, BE_XWC_RETRY_EXC_ERR, err, 0);
+	be__tcp_conn_fail(c, BE_XWC_REM_ABORT_ERR, err, 0);
 }
 
 /*

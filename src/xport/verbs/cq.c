@@ -72,6 +72,7 @@ static enum be_xwc_status verbs_wc_status(enum ibv_wc_status s)
 	case IBV_WC_REM_INV_REQ_ERR: return BE_XWC_REM_OP_ERR;
 	case IBV_WC_RETRY_EXC_ERR: return BE_XWC_RETRY_EXC_ERR;
 	case IBV_WC_RNR_RETRY_EXC_ERR: return BE_XWC_RNR_RETRY_EXC;
+	case IBV_WC_REM_ABORT_ERR: return BE_XWC_REM_ABORT_ERR;
 	default: return BE_XWC_GENERAL_ERR;
 	}
 }
@@ -87,6 +88,7 @@ static int verbs_status_errno(enum be_xwc_status s)
 	case BE_XWC_REM_OP_ERR: return -EPROTO;
 	case BE_XWC_RETRY_EXC_ERR: return -ETIMEDOUT;
 	case BE_XWC_RNR_RETRY_EXC: return -ENOBUFS;
+	case BE_XWC_REM_ABORT_ERR: return -ECONNRESET;
 	default: return -EIO;
 	}
 }
