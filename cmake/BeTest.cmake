@@ -17,6 +17,22 @@
 #   most TIMEOUT seconds, with the guest's open-file limit raised (label
 #   rxe; one guest at a time). It skips (77) only when qemu-system-x86_64
 #   is not installed at all; a guest that fails to boot fails the test.
+# be_test_library(NAME SOURCES a.c [b.c] [LINK lib...])
+#   a folder's test harness as the static library NAME, linked with LINK
+#   (default the static library), with src/ and test/ as include paths
+#   for the tests that link it.
+
+function(be_test_library name)
+  cmake_parse_arguments(L "" "" "SOURCES;LINK" ${ARGN})
+  if(NOT L_LINK)
+    set(L_LINK be_static)
+  endif()
+  add_library(${name} STATIC ${L_SOURCES})
+  target_link_libraries(${name} PUBLIC ${L_LINK})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/test)
+  target_compile_definitions(${name} PRIVATE BE_HAVE_VERBS=${BE_HAVE_VERBS})
+  be_target_warnings(${name})
+endfunction()
 
 function(be_add_test name)
   cmake_parse_arguments(T "" "TIMEOUT;TARGET" "SOURCES;ARGS;LABELS" ${ARGN})

@@ -221,16 +221,24 @@ static bool admit_send_mac(struct be__engine *e, uint32_t step, char role)
 	return rc == 0;
 }
 
-/* Acceptor: the connector's nonce is in and the transport is up. */
-static void admit_challenge(struct be__engine *e)
+/* Draw a fresh @nonce, wait in state @next and queue AUTH @step with the
+ * nonce; fails @e when either cannot be done. */
+static void admit_send_nonce(struct be__engine *e, uint32_t step, uint8_t *nonce,
+			     enum be__admit_state next)
 {
-	if (admit_nonce(e->nonce_s)) {
+	if (admit_nonce(nonce)) {
 		be__engine_fail(e, -EIO, "admission: no random bytes");
 		return;
 	}
-	e->admit = BE_ADM_WAIT_PROOF;
-	if (admit_send(e, BE_AUTH_CHALLENGE, e->nonce_s, NULL))
+	e->admit = next;
+	if (admit_send(e, step, nonce, NULL))
 		be__engine_fail(e, -ENOMEM, "no memory for a control frame");
+}
+
+/* Acceptor: the connector's nonce is in and the transport is up. */
+static void admit_challenge(struct be__engine *e)
+{
+	admit_send_nonce(e, BE_AUTH_CHALLENGE, e->nonce_s, BE_ADM_WAIT_PROOF);
 }
 
 /* Acceptor: refuse @e with @reason; it ends once the REFUSED left. */
@@ -283,13 +291,7 @@ void be__admit_established(struct be__engine *e, const struct be_xevent *ev)
 		return;
 	}
 	memcpy(e->hello_s, ev->priv, BE_PROTO_HELLO_LEN);
-	if (admit_nonce(e->nonce_c)) {
-		be__engine_fail(e, -EIO, "admission: no random bytes");
-		return;
-	}
-	e->admit = BE_ADM_WAIT_CHALLENGE;
-	if (admit_send(e, BE_AUTH_HELLO, e->nonce_c, NULL))
-		be__engine_fail(e, -ENOMEM, "no memory for a control frame");
+	admit_send_nonce(e, BE_AUTH_HELLO, e->nonce_c, BE_ADM_WAIT_CHALLENGE);
 }
 
 static const char *admit_auth(struct be__engine *e, const struct be__frame *f)

@@ -271,7 +271,8 @@ void be__engine_rx_retry(struct be__engine *e, uint64_t now);
 void be__engine_rx_free(struct be__engine *e);
 void be__sock_deliver(struct be_sock *s);
 void be__sock_deliver_rest(struct be_sock *s);
-bool be__sock_rxq_add(struct be_sock *s, struct be__rxmsg *r);
+int be__sock_rxq_new(struct be__engine *e, struct be_sock *s, uint32_t id, size_t len,
+		     struct be__rxmsg **out);
 void be__sock_rxq_del(struct be_sock *s, struct be__rxmsg *r);
 
 /* credit_elastic.c: growing and shrinking the peer's grant (credit.h).

@@ -270,17 +270,11 @@ int be__large_on_req(struct be__engine *e, struct be_sock *s, const struct be__f
 	if (f->length == 0 || f->length > cfg->max_msg_size || f->length > UINT32_MAX)
 		return large_fail(e, f, "WRITE_REQ length out of range");
 	if (f->msg == s->rx_next_id) {
-		r = calloc(1, sizeof(*r));
-		if (!r) {
-			be__engine_fail(e, -ENOMEM, "no memory for a receive");
-			return -ENOMEM;
-		}
-		r->id = f->msg;
-		r->len = f->length;
-		if (!be__sock_rxq_add(s, r)) {
-			free(r);
+		rc = be__sock_rxq_new(e, s, f->msg, f->length, &r);
+		if (rc == -ENOBUFS)
 			return large_fail(e, f, "socket receive window exceeded");
-		}
+		if (rc)
+			return rc;
 		s->rx_next_id++;
 	} else {
 		for (p = s->rxq.next; p != &s->rxq; p = p->next) {

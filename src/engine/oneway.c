@@ -238,6 +238,7 @@ int be__oneway_on_frame(struct be__engine *e, struct be_sock *s, const struct be
 	const struct be_config *cfg = &e->w->ctx->cfg;
 	struct be__owslot *o;
 	struct be__rxmsg *r;
+	int rc;
 
 	if (!e->oneway)
 		return oneway_fail(e, "WRITE_ONEWAY not negotiated", f->token);
@@ -263,18 +264,12 @@ int be__oneway_on_frame(struct be__engine *e, struct be_sock *s, const struct be
 		return 0;
 	if (f->msg != s->rx_next_id)
 		return oneway_fail(e, "WRITE_ONEWAY with an unexpected message id", f->token);
-	r = calloc(1, sizeof(*r));
-	if (!r) {
-		be__engine_fail(e, -ENOMEM, "no memory for a receive");
-		return -ENOMEM;
-	}
-	r->id = f->msg;
-	r->len = f->length;
-	r->oneway = true;
-	if (!be__sock_rxq_add(s, r)) {
-		free(r);
+	rc = be__sock_rxq_new(e, s, f->msg, f->length, &r);
+	if (rc == -ENOBUFS)
 		return oneway_fail(e, "socket receive window exceeded", f->token);
-	}
+	if (rc)
+		return rc;
+	r->oneway = true;
 	s->rx_next_id++;
 	o->rx = r;
 	o->sock = s;

@@ -41,7 +41,7 @@
  * per socket: it knows which of its messages we hold (those announced
  * behind a large one whose last fragment it has not posted), and stops
  * that socket at our sock_window; a message that would take us past it
- * is a protocol error here (be__sock_rxq_add()).
+ * is a protocol error here (be__sock_rxq_new()).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -52,21 +52,35 @@
 #include "util/log.h"
 
 /*
- * be__sock_rxq_add() - message @r (id and len set) joins @s's receive
- * queue, counted against our sock_window. A message that finds the queue
- * empty always may; past the window the peer broke the protocol: returns
- * false and queues nothing (the caller fails the Engine).
+ * be__sock_rxq_new() - a new message @id of @len bytes joins @s's receive
+ * queue, counted against our sock_window; *@out is it (buf NULL, not done),
+ * owned by the queue. A message that finds the queue empty always may;
+ * past the window the peer broke the protocol: returns -ENOBUFS and
+ * queues nothing (the caller fails the Engine with its reason). Out of
+ * memory it fails @e itself and returns -ENOMEM.
  */
-bool be__sock_rxq_add(struct be_sock *s, struct be__rxmsg *r)
+int be__sock_rxq_new(struct be__engine *e, struct be_sock *s, uint32_t id, size_t len,
+		     struct be__rxmsg **out)
 {
-	uint64_t c = be__sock_win_charge(r->len);
+	uint64_t c = be__sock_win_charge(len);
+	struct be__rxmsg *r;
 
-	if (!be__list_empty(&s->rxq) && s->rx_held + c > s->w->ctx->cfg.sock_window)
-		return false;
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		be__engine_fail(e, -ENOMEM, "no memory for a receive");
+		return -ENOMEM;
+	}
+	if (!be__list_empty(&s->rxq) && s->rx_held + c > s->w->ctx->cfg.sock_window) {
+		free(r);
+		return -ENOBUFS;
+	}
+	r->id = id;
+	r->len = len;
 	s->rx_held += c;
 	be__list_add_tail(&s->rxq, &r->link);
 	s->nrx++;
-	return true;
+	*out = r;
+	return 0;
 }
 
 /* be__sock_rxq_del() - @r leaves @s's receive queue (the caller frees it). */
@@ -167,6 +181,7 @@ static int rx_fail(struct be__engine *e, const struct be__frame *f, const char *
 static int rx_data(struct be__engine *e, const struct be__frame *f, struct be_sock *s, void *nb)
 {
 	struct be__rxmsg *r;
+	int rc;
 
 	if (s->state != BE_SS_OPEN || s->app_closed) {
 		be_free(nb);
@@ -185,21 +200,13 @@ static int rx_data(struct be__engine *e, const struct be__frame *f, struct be_so
 		rx_deliver_one(s, nb, f->len);
 		return 0;
 	}
-	r = calloc(1, sizeof(*r));
-	if (!r) {
+	rc = be__sock_rxq_new(e, s, f->msg, f->len, &r);
+	if (rc) {
 		be_free(nb);
-		be__engine_fail(e, -ENOMEM, "no memory to queue a message");
-		return -ENOMEM;
+		return rc == -ENOBUFS ? rx_fail(e, f, "socket receive window exceeded") : rc;
 	}
-	r->id = f->msg;
 	r->buf = nb;
-	r->len = f->len;
 	r->done = true;
-	if (!be__sock_rxq_add(s, r)) {
-		be_free(nb);
-		free(r);
-		return rx_fail(e, f, "socket receive window exceeded");
-	}
 	return 0;
 }
 

@@ -653,18 +653,37 @@ static bool path_reached(void *arg)
 	return false;
 }
 
+/* @act(@rep, @repair, @arg) breaks (repairs) the first path; pump until
+ * the calls go over the second (the first) and 300 more are done.
+ * Returns the milliseconds from the act to the first answer there. */
+static double path_move(struct rt_env *e, struct rt_stream *st, struct rt_replica *rep,
+			void (*act)(struct rt_replica *rep, bool repair, void *arg), void *arg,
+			bool repair)
+{
+	struct be_rpc_replica_stats rs;
+	struct path_goal g;
+	int to = repair ? 0 : 1;
+	double t0;
+
+	ASSERT_OK(be_rpc_chan_replica_stats(e->ch, 0, &rs));
+	g = (struct path_goal){ st, e->ch, st->done + 300, to, rs.addrs[to].c.ok + 1, 0 };
+	t0 = rt_us();
+	act(rep, repair, arg);
+	rt_pump(&e->w, 1, path_reached, &g);
+	return (g.at_us - t0) / 1000;
+}
+
 void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 		    void (*act)(struct rt_replica *rep, bool repair, void *arg), void *arg,
 		    const char *fault, struct be_rpc_chan_stats *out)
 {
 	static struct rt_stream st;
-	struct be_rpc_replica_stats rs;
 	struct be_rpc_chan_stats cs;
 	struct be_rpc_config cfg;
 	struct rt_replica rep;
 	struct path_goal g;
 	struct rt_env e;
-	double t0, t_over, t_back;
+	double t_over, t_back;
 	bool fallback;
 
 	rt_replica_start(t, &rep, paths);
@@ -687,13 +706,8 @@ void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 	g = (struct path_goal){ &st, e.ch, st.done + (uint64_t)st.depth + 100, 0, 1, 0 };
 	rt_pump(&e.w, 1, path_reached, &g);
 	/* Over: the first answer over the second path after the fault. */
-	ASSERT_OK(be_rpc_chan_replica_stats(e.ch, 0, &rs));
-	g = (struct path_goal){ &st, e.ch, st.done + 300, 1, rs.addrs[1].c.ok + 1, 0 };
 	fprintf(stderr, "%s: calls over %s; breaking it\n", fault, rep.addrs[0]);
-	t0 = rt_us();
-	act(&rep, false, arg);
-	rt_pump(&e.w, 1, path_reached, &g);
-	t_over = (g.at_us - t0) / 1000;
+	t_over = path_move(&e, &st, &rep, act, arg, false);
 	/* At least once: on a loaded host a healthy path may stall past a
 	 * hedge delay and be left (and taken back) before the break too. */
 	be_rpc_chan_stats(e.ch, &cs);
@@ -701,13 +715,8 @@ void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 	ASSERT_EQ(fallback ? cs.c.port_switches : cs.c.fallbacks, 0);
 
 	/* Back: the first answer over the first path after the repair. */
-	ASSERT_OK(be_rpc_chan_replica_stats(e.ch, 0, &rs));
-	g = (struct path_goal){ &st, e.ch, st.done + 300, 0, rs.addrs[0].c.ok + 1, 0 };
 	fprintf(stderr, "%s: calls over %s; repairing the first\n", fault, rep.addrs[1]);
-	t0 = rt_us();
-	act(&rep, true, arg);
-	rt_pump(&e.w, 1, path_reached, &g);
-	t_back = (g.at_us - t0) / 1000;
+	t_back = path_move(&e, &st, &rep, act, arg, true);
 	rt_stream_drain(&st, &e.w, 1);
 
 	be_rpc_chan_stats(e.ch, &cs);
@@ -726,4 +735,25 @@ void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 	ASSERT_EQ(cs.c.port_returns, cs.c.port_switches);
 	*out = cs;
 	rt_env_close(&e);
+}
+
+struct ctl_cmds {
+	char brk, repair;
+};
+
+static void ctl_act(struct rt_replica *rep, bool repair, void *arg)
+{
+	const struct ctl_cmds *c = arg;
+
+	rt_replica_ctl(rep, repair ? c->repair : c->brk);
+}
+
+void rt_path_switch_ctl(struct rt *t, uint32_t timeout_us, char brk, char repair,
+			const char *fault, struct be_rpc_chan_stats *out)
+{
+	struct ctl_cmds c = { brk, repair };
+	char paths[32];
+
+	snprintf(paths, sizeof(paths), "%s,tcp", t->transport);
+	rt_path_switch(t, paths, timeout_us, ctl_act, &c, fault, out);
 }

@@ -220,6 +220,10 @@ void rt_stream_init(struct rt_stream *s, struct be_rpc_chan *ch, uint32_t method
 void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 		    void (*act)(struct rt_replica *rep, bool repair, void *arg), void *arg,
 		    const char *fault, struct be_rpc_chan_stats *out);
+/* rt_path_switch() over the test's transport, then tcp; the first path
+ * breaks with rt_replica_ctl(@brk) and is repaired with @repair. */
+void rt_path_switch_ctl(struct rt *t, uint32_t timeout_us, char brk, char repair,
+			const char *fault, struct be_rpc_chan_stats *out);
 
 /* How much slower than the host this runs: 5 inside the Soft-RoCE guest
  * (an emulated CPU, $BE_RXE_GUEST), else 1. Tests about failover scale

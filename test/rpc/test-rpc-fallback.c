@@ -4,26 +4,19 @@
  * and tcp second: while a stream of idempotent calls runs, the preferred
  * path breaks (its worker and Engines go) -> the calls continue over the
  * second path without a failure; the path comes back -> the calls
- * return to it; both moves are counted (rt_path_switch()).
+ * return to it; both moves are counted (rt_path_switch_ctl()).
  */
 #include <string.h>
 
 #include "rtest.h"
 
-static void act(struct rt_replica *rep, bool repair, void *arg)
-{
-	rt_replica_ctl(rep, repair ? 'o' : 'c');
-}
-
 int main(int argc, char **argv)
 {
 	struct be_rpc_chan_stats cs;
 	struct rt t;
-	char paths[32];
 
 	rt_init(&t, argc, argv);
-	snprintf(paths, sizeof(paths), "%s,tcp", t.transport);
-	rt_path_switch(&t, paths, 1000000 * rt_slow_factor(), act, NULL, "path-break", &cs);
+	rt_path_switch_ctl(&t, 1000000 * rt_slow_factor(), 'c', 'o', "path-break", &cs);
 	/* Nothing was silent: the move came from the connection failing. */
 	ASSERT_GT(cs.c.probes, 0);
 	return 0;

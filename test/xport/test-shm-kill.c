@@ -52,23 +52,14 @@ static void server(const char *name, int ready_fd)
 {
 	struct xt_side s;
 	struct xt_mem m;
-	struct be_xconn_attr attr;
-	struct be_xevent ev;
-	struct { uint64_t addr; uint32_t rkey; } priv;
 
 	xt_init_child(&xt);
 	xt_side_init(&xt, &s, 4096, 64);
 	xt_mem_reg(&xt, &m, 1u << 20);
-	ASSERT_OK(ops->listen(s.ch, name, 4, &s.l));
-	xt_side_expect(&s, BE_XEV_CONNECT_REQUEST, &ev, NULL);
-	s.conn = ev.conn;
-	attr = xt_attr(&s, 64);
-	priv.addr = xt_mem_addr(&m, 0);
-	priv.rkey = xt_mem_grant(&m, s.conn);
 	for (int i = 0; i < 8; i++)
 		xt_mem_recv(&s, &m, 4096 * (uint64_t)i, 4096, (uint64_t)i);
-	ASSERT_OK(ops->accept(s.conn, &attr, &priv, sizeof(priv)));
-	xt_side_expect(&s, BE_XEV_ESTABLISHED, &ev, NULL);
+	ASSERT_OK(ops->listen(s.ch, name, 4, &s.l));
+	xt_side_accept_grant(&s, &m);
 	ASSERT_EQ(write(ready_fd, "r", 1), 1);
 	/* Never poll again: the client's SENDs stay outstanding. */
 	for (;;)
@@ -82,7 +73,7 @@ int main(int argc, char **argv)
 	struct be_xconn_attr attr;
 	struct be_xevent ev;
 	struct be_xwc wc[8];
-	struct { uint64_t addr; uint32_t rkey; } priv;
+	struct xt_grant_msg priv;
 	char name[64], ch, *before, *after;
 	struct pollfd p;
 	int pfd[2], st, got = 0;

@@ -38,10 +38,8 @@ static int server(const char *name, int ready_fd)
 {
 	struct xt_side s;
 	struct xt_mem m, late, out;
-	struct be_xconn_attr attr;
 	struct be_xevent ev;
 	struct be_xwc wc;
-	struct { uint64_t addr; uint32_t rkey; } priv;
 	int checks = 0;
 
 	xt_init_child(&xt);
@@ -49,17 +47,11 @@ static int server(const char *name, int ready_fd)
 	xt_mem_reg(&xt, &m, BIG + 4096);
 	memset(m.p, 0xab, BIG + 1);
 	xt_mem_reg(&xt, &out, 4096);
-	ASSERT_OK(ops->listen(s.ch, name, 4, &s.l));
-	ASSERT_EQ(write(ready_fd, "r", 1), 1);
-	xt_side_expect(&s, BE_XEV_CONNECT_REQUEST, &ev, NULL);
-	s.conn = ev.conn;
-	attr = xt_attr(&s, 64);
-	priv.addr = xt_mem_addr(&m, 0);
-	priv.rkey = xt_mem_grant(&m, s.conn);
 	for (int i = 0; i < 32; i++)
 		xt_mem_recv(&s, &out, 0, 64, 1000 + (uint64_t)i);
-	ASSERT_OK(ops->accept(s.conn, &attr, &priv, sizeof(priv)));
-	xt_side_expect(&s, BE_XEV_ESTABLISHED, &ev, NULL);
+	ASSERT_OK(ops->listen(s.ch, name, 4, &s.l));
+	ASSERT_EQ(write(ready_fd, "r", 1), 1);
+	xt_side_accept_grant(&s, &m);
 
 	for (;;) {
 		int r = ops->cq_poll(s.cq, &wc, 1);
@@ -146,7 +138,7 @@ int main(int argc, char **argv)
 	struct be_xconn_attr attr;
 	struct be_xevent ev;
 	struct be_xwc wc;
-	struct { uint64_t addr; uint32_t rkey; } priv;
+	struct xt_grant_msg priv;
 	struct late_msg lm;
 	char name[64], ch;
 	int pfd[2], st;

@@ -30,28 +30,22 @@ static void srv_wait_one(struct xt *t, struct xt_side *srv, struct be_xwc *wc)
 
 int main(int argc, char **argv)
 {
-	struct xt t;
-	struct xt_side cli, srv;
-	struct be_xlistener *l;
-	struct be_xconn *c, *s;
+	struct xt_pair p;
+	struct xt *t = &p.t;
 	struct be_xwc wc;
 	volatile uint8_t *dst;
 	uint8_t *src, *msg;
 	int i;
 
-	xt_init(&t, argc, argv);
-	if (strcmp(t.transport, "tcp")) {
+	xt_pair_open(&p, argc, argv, 64, 0, 16, 16);
+	if (strcmp(t->transport, "tcp")) {
 		printf("tcp only: skipped\n");
 		return 77;
 	}
-	xt_side_init(&t, &cli, 64, 0);
-	xt_side_init(&t, &srv, 64, 16);
-	l = xt_listen(&t, &srv);
-	xt_connect_pair(&t, &cli, &srv, l, 16, &c, &s);
-	xt_post_recvs(&t, &srv, 4, 256);
-	src = xt_alloc(&t, BIG);
-	msg = xt_alloc(&t, 64);
-	dst = xt_alloc(&t, BIG);
+	xt_post_recvs(t, &p.srv, 4, 256);
+	src = xt_alloc(t, BIG);
+	msg = xt_alloc(t, 64);
+	dst = xt_alloc(t, BIG);
 	xt_fill(src, BIG, 7);
 	for (i = 0; i < (int)BIG; i += 4096)
 		src[i] |= 1; /* no zero byte every page: placement shows */
@@ -59,15 +53,15 @@ int main(int argc, char **argv)
 	memset((void *)dst, 0, BIG);
 
 	/* SEND, then the WRITE behind it; only the sender makes progress
-	 * for a while (t.sides[0] is cli), so the socket fills up. */
-	xt_post(&t, c, BE_XWR_SEND, 1, msg, 64, 0, 0, 0, 0);
-	xt_post(&t, c, BE_XWR_WRITE, 2, src, BIG, BE_XWR_F_SIGNALED,
-		(uint64_t)(uintptr_t)dst, xt_grant(&t, s, (void *)dst), 0);
-	t.nsides = 1;
-	xt_spin(&t, 200);
-	t.nsides = 0;
+	 * for a while (t->sides[0] is the client), so the socket fills up. */
+	xt_post(t, p.c, BE_XWR_SEND, 1, msg, 64, 0, 0, 0, 0);
+	xt_post(t, p.c, BE_XWR_WRITE, 2, src, BIG, BE_XWR_F_SIGNALED,
+		(uint64_t)(uintptr_t)dst, xt_grant(t, p.s, (void *)dst), 0);
+	t->nsides = 1;
+	xt_spin(t, 200);
+	t->nsides = 0;
 
-	srv_wait_one(&t, &srv, &wc);
+	srv_wait_one(t, &p.srv, &wc);
 	ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
 	ASSERT_EQ(wc.opcode, BE_XWC_RECV);
 	ASSERT_EQ(wc.byte_len, 64);
@@ -76,24 +70,19 @@ int main(int argc, char **argv)
 	ASSERT_UEQ(xt_nonzero(dst + TCP_RBUF_SIZE, BIG - TCP_RBUF_SIZE), 0);
 
 	/* A SEND behind the WRITE: its completion comes with the WRITE whole. */
-	xt_post(&t, c, BE_XWR_SEND, 3, msg, 64, 0, 0, 0, 0);
-	t.nsides = 2;
-	xt_wait_wc(&t, &srv, &wc, 1);
+	xt_post(t, p.c, BE_XWR_SEND, 3, msg, 64, 0, 0, 0, 0);
+	t->nsides = 2;
+	xt_wait_wc(t, &p.srv, &wc, 1);
 	ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
 	ASSERT_EQ(wc.opcode, BE_XWC_RECV);
 	ASSERT_EQ(memcmp((const void *)dst, src, BIG), 0);
-	xt_wait_wc(&t, &cli, &wc, 1);
+	xt_wait_wc(t, &p.cli, &wc, 1);
 	ASSERT_EQ(wc.status, BE_XWC_SUCCESS);
 	ASSERT_UEQ(wc.wr_id, 2);
 
-	t.ops->conn_destroy(c);
-	t.ops->conn_destroy(s);
-	t.ops->listener_close(l);
-	xt_free(&t, src);
-	xt_free(&t, msg);
-	xt_free(&t, (void *)dst);
-	xt_side_fini(&t, &cli);
-	xt_side_fini(&t, &srv);
-	xt_fini(&t);
+	xt_free(t, src);
+	xt_free(t, msg);
+	xt_free(t, (void *)dst);
+	xt_pair_close(&p);
 	return 0;
 }

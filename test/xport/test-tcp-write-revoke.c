@@ -16,10 +16,8 @@
 
 int main(int argc, char **argv)
 {
-	struct xt t;
-	struct xt_side cli, srv;
-	struct be_xlistener *l;
-	struct be_xconn *c, *s;
+	struct xt_pair p;
+	struct xt *t = &p.t;
 	struct be_xevent ev;
 	struct be_xwc wc;
 	volatile uint8_t *dst;
@@ -28,34 +26,30 @@ int main(int argc, char **argv)
 	uint32_t rkey;
 	int i, n;
 
-	xt_init(&t, argc, argv);
-	if (strcmp(t.transport, "tcp")) {
+	xt_pair_open(&p, argc, argv, 64, 0, 16, 16);
+	if (strcmp(t->transport, "tcp")) {
 		printf("tcp only: skipped\n");
 		return 77;
 	}
-	xt_side_init(&t, &cli, 64, 0);
-	xt_side_init(&t, &srv, 64, 16);
-	l = xt_listen(&t, &srv);
-	xt_connect_pair(&t, &cli, &srv, l, 16, &c, &s);
-	src = xt_alloc(&t, BIG);
-	dst = xt_alloc(&t, BIG);
+	src = xt_alloc(t, BIG);
+	dst = xt_alloc(t, BIG);
 	snap = malloc(BIG);
 	ASSERT(snap);
 	memset(src, 0x5a, BIG);
 	memset((void *)dst, 0, BIG);
-	rkey = xt_grant(&t, s, (void *)dst);
+	rkey = xt_grant(t, p.s, (void *)dst);
 
 	/* Only the sender makes progress for a while: the socket fills up
 	 * with the start of the WRITE, far from all of it. */
-	xt_post(&t, c, BE_XWR_WRITE, 1, src, BIG, BE_XWR_F_SIGNALED, (uint64_t)(uintptr_t)dst,
+	xt_post(t, p.c, BE_XWR_WRITE, 1, src, BIG, BE_XWR_F_SIGNALED, (uint64_t)(uintptr_t)dst,
 		rkey, 0);
-	t.nsides = 1;
-	xt_spin(&t, 200);
-	t.nsides = 0;
+	t->nsides = 1;
+	xt_spin(t, 200);
+	t->nsides = 0;
 
 	/* The receiver alone reads until some of the payload is in place. */
 	for (i = 0; i < 20000000 && !placed; i++) {
-		n = t.ops->cq_poll(srv.cq, &wc, 1);
+		n = t->ops->cq_poll(p.srv.cq, &wc, 1);
 		ASSERT_GE(n, 0);
 		ASSERT_EQ(n, 0);
 		placed = xt_nonzero(dst, 65536);
@@ -66,27 +60,22 @@ int main(int argc, char **argv)
 	fprintf(stderr, "%zu of %u bytes placed when the grant is revoked\n", placed, BIG);
 
 	/* Revoked mid-payload: the conn fails, the rest never lands. */
-	ASSERT_EQ(t.ops->revoke(s, rkey, 0), 0); /* tcp: ends at once */
+	ASSERT_EQ(t->ops->revoke(p.s, rkey, 0), 0); /* tcp: ends at once */
 	memcpy(snap, (const void *)dst, BIG);
-	t.nsides = 2;
-	xt_wait_wc(&t, &cli, &wc, 1);
+	t->nsides = 2;
+	xt_wait_wc(t, &p.cli, &wc, 1);
 	ASSERT_UEQ(wc.wr_id, 1);
 	ASSERT(wc.status != BE_XWC_SUCCESS);
 	fprintf(stderr, "the WRITE completed with %s\n", be__xwc_status_str(wc.status));
-	xt_expect_event(&t, &srv, BE_XEV_DISCONNECTED, &ev);
-	xt_expect_event(&t, &cli, BE_XEV_DISCONNECTED, &ev);
-	xt_spin(&t, 50);
+	xt_expect_event(t, &p.srv, BE_XEV_DISCONNECTED, &ev);
+	xt_expect_event(t, &p.cli, BE_XEV_DISCONNECTED, &ev);
+	xt_spin(t, 50);
 	ASSERT(memcmp(snap, (const void *)dst, BIG) == 0);
 	ASSERT_EQ(xt_nonzero(dst, BIG), placed);
 
-	t.ops->conn_destroy(c);
-	t.ops->conn_destroy(s);
-	t.ops->listener_close(l);
 	free(snap);
-	xt_free(&t, src);
-	xt_free(&t, (void *)dst);
-	xt_side_fini(&t, &cli);
-	xt_side_fini(&t, &srv);
-	xt_fini(&t);
+	xt_free(t, src);
+	xt_free(t, (void *)dst);
+	xt_pair_close(&p);
 	return 0;
 }

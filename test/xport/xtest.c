@@ -657,6 +657,20 @@ void xt_side_connect(struct xt_side *a, struct xt_side *b, const char *name,
 	ASSERT_PTR_EQ(ev.conn, a->conn);
 }
 
+void xt_side_accept_grant(struct xt_side *s, struct xt_mem *m)
+{
+	struct be_xconn_attr attr = xt_attr(s, 64);
+	struct xt_grant_msg msg;
+	struct be_xevent ev;
+
+	xt_side_expect(s, BE_XEV_CONNECT_REQUEST, &ev, NULL);
+	s->conn = ev.conn;
+	msg.addr = xt_mem_addr(m, 0);
+	msg.rkey = xt_mem_grant(m, s->conn);
+	ASSERT_OK(s->t->ops->accept(s->conn, &attr, &msg, sizeof(msg)));
+	xt_side_expect(s, BE_XEV_ESTABLISHED, &ev, NULL);
+}
+
 void xt_sides_open(struct xt *t, struct xt_side *a, struct xt_side *b, uint32_t srq_depth,
 		   struct xt_mem *ma, struct xt_mem *mb, size_t len, uint32_t max_send_wr)
 {

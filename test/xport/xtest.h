@@ -244,6 +244,17 @@ int xt_mem_post(struct be_xconn *c, enum be_xwr_opcode op, struct xt_mem *m, uin
 		uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm, unsigned int flags,
 		uint64_t wr_id);
 
+/* What the server of a two-process test hands its client at accept:
+ * where its region is, and a key to write into it. */
+struct xt_grant_msg {
+	uint64_t addr;
+	uint32_t rkey;
+};
+/* On @s, listening: wait for a connection request, accept it with an
+ * xt_grant_msg for all of @m (granted to the new conn, s->conn) and
+ * wait until it is established. */
+void xt_side_accept_grant(struct xt_side *s, struct xt_mem *m);
+
 /* Deterministic pattern for verification. */
 void xt_fill(void *p, size_t len, uint32_t seed);
 int xt_check(const void *p, size_t len, uint32_t seed); /* 1 if it matches */

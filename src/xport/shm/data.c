@@ -350,12 +350,18 @@ static int sq_exec(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *
 	return SQ_EXEC_DONE;
 }
 
-static void sq_notify_peer(struct shm_conn *c)
+/* Kick @efd when the peer armed @armed (it sleeps on it); the exchange
+ * disarms it, so that of two wakers only one kicks. */
+static void shm_wake_armed(uint32_t *armed, int efd)
 {
 	shm_fence();
-	if (shm_load_rlx(&c->tx_ctl->rx_armed) &&
-	    __atomic_exchange_n(&c->tx_ctl->rx_armed, 0, __ATOMIC_ACQ_REL))
-		be__wake_kick(c->peer_rx_efd);
+	if (shm_load_rlx(armed) && __atomic_exchange_n(armed, 0, __ATOMIC_ACQ_REL))
+		be__wake_kick(efd);
+}
+
+static void sq_notify_peer(struct shm_conn *c)
+{
+	shm_wake_armed(&c->tx_ctl->rx_armed, c->peer_rx_efd);
 }
 
 static void op_from_defer(struct shm_op *op, const struct shm_defer *d, uint32_t total)
@@ -622,10 +628,7 @@ static int cq_poll_tx(struct shm_conn *c, struct be_xwc *wc, int n)
 
 static void rx_wake_sender(struct shm_conn *c)
 {
-	shm_fence();
-	if (shm_load_rlx(&c->rx_ctl->tx_armed) &&
-	    __atomic_exchange_n(&c->rx_ctl->tx_armed, 0, __ATOMIC_ACQ_REL))
-		be__wake_kick(c->peer_tx_efd);
+	shm_wake_armed(&c->rx_ctl->tx_armed, c->peer_tx_efd);
 }
 
 static void rx_srq_limit(struct shm_conn *c, struct shm_srq *s)
