@@ -22,8 +22,8 @@
  * open is logged and left out), and a worker only looks them up: an
  * address on a device that is not open fails at once with -ENODEV. A
  * device that appears later needs a new context. tcp and shm have one
- * device each, opened on first use: that is a calloc and, for shm, the
- * registration of the pool's blocks, no discovery.
+ * device each, opened on first use: a calloc and a table entry per pool
+ * block, no discovery and no call into a kernel driver.
  *
  * Model. Each device is opened once per context, queried (link speed
  * decides the default fragment size, the transport the send and mixed
