@@ -274,7 +274,11 @@ static inline void be_config_init(struct be_config *cfg)
 
 /*
  * be_ctx_create() - a context with configuration @cfg (copied; NULL means
- * be_config_init()). Transport devices open on first use. Returns 0 or
+ * be_config_init()). Opens every RDMA device here (in an RDMA host's
+ * first context this loads libibverbs' providers: it may take a second),
+ * so that no worker's first connect or listen waits for it; the tcp and
+ * shm devices open on first use. An RDMA device that does not open is
+ * logged and left out: addresses on it fail with -ENODEV. Returns 0 or
  * -EINVAL (invalid configuration), -ENOMEM.
  * Threads: any; the context itself is thread-safe.
  */

@@ -7,12 +7,13 @@
  *                        Engines start from)
  *
  * Model. The application creates a context (be_ctx_create) and makes its
- * workers on it. A device is opened the first time a worker of the
- * context uses an address on it (be__ctx_dev, ctx_dev.c): tcp and shm
- * have one device each, verbs one per RDMA device, the one the address
- * belongs to (listen) or is reached through (connect). Each is attached
- * to bemalloc so every block is registered on it, and closed with the
- * context (be__ctx_dev_close_all).
+ * workers on it. The context opens every verbs device as it is created
+ * (be__ctx_dev_open_all: finding and opening one is too slow for a
+ * worker's thread, ctx_dev.c); tcp and shm, one device each, open the
+ * first time a worker of the context uses an address on them. A worker
+ * uses the device its address belongs to (listen) or is reached through
+ * (connect) (be__ctx_dev). Each is attached to bemalloc so every block is
+ * registered on it, and closed with the context (be__ctx_dev_close_all).
  *
  * Sharing. Every worker of the context, on any thread, reads it: the
  * configuration is fixed at creation and a be__cdev is written once,
@@ -57,17 +58,23 @@ struct be__cdev {
 
 struct be_ctx {
 	struct be_config cfg;
-	pthread_mutex_t lock;            /* guards opening devices */
+	pthread_mutex_t lock;            /* guards dev[] and ndev */
 	struct be__cdev dev[BE_CTX_MAX_DEVS];
 	int ndev;
 	atomic_int workers;
 };
 
-/* Open (once) the device of transport @name that @addr (the text after
- * "scheme://"; NULL: any device) is on: @passive, an address to listen
- * on, else one to connect to. *@out stays valid until the context is
- * destroyed. 0, -EPROTONOSUPPORT, -ENOSPC, -ENODEV or the transport's
- * -errno (a bad address). May block resolving a host name. Threads: any. */
+/* Open every device of each transport that has several (verbs), as far
+ * as they open (failures are logged). At creation, before any worker;
+ * may take a second (libibverbs loading its providers). */
+void be__ctx_dev_open_all(struct be_ctx *ctx);
+/* The device of transport @name that @addr (the text after "scheme://";
+ * NULL: any device) is on: @passive, an address to listen on, else one
+ * to connect to. tcp and shm open theirs here once; a verbs device must
+ * have opened with the context (else -ENODEV). *@out stays valid until
+ * the context is destroyed. 0, -EPROTONOSUPPORT, -ENOSPC, -ENODEV or the
+ * transport's -errno (a bad address). May block resolving a host name.
+ * Threads: any. */
 int be__ctx_dev(struct be_ctx *ctx, const char *name, const char *addr, bool passive,
 		struct be__cdev **out);
 /* Detach every device of @ctx from bemalloc and close it. No worker of

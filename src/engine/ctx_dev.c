@@ -1,24 +1,37 @@
 /*
- * ctx_dev.c - the devices of a context: each device of a transport,
- * opened the first time a worker uses the transport, and the defaults its
- * Engines start from.
+ * ctx_dev.c - the devices of a context: each device of a transport, and
+ * the defaults its Engines start from.
  *
- * Which device. tcp and shm have one. verbs has one per RDMA NIC, all
- * opened together (ctx_dev_open_others_locked()); the address a worker
- * listens on or connects to names the one it uses (the transport's
- * addr_dev op: the device rdma_cm will bind the connection to), so one
- * context serves addresses on every NIC, each on its own device, CQs and
- * SRQs; that is what lets a replica's calls move from a port on one NIC
- * to a port on another (docs/RPC.md, port switch). An address that names
- * no device (a wildcard listen address) takes the transport's device
- * opened first.
+ * Which device. tcp and shm have one. verbs has one per RDMA NIC; the
+ * address a worker listens on or connects to names the one it uses (the
+ * transport's addr_dev op: the device rdma_cm will bind the connection
+ * to), so one context serves addresses on every NIC, each on its own
+ * device, CQs and SRQs; that is what lets a replica's calls move from a
+ * port on one NIC to a port on another (docs/RPC.md, port switch). An
+ * address that names no device (a wildcard listen address) takes the
+ * transport's device opened first.
  *
- * Model. be__ctx_dev() opens each device once per context,
- * queries it (link speed decides the default fragment size, the transport
- * the send and mixed windows), and attaches it to bemalloc so every block
- * is registered on it. Devices stay open until the context is destroyed
+ * When. Finding and opening a verbs device is slow: the first listing in
+ * a process loads libibverbs' providers (0.4-1 s in the Soft-RoCE guest),
+ * then each open, its probes and the registration of every pool block
+ * on it take tens of milliseconds more. A worker's thread must not pay
+ * that on its first connect or listen: it also serves the other peers
+ * of its Engines. So be__ctx_dev_open_all() opens every device of each
+ * transport that has several (the dev_name op: verbs) when the context is
+ * created, on the application's thread, best effort (one that does not
+ * open is logged and left out), and a worker only looks them up: an
+ * address on a device that is not open fails at once with -ENODEV. A
+ * device that appears later needs a new context. tcp and shm have one
+ * device each, opened on first use: a calloc and a table entry per pool
+ * block, no discovery and no call into a kernel driver.
+ *
+ * Model. Each device is opened once per context, queried (link speed
+ * decides the default fragment size, the transport the send and mixed
+ * windows), and attached to bemalloc so every block is registered on it.
+ * Devices stay open until the context is destroyed
  * (be__ctx_dev_close_all). Workers of any thread ask for devices: the
- * context's mutex guards opening only, and a be__cdev is not written again
+ * context's mutex guards the table (lookups and the single-device
+ * transports' opening, nothing slow), and a be__cdev is not written again
  * once handed out, so the data path never takes it.
  */
 #include <errno.h>
@@ -218,31 +231,20 @@ err_close:
 	return rc;
 }
 
-/* Does the context have a device of transport @ops open? */
-static bool ctx_has_xport_locked(const struct be_ctx *ctx, const struct be_xport_ops *ops)
-{
-	int i;
-
-	for (i = 0; i < ctx->ndev; i++)
-		if (!strcmp(ctx->dev[i].name, ops->name))
-			return true;
-	return false;
-}
-
 /*
- * The other devices of a transport that has several (verbs), opened with
- * its first: a port switch to another NIC must not wait for the device to
+ * Every device of a transport that has several (verbs), all opened
+ * together: a port switch to another NIC must not wait for the device to
  * open and every block of the pool to register on it. Best effort: a
  * device that does not open is logged and left out (an address on it
- * tries again), and the room for other transports is kept.
+ * fails with -ENODEV), and the room for other transports is kept.
  */
-static void ctx_dev_open_others_locked(struct be_ctx *ctx, const struct be_xport_ops *ops)
+static void ctx_dev_open_each_locked(struct be_ctx *ctx, const struct be_xport_ops *ops)
 {
 	char dn[sizeof(ctx->dev[0].attr.name)];
 	struct be__cdev *cd;
-	int i, j;
+	int i, j, rc;
 
-	for (i = 0; ops->dev_name(i, dn, sizeof(dn)) == 0; i++) {
+	for (i = 0; (rc = ops->dev_name(i, dn, sizeof(dn))) == 0; i++) {
 		bool open = false;
 
 		for (j = 0; j < ctx->ndev; j++)
@@ -256,6 +258,8 @@ static void ctx_dev_open_others_locked(struct be_ctx *ctx, const struct be_xport
 		}
 		ctx_dev_open_locked(ctx, ops, dn, &cd);
 	}
+	if (rc != -ENODEV)
+		be_log_dbg("ctx: no %s devices: %s", ops->name, be_strerror(rc));
 }
 
 int be__ctx_dev(struct be_ctx *ctx, const char *name, const char *addr, bool passive,
@@ -264,7 +268,6 @@ int be__ctx_dev(struct be_ctx *ctx, const char *name, const char *addr, bool pas
 	const struct be_xport_ops *ops = be__xport_find(name);
 	struct be__cdev *cd = NULL;
 	char want[sizeof(ctx->dev[0].attr.name)] = "";
-	bool first;
 	int i, rc = 0;
 
 	if (!ops)
@@ -289,15 +292,32 @@ int be__ctx_dev(struct be_ctx *ctx, const char *name, const char *addr, bool pas
 		rc = -ENOSPC;
 		goto out;
 	}
-	first = !ctx_has_xport_locked(ctx, ops);
+	/* A transport with several devices opened them all with the
+	 * context: finding one now would hold the worker (above). */
+	if (ops->dev_name) {
+		be_log_err("ctx: no %s device%s%s is open: a context uses the devices that "
+			   "opened when it was created", name, want[0] ? " " : "", want);
+		rc = -ENODEV;
+		goto out;
+	}
 	rc = ctx_dev_open_locked(ctx, ops, want, &cd);
-	if (!rc && first && ops->dev_name)
-		ctx_dev_open_others_locked(ctx, ops);
 out:
 	pthread_mutex_unlock(&ctx->lock);
 	if (!rc)
 		*out = cd;
 	return rc;
+}
+
+void be__ctx_dev_open_all(struct be_ctx *ctx)
+{
+	const struct be_xport_ops *ops;
+	int i;
+
+	pthread_mutex_lock(&ctx->lock);
+	for (i = 0; (ops = be__xport_at(i)) != NULL; i++)
+		if (ops->dev_name)
+			ctx_dev_open_each_locked(ctx, ops);
+	pthread_mutex_unlock(&ctx->lock);
 }
 
 /* Last opened first; each is detached from bemalloc before it closes. */

@@ -199,8 +199,8 @@ void be__wdev_destroy(struct be__wdev *wd);
 
 /* The wdev of the device of transport @xport that @addr is on (as
  * be__ctx_dev(): @passive for a listen address; NULL: any device), set
- * up on first use (device opened, queues created, srq_depth buffers
- * posted, fds watched); worker.c. 0 or -errno. */
+ * up on first use (tcp or shm device opened, queues created, srq_depth
+ * buffers posted, fds watched); worker.c. 0 or -errno. */
 int be__worker_wdev(struct be_worker *w, const char *xport, const char *addr, bool passive,
 		    struct be__wdev **out);
 /* An Engine's first grant (@credits receives) and its send queue's CQ

@@ -2,8 +2,9 @@
  * ctx.c - the context's public face: create one from a configuration,
  * read the configuration back, destroy it.
  *
- * Model. A context is a checked configuration plus the devices its
- * workers opened (src/engine/ctx.h, ctx_dev.c). It outlives its workers:
+ * Model. A context is a checked configuration plus its devices: the
+ * verbs devices it opens as it is created, tcp and shm as its workers
+ * first use them (src/engine/ctx.h, ctx_dev.c). It outlives its workers:
  * destroying it closes the devices, which no worker may still use.
  */
 #include <errno.h>
@@ -36,6 +37,9 @@ int be_ctx_create(const struct be_config *cfg, struct be_ctx **out)
 	rc = -pthread_mutex_init(&ctx->lock, NULL);
 	if (rc)
 		goto err_free;
+	/* Here, not on a worker's first connect: that would hold every
+	 * other Engine of the worker meanwhile (engine/ctx_dev.c). */
+	be__ctx_dev_open_all(ctx);
 	*out = ctx;
 	return 0;
 

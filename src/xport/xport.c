@@ -31,6 +31,13 @@ const struct be_xport_ops *be__xport_find(const char *name)
 	return NULL;
 }
 
+const struct be_xport_ops *be__xport_at(int i)
+{
+	if (i < 0 || (size_t)i >= sizeof(xport_builtin) / sizeof(xport_builtin[0]))
+		return NULL;
+	return xport_builtin[i];
+}
+
 const char *be__xwc_status_str(enum be_xwc_status st)
 {
 	switch (st) {

@@ -351,7 +351,10 @@ struct be_xport_ops {
 	 * address. NULL: the transport has one device (tcp, shm). */
 	int (*addr_dev)(const char *addr, bool passive, char *buf, size_t len);
 	/* Optional, with addr_dev. The name of the @i-th device (from 0) into
-	 * @buf: 0, or -ENODEV past the last one. */
+	 * @buf: 0, or -ENODEV past the last one (another -errno: the devices
+	 * cannot be listed). May be slow (verbs: the first listing loads
+	 * the providers), so a context lists and opens these devices when it
+	 * is created, never on a worker's thread (engine/ctx_dev.c). */
 	int (*dev_name)(int i, char *buf, size_t len);
 	/*
 	 * Optional: grants, the only memory a peer's WRITEs may reach (NULL:
@@ -439,6 +442,8 @@ struct be_xport_ops {
 
 /* The transports built into this library, by name ("verbs", "shm", "tcp"). */
 const struct be_xport_ops *be__xport_find(const char *name);
+/* The @i-th of them (from 0), NULL past the last. */
+const struct be_xport_ops *be__xport_at(int i);
 
 /* Name of a completion status, for messages. */
 const char *be__xwc_status_str(enum be_xwc_status st);

@@ -16,6 +16,14 @@
  * itself sat in the open (the device lookup's synchronous cm_id, then the
  * event channel), so no call could complete until the guard let it go.
  *
+ * The gate also watches the connecting worker's own thread for device
+ * discovery: from the first verbs call until its reply, that thread must
+ * open none of libibverbs' provider libraries, /sys/class/infiniband_verbs
+ * or a /dev/infiniband/uverbs device (listing and opening devices, which
+ * took 0.4-1 s in the guest, the providers' loading most of it). The
+ * context opens its devices when it is created; before that, the first
+ * connect opened them on the worker.
+ *
  * Then two connects from fresh workers, each held at the gate until the
  * test lets it go: one whose socket is closed while held (the Engine
  * goes; the conn is freed by the connect thread once the step returns,
@@ -64,6 +72,11 @@ static atomic_int gate_armed;
 static atomic_ullong gate_need;
 static atomic_int gate_held;       /* opens held since armed */
 static atomic_int gate_by_calls;   /* they were let through by the calls */
+/* While watch_tid is set, opens by that thread of a path of device
+ * discovery are counted, the first one's path kept. */
+static atomic_int watch_tid;
+static atomic_int watch_opens;
+static char watch_first[256];      /* written by the gate before the count */
 
 /* Hold the next opens of GATE_PATH until @need calls completed. */
 static void gate_arm(unsigned long long need)
@@ -103,6 +116,14 @@ static void gate_path(int mem, const struct seccomp_notif *n, char *buf, size_t 
 	buf[len - 1] = '\0';
 }
 
+/* Does opening @path list or open RDMA devices (libibverbs' provider
+ * libraries, its sysfs class, a uverbs device)? */
+static bool gate_discovery(const char *path)
+{
+	return strstr(path, "/libibverbs/") || strstr(path, "infiniband_verbs") ||
+	       strstr(path, "/dev/infiniband/uverbs");
+}
+
 /* The gate thread: answers every open() of the filtered threads; while
  * armed, holds those of GATE_PATH until gate_need calls completed (or the
  * guard ran out), then lets them go and disarms. */
@@ -135,6 +156,11 @@ static void *gate_main(void *arg)
 		if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, &n) < 0)
 			continue;
 		gate_path(mem, &n, path, sizeof(path));
+		if (atomic_load(&watch_tid) == (int)n.pid && gate_discovery(path)) {
+			if (!atomic_load(&watch_opens))
+				snprintf(watch_first, sizeof(watch_first), "%s", path);
+			atomic_fetch_add(&watch_opens, 1);
+		}
 		if (!atomic_load(&gate_armed) || strcmp(path, GATE_PATH) ||
 		    nheld == GATE_MAX_HELD) {
 			gate_continue(fd, n.id);
@@ -351,8 +377,10 @@ static void *client_main(void *arg)
 		ASSERT_LT(now_us() - t_start, hang);
 	}
 
-	if (gate)
+	if (gate) {
 		gate_arm(st.ok + GATE_CALLS);
+		atomic_store(&watch_tid, (int)syscall(SYS_gettid)); /* the worker's */
+	}
 
 	/* The first verbs call connects the verbs path: the worker's first
 	 * verbs connect, held at the gate. */
@@ -373,6 +401,11 @@ static void *client_main(void *arg)
 		(now_us() - t0) / 1000.0, longest / 1000.0, (unsigned long long)(st.ok - ok0),
 		gate ? " (through the gate)" : "");
 	if (gate) {
+		atomic_store(&watch_tid, 0);
+		if (atomic_load(&watch_opens))
+			TEST_FAIL("the worker's thread listed or opened RDMA devices during its "
+				  "first verbs connect: %d open(s), the first of %s",
+				  atomic_load(&watch_opens), watch_first);
 		fprintf(stderr, "gate: %d open(s) of %s held\n", atomic_load(&gate_held), GATE_PATH);
 		/* The connect did wait at the gate, and the worker went on. */
 		ASSERT_GE(atomic_load(&gate_held), 1);
