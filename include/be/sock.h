@@ -628,6 +628,9 @@ struct be_engine_stats {
 	int error;                    /* the failure, 0 while alive */
 	uint64_t reqs_ahead;          /* WriteRequests sent while an earlier granted
 				       * message of the socket queue still streamed */
+	uint64_t grant_key_short;     /* "no memory" answers (in nomem_sent) because the
+				       * transport had no key for the grant: on verbs
+				       * no memory window left (docs/SECURITY.md) */
 };
 
 /* be_sock_stats() / be_sock_engine_stats() - snapshots. Return 0 or

@@ -231,6 +231,7 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 	if (buf && e->ops->grant && e->ops->grant(e->conn, buf, r->len, &reg.rkey)) {
 		/* Out of memory for the table (or keys): like a failed
 		 * allocation, the peer backs off and asks again. */
+		e->st.grant_key_short++;
 		e->grants[slot].next_free = e->grant_free;
 		e->grant_free = slot;
 		be_free(buf);

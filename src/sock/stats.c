@@ -29,7 +29,8 @@ static void json_engine(struct be__jsonw *o, struct be__engine *e)
 	F(send_window); F(max_bytes_in_flight); F(window_stalls);
 	F(mixed_window); F(max_mixed_in_flight); F(mixed_stalls);
 	F(keepalives_sent); F(keepalives_recv); F(nomem_sent); F(nomem_recv);
-	F(alloc_backoffs); F(oneway_sent); F(reqs_ahead); F(protocol_errors); F(sockets); F(sockets_opened);
+	F(alloc_backoffs); F(oneway_sent); F(reqs_ahead); F(grant_key_short);
+	F(protocol_errors); F(sockets); F(sockets_opened);
 #undef F
 	be__jsonw_put(o, "\"frag_size\":%u}", s.frag_size);
 }
