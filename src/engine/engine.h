@@ -113,6 +113,7 @@ struct be__engine {
 	int err;
 	int refs;
 	bool in_pass;              /* the scheduler runs (no reentry) */
+	bool fail_asked;           /* be_sock_fail_engine(): fail at the next run */
 	bool retry_pass;           /* blocked only by our own unposted SEND */
 	bool kicked;
 	bool reaped;

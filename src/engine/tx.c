@@ -719,7 +719,7 @@ int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg 
 	struct be__frame f = { 0 };
 	int rc = -EAGAIN;
 
-	if (e->state != BE_ES_ESTABLISHED || e->in_pass || m->len > e->eager_max ||
+	if (e->state != BE_ES_ESTABLISHED || e->in_pass || e->fail_asked || m->len > e->eager_max ||
 	    m->len > e->peer.max_msg_size || be__list_linked(&sq->link) ||
 	    !be__list_empty(&sq->txq) || !be__list_empty(&sq->fragq) ||
 	    !be__list_empty(&e->active) || !be__list_empty(&e->ctrlq))
@@ -823,6 +823,10 @@ void be__engine_run(struct be__engine *e)
 	struct tx_held held;
 	bool blocked = false;
 
+	if (e->fail_asked && !e->in_pass) {
+		be__engine_fail(e, BE_ECONNFAULT, "ended by the application (be_sock_fail_engine)");
+		return;
+	}
 	if (e->state == BE_ES_CONNECTING && e->xestab && !e->in_pass) {
 		tx_admit_pass(e);
 		return;
