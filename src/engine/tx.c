@@ -77,6 +77,10 @@ int be__engine_ctrl(struct be__engine *e, const struct be__frame *f)
 	if (!c)
 		return -ENOMEM;
 	c->f = *f;
+	if (f->type == BE_FR_AUTH) {
+		memcpy(c->auth, f->auth, BE_AUTH_BODY);
+		c->f.auth = c->auth;
+	}
 	be__list_add_tail(&e->ctrlq, &c->link);
 	be__engine_kick(e);
 	return 0;
