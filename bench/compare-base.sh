@@ -3,7 +3,7 @@
 # tree (or a second commit), side by side in one run.
 #
 #   bash bench/compare-base.sh [--base REV] [--head REV] [--reps N] [--json]
-#                              [--quick] [--no-pin] [--out FILE]
+#                              [--quick] [--no-pin] [--rt] [--out FILE]
 #
 # --base defaults to e825e43, the last commit before the hardening of
 # issue 14 (docs/SECURITY.md). Builds be-perf of each side, RelWithDebInfo
@@ -16,8 +16,12 @@
 # alternates by rep), so that load drift hits both alike:
 #   lat --size 64, shm 20000 and tcp 5000 iterations  (p50, p99)
 #   bw --size 1M --window 16 --busy --warmup 0         (MB/s)
+#   cost --transport shm --size 64: one thread drives both ends, ns per
+#   round trip (the software alone; callgrind it for instructions)
 # every be-perf under taskset -c 0,1 (both ends on cores 0 and 1; --no-pin:
-# none). Prints medians with min-max spread and head/base ratios against
+# none); --rt: under chrt -f 1 too, so that a loaded machine's other
+# processes cannot preempt the two busy-polling ends (a stream between
+# two ends that each get a slice of a core measures the scheduler). Prints medians with min-max spread and head/base ratios against
 # "within 5 %" (lat <= 1.05, bw >= 0.95); --json: one JSON object per
 # measurement and ratio. Exit status: 1 if a be-perf run failed, 2 on
 # usage or build errors, else 0, whatever the ratios.
@@ -27,12 +31,14 @@ prog=compare-base
 base_rev=e825e43
 head_rev=""
 args=()
+rt=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--base|--head)
 		[ $# -ge 2 ] || { echo "$prog: $1 needs a value" >&2; exit 2; }
 		[ "$1" = --base ] && base_rev=$2 || head_rev=$2
 		shift 2 ;;
+	--rt) rt=(chrt -f 1); shift ;;
 	--build) echo "$prog: --build does not apply (both sides are built)" >&2; exit 2 ;;
 	*) args+=("$1"); shift ;;
 	esac
@@ -40,6 +46,7 @@ done
 . "$(dirname "${BASH_SOURCE[0]}")/lib-compare.sh"
 cmp_args "${args[@]}"
 cmp_tools git cmake timeout
+[ ${#rt[@]} -eq 0 ] || cmp_tools chrt
 [ $pin -eq 0 ] || cmp_tools taskset
 cache=${BE_COMPARE_DIR:-$root/build/compare-base}
 mkdir -p "$cache" || cmp_die "cannot create $cache"
@@ -75,9 +82,9 @@ else
 fi
 
 if [ $quick -eq 1 ]; then
-	shm_n=5000; tcp_n=1000; bw_n=200
+	shm_n=5000; tcp_n=1000; bw_n=200; cost_n=20000
 else
-	shm_n=20000; tcp_n=5000; bw_n=2000
+	shm_n=20000; tcp_n=5000; bw_n=2000; cost_n=200000
 fi
 pin_all=()
 if [ $pin -eq 1 ]; then
@@ -89,7 +96,7 @@ fi
 bp() {
 	local b=$bp_base
 	[ "$1" = head ] && b=$bp_head
-	timeout 600 "${pin_all[@]}" "$b" "${@:2}" --timeout 60 --json
+	timeout 600 "${rt[@]}" "${pin_all[@]}" "$b" "${@:2}" --timeout 60 --json
 }
 
 sides=(base head)
@@ -98,6 +105,7 @@ for x in shm tcp; do
 	for s in "${sides[@]}"; do def ${s}_${x}_lat99 lat99 "$s: $x lat 64 B" 1; done
 	for s in "${sides[@]}"; do def ${s}_${x}_bw bw "$s: $x bw 1 MiB window 16" 1; done
 done
+for s in "${sides[@]}"; do def ${s}_cost ns/RT "$s: shm cost 64 B, one thread" 1; done
 
 one_rep() { # REP
 	local x s n order=(base head)
@@ -114,6 +122,10 @@ one_rep() { # REP
 				--busy --warmup 0 --iters $bw_n
 		done
 	done
+	for s in "${order[@]}"; do
+		run ${s}_cost "jfield ns_per_round_trip" bp $s cost --transport shm --size 64 \
+			--iters $cost_n
+	done
 }
 cmp_reps one_rep
 
@@ -122,8 +134,10 @@ for x in shm tcp; do
 	ratio ${x}_lat99 head_${x}_lat99 base_${x}_lat99 "<=" 1.05 "$x lat p99, head / base"
 	ratio ${x}_bw head_${x}_bw base_${x}_bw ">=" 0.95 "$x bw, head / base"
 done
+ratio cost head_cost base_cost "<=" 1.05 "shm cost, head / base"
 
 notes=("base: $base_rev ($bp_base)" "head: $head_rev ($bp_head)"
 	"latency: one-way us (busy polling); bandwidth: MB/s (1e6 B/s), --busy")
 [ $pin -eq 1 ] || notes+=("not pinned (--no-pin): the scheduler places both ends")
+[ ${#rt[@]} -eq 0 ] || notes+=("real-time: every be-perf under chrt -f 1 (--rt)")
 cmp_finish
