@@ -21,10 +21,13 @@
 # every be-perf under taskset -c 0,1 (both ends on cores 0 and 1; --no-pin:
 # none); --rt: under chrt -f 1 too, so that a loaded machine's other
 # processes cannot preempt the two busy-polling ends (a stream between
-# two ends that each get a slice of a core measures the scheduler). Prints medians with min-max spread and head/base ratios against
-# "within 5 %" (lat <= 1.05, bw >= 0.95); --json: one JSON object per
-# measurement and ratio. Exit status: 1 if a be-perf run failed, 2 on
-# usage or build errors, else 0, whatever the ratios.
+# two ends that each get a slice of a core measures the scheduler).
+# Prints medians with min-max spread and head/base ratios against "within
+# 5 %" (lat, cost <= 1.05; bw >= 0.95); --json: one JSON object per
+# measurement and ratio. A be-perf too old for cost shows that row as
+# n/a; one whose bw has no --warmup runs without it (a note says so).
+# Exit status: 1 if a be-perf run failed, 2 on usage or build errors,
+# else 0, whatever the ratios.
 set -uo pipefail
 
 prog=compare-base
@@ -92,6 +95,18 @@ if [ $pin -eq 1 ]; then
 	pin_desc="client and server share cores 0,1 (taskset -c 0,1), both sides alike"
 fi
 
+# What each side's be-perf can do: a be-perf without cost skips that row;
+# one whose bw has no --warmup runs without it (and says so).
+declare -A HAS_COST BW_WARM
+for s in base head; do
+	b=$bp_base
+	[ $s = head ] && b=$bp_head
+	HAS_COST[$s]=0
+	"$b" --help 2>&1 | grep -q '^  cost ' && HAS_COST[$s]=1
+	BW_WARM[$s]="--warmup 0"
+	"$b" bw --help 2>&1 | grep -q -- '--warmup' || BW_WARM[$s]=""
+done
+
 # bp SIDE TEST ARGS...: one be-perf run of SIDE (base or head), JSON out.
 bp() {
 	local b=$bp_base
@@ -105,7 +120,11 @@ for x in shm tcp; do
 	for s in "${sides[@]}"; do def ${s}_${x}_lat99 lat99 "$s: $x lat 64 B" 1; done
 	for s in "${sides[@]}"; do def ${s}_${x}_bw bw "$s: $x bw 1 MiB window 16" 1; done
 done
-for s in "${sides[@]}"; do def ${s}_cost ns/RT "$s: shm cost 64 B, one thread" 1; done
+for s in "${sides[@]}"; do
+	def ${s}_cost ns/RT "$s: shm cost 64 B, one thread" 1
+	[ "${HAS_COST[$s]}" = 1 ] || skip ${s}_cost "this be-perf has no cost test"
+	[ -n "${BW_WARM[$s]}" ] || notes+=("$s: bw without --warmup (its be-perf has none)")
+done
 
 one_rep() { # REP
 	local x s n order=(base head)
@@ -118,11 +137,13 @@ one_rep() { # REP
 			derive ${s}_${x}_lat99 "jfield p99_us"
 		done
 		for s in "${order[@]}"; do
+			# shellcheck disable=SC2086 # BW_WARM: none or two words
 			run ${s}_${x}_bw "jfield mb_s" bp $s bw --transport $x --size 1M --window 16 \
-				--busy --warmup 0 --iters $bw_n
+				--busy ${BW_WARM[$s]} --iters $bw_n
 		done
 	done
 	for s in "${order[@]}"; do
+		[ "${HAS_COST[$s]}" = 1 ] || continue
 		run ${s}_cost "jfield ns_per_round_trip" bp $s cost --transport shm --size 64 \
 			--iters $cost_n
 	done
@@ -136,7 +157,7 @@ for x in shm tcp; do
 done
 ratio cost head_cost base_cost "<=" 1.05 "shm cost, head / base"
 
-notes=("base: $base_rev ($bp_base)" "head: $head_rev ($bp_head)"
+notes+=("base: $base_rev ($bp_base)" "head: $head_rev ($bp_head)"
 	"latency: one-way us (busy polling); bandwidth: MB/s (1e6 B/s), --busy")
 [ $pin -eq 1 ] || notes+=("not pinned (--no-pin): the scheduler places both ends")
 [ ${#rt[@]} -eq 0 ] || notes+=("real-time: every be-perf under chrt -f 1 (--rt)")
