@@ -61,6 +61,7 @@ struct be__sendbuf {
 struct be__ctrl {
 	struct be__list link;
 	struct be__frame f;
+	uint8_t auth[BE_AUTH_BODY]; /* f.auth of an AUTH frame */
 };
 
 struct be__grant {
