@@ -3,7 +3,7 @@
  *
  * Model. Each transport's evch (shm_evch, tcp_evch, verbs_evch,
  * fake_evch) embeds a struct be__xch as its first member and adds its own
- * fields. The shared part is the handle the application holds (x), the
+ * fields. The shared part is the handle the ops hand out (x), the
  * fds a worker sleeps on (wake, wake.h: wake.epfd is the evch_fd), the
  * queue of events made but not yet taken (evq: util/evq.h records of
  * struct be_xevent; wake.efd is readable while it is not empty), and the
@@ -33,7 +33,7 @@
 #include "xport/xport.h"
 
 struct be__xch {
-	struct be_xevch x;          /* what the application holds */
+	struct be_xevch x;          /* the handle ops hand out */
 	struct be__wake wake;       /* evch_fd = wake.epfd; efd: evq not empty */
 	struct be__evq evq;         /* queued events, oldest first */
 	struct be__list conns;      /* the transport's conns on this evch */
