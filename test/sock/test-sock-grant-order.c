@@ -6,8 +6,8 @@
  * would fit beside C, but granted first it would hold 3 MiB until A,
  * which it must follow, is delivered, and A (6 MiB) could then never fit
  * beside it: a standstill (the hang guard fails the test). In order, B
- * waits for A: C, then A, then B arrive, each intact. On tcp large
- * messages go one way (no grants): the same traffic must arrive too.
+ * waits for A: C, then A, then B arrive, each intact. On tcp too: its
+ * one-way path takes messages up to max_grant_bytes / 8, these ask.
  */
 #include <string.h>
 
