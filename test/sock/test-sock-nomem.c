@@ -135,6 +135,7 @@ int main(int argc, char **argv)
 
 	st_init(&t, argc, argv);
 	oneway = strcmp(t.transport, "tcp") == 0;
+	t.cfg.oneway = oneway; /* shm: the WriteRequest path, as on verbs */
 	t.cfg.srq_depth = 64;
 	t.cfg.nomem_backoff_us = 500;
 	t.cfg.nomem_backoff_max_us = 20000;

@@ -77,6 +77,7 @@ int main(int argc, char **argv)
 
 	st_init(&t, argc, argv);
 	big = strcmp(t.transport, "tcp") != 0;
+	t.cfg.oneway = !big; /* shm: the WriteRequest path, as on verbs */
 	t.cfg.max_peer_engines = 2;
 	t.cfg.max_peer_sockets = 3;
 	t.cfg.max_peer_grant_bytes = 1u << 20;

@@ -78,6 +78,7 @@ int main(int argc, char **argv)
 
 	st_init(&t, argc, argv);
 	oneway = !strcmp(t.transport, "tcp");
+	t.cfg.oneway = oneway; /* shm: the WriteRequest path, as on verbs */
 	ASSERT_LT(t.cfg.max_reqs, NMSG);
 
 	run(&t, t.cfg.max_grant_bytes, &es);

@@ -361,34 +361,13 @@ const char *be__tcp_frame_check(const struct tcp_hdr *h)
  * ending the buffer. Only the opening frame can pass with a bad length:
  * the buffer it asks for is the bound the frames after it are held to.
  */
-const char *be__tcp_aslot_check(const struct tcp_hdr *h, const struct tcp_aslot *slots,
+const char *be__tcp_aslot_check(const struct tcp_hdr *h, const struct be__xaslot *slots,
 				uint64_t *open)
 {
-	const struct tcp_aslot *a;
 	int imm = h->type == TCP_F_AWRITE_IMM;
-	uint64_t got, len;
 
-	*open = 0;
-	if (h->rkey >= TCP_MAX_RX_ALLOC)
-		return "RX_ALLOC write to no slot";
-	a = slots ? &slots[h->rkey] : NULL;
-	if (h->addr == 0) {
-		uint64_t total = imm ? h->len : h->imm;
-
-		if ((a && a->buf) || total == 0 || total < h->len || (!imm && total == h->len))
-			return "RX_ALLOC write opens a bad slot";
-		*open = total;
-		got = 0;
-		len = total;
-	} else {
-		if (!a || !a->buf || h->addr != a->got)
-			return "RX_ALLOC write out of order";
-		got = a->got;
-		len = a->len;
-	}
-	if (got + h->len > len || (imm && got + h->len != len) || (!imm && got + h->len == len))
-		return "RX_ALLOC write outside its buffer";
-	return NULL;
+	return be__xaslot_check(slots, h->rkey, h->addr, h->len, imm ? h->len : h->imm,
+				imm ? BE_XASLOT_LAST : BE_XASLOT_MORE, open);
 }
 
 /*
@@ -400,7 +379,7 @@ const char *be__tcp_aslot_check(const struct tcp_hdr *h, const struct tcp_aslot 
 static int conn_rx_begin_alloc(struct tcp_conn *c)
 {
 	struct tcp_hdr *h = &c->rx;
-	struct tcp_aslot *a;
+	struct be__xaslot *a;
 	const char *why;
 	uint64_t open;
 
@@ -504,7 +483,7 @@ static int conn_rx_end(struct tcp_conn *c)
 		conn_push_recv_wc(c, &c->rx_recv, BE_XWC_RECV_IMM, BE_XWC_SUCCESS, c->rx.len,
 				  c->rx.imm, NULL);
 	} else if (c->rx_slot) {
-		struct tcp_aslot *a = c->rx_slot;
+		struct be__xaslot *a = c->rx_slot;
 
 		a->got += c->rx.len;
 		c->rx_slot = NULL;
@@ -844,15 +823,7 @@ void be__tcp_conn_progress(struct tcp_conn *c)
 
 void be__tcp_conn_free_aslots(struct tcp_conn *c)
 {
-	uint32_t i;
-
-	if (!c->aslots)
-		return;
-	for (i = 0; i < TCP_MAX_RX_ALLOC; i++)
-		if (c->aslots[i].buf && c->rx_free)
-			c->rx_free(&c->x, c->aslots[i].buf);
-	free(c->aslots);
-	c->aslots = NULL;
+	be__xaslots_free(&c->aslots, &c->x, c->rx_free);
 	c->rx_slot = NULL;
 }
 

@@ -49,7 +49,7 @@
 #define TCP_RBUF_SIZE (32u * 1024)   /* per-conn staging for headers and small payloads */
 #define TCP_RX_BUDGET (8u << 20)     /* bytes read per conn per progress call */
 #define TCP_RX_TAIL 4096u            /* rbuf bytes read behind a payload */
-#define TCP_MAX_RX_ALLOC 64u         /* RX_ALLOC slots per conn (max_rx_alloc) */
+#define TCP_MAX_RX_ALLOC BE_XASLOTS  /* RX_ALLOC slots per conn (max_rx_alloc) */
 
 /*
  * Wire format: every frame starts with this 32-byte header, fields little
@@ -123,8 +123,7 @@ const char *be__tcp_hs_check(const uint8_t *buf, uint32_t avail, uint8_t expect,
 			     struct tcp_hdr *h);
 const char *be__tcp_hdr_check(const struct tcp_hdr *h);
 const char *be__tcp_frame_check(const struct tcp_hdr *h);
-struct tcp_aslot;
-const char *be__tcp_aslot_check(const struct tcp_hdr *h, const struct tcp_aslot *slots,
+const char *be__tcp_aslot_check(const struct tcp_hdr *h, const struct be__xaslot *slots,
 				uint64_t *open);
 
 /* What an epoll entry points at. */
@@ -286,11 +285,8 @@ struct tcp_conn {
 	 * slot of the current frame; the hooks of be_xconn_attr. rx_stalled:
 	 * rx_alloc said -EAGAIN, the header waits in rbuf for
 	 * conn_rx_resume. */
-	struct tcp_aslot {
-		uint8_t *buf;     /* NULL: free */
-		uint32_t len, got;
-	} *aslots;
-	struct tcp_aslot *rx_slot;
+	struct be__xaslot *aslots;
+	struct be__xaslot *rx_slot;
 	int (*rx_alloc)(struct be_xconn *conn, uint64_t len, void **out);
 	void (*rx_free)(struct be_xconn *conn, void *buf);
 	int rx_stalled;
