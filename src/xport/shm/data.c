@@ -981,8 +981,9 @@ int be__shm_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 	if (!xcq || n < 0 || (n && !wc))
 		return -EINVAL;
 	cq = to_scq(xcq);
-	/* After a sleep (cq_arm) or every SHM_HUP_CHECK_POLLS polls: one
-	 * epoll_wait tells whether a peer hung up. */
+	/* After a wakeup that no kick explains (cq_ack) or every
+	 * SHM_HUP_CHECK_POLLS polls: one epoll_wait tells whether a peer
+	 * hung up. */
 	if (BE_UNLIKELY(++cq->polls % SHM_HUP_CHECK_POLLS == 0 || cq->hup_check)) {
 		cq->hup_check = false;
 		cq_check_hup(cq);
@@ -1030,7 +1031,6 @@ int be__shm_cq_arm(struct be_xcq *xcq)
 		return -EINVAL;
 	cq = to_scq(xcq);
 	cq->armed = true;
-	cq->hup_check = true;
 	be__list_for_each(e, &cq->send_conns) {
 		struct shm_conn *c = be__list_entry(e, struct shm_conn, s_link);
 
