@@ -22,7 +22,10 @@
  * of rbuf as the second iovec for whatever follows. Large payloads thus
  * see no user-space copy (a large frame right behind another is staged
  * for at most TCP_RX_TAIL bytes, not a whole rbuf), and small frames need
- * no syscall each.
+ * no syscall each. After a payload read into place, the next header is
+ * read with at most TCP_RX_TAIL bytes too (a PS pull's replies, each
+ * after a wakeup, would otherwise have 32 KiB each staged and copied);
+ * a read that fills that goes back to whole rbufs.
  *
  * Latency of receives: once a frame completed a receive (SEND,
  * WRITE_IMM), conn_rx() places what rbuf already holds but issues no
@@ -582,9 +585,14 @@ static void conn_rx(struct tcp_conn *c)
 
 			want = (size_t)c->rx_left + TCP_RX_TAIL;
 			n = readv(c->fd, iov, 2);
+			c->rx_big = 1;
 		} else {
-			want = TCP_RBUF_SIZE - c->rend;
+			want = (c->rx_big && c->rend < TCP_RX_TAIL ? TCP_RX_TAIL : TCP_RBUF_SIZE) -
+			       c->rend;
 			n = recv(c->fd, c->rbuf + c->rend, want, MSG_DONTWAIT);
+			/* A full short read: small frames may follow in a row. */
+			if (n > 0 && (size_t)n == want)
+				c->rx_big = 0;
 		}
 		if (n < 0 && errno == EINTR)
 			continue;

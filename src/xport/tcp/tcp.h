@@ -281,6 +281,10 @@ struct tcp_conn {
 	 * The next poll of a sole conn (cq.c) does not read it again; a
 	 * wakeup on the cq fd or the poll after that does. */
 	int rx_idle;
+	/* The last payload was read into place (readv): the next header is
+	 * read with at most TCP_RX_TAIL bytes behind it, not a whole rbuf
+	 * whose payload would then be copied again ("Receiving", data.c). */
+	int rx_big;
 	/* RX_ALLOC writes in progress (slot = rkey), lazily allocated; the
 	 * slot of the current frame; the hooks of be_xconn_attr. rx_stalled:
 	 * rx_alloc said -EAGAIN, the header waits in rbuf for
