@@ -35,7 +35,7 @@ extern "C" {
 /* Project-specific error codes, all negative and below any errno value. */
 #define BE_ERRNO_BASE (-4000)
 #define BE_EPROTO_PEER (BE_ERRNO_BASE - 1) /* peer violated the wire protocol */
-#define BE_ECONNFAULT (BE_ERRNO_BASE - 2)  /* engine marked faulty (keepalive) */
+#define BE_ECONNFAULT (BE_ERRNO_BASE - 2)  /* engine marked faulty (keepalive, be_sock_fail_engine) */
 
 /* be_strerror() - a static string describing @err (negative errno or BE_E*). */
 BE_EXPORT const char *be_strerror(int err);

@@ -576,6 +576,21 @@ typedef void (*be_close_cb)(int status, void *arg);
  */
 BE_EXPORT int be_sock_close_notify(struct be_sock *s, be_close_cb cb, void *arg);
 
+/*
+ * be_sock_fail_engine() - end @s's Engine as its keepalive would after
+ * conn_timeout_ms: the connection is dropped, every Socket on it (@s
+ * included, and other Sockets to the same peer) gets
+ * on_close(BE_ECONNFAULT), and its unsent messages complete with that
+ * error; messages whose send completed may be lost, as when a connection
+ * dies. For an application that found the connection silent sooner
+ * than the keepalive can; the next be_sock_connect() to the peer opens a
+ * new Engine. @s stays valid until be_sock_close(). Returns 0 (done at
+ * once outside progress, else later in this progress), -EINVAL (NULL @s)
+ * or -ENOTCONN (@s has no Engine, or it failed or is failing already). Safe in
+ * callbacks. Threads: worker.
+ */
+BE_EXPORT int be_sock_fail_engine(struct be_sock *s);
+
 /* be_sock_set_user() / be_sock_user() - the pointer handed to callbacks. */
 BE_EXPORT void be_sock_set_user(struct be_sock *s, void *user);
 BE_EXPORT void *be_sock_user(struct be_sock *s);

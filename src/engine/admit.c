@@ -197,12 +197,13 @@ static int admit_nonce(uint8_t *out)
 static int admit_send(struct be__engine *e, uint32_t step, const uint8_t *nonce,
 		      const uint8_t *mac)
 {
-	struct be__frame f = { .type = BE_FR_AUTH, .msg = step };
+	uint8_t body[BE_AUTH_BODY] = { 0 };
+	struct be__frame f = { .type = BE_FR_AUTH, .msg = step, .auth = body };
 
 	if (nonce)
-		memcpy(f.auth, nonce, BE_AUTH_NONCE);
+		memcpy(body, nonce, BE_AUTH_NONCE);
 	if (mac)
-		memcpy(f.auth + BE_AUTH_NONCE, mac, BE_AUTH_MAC);
+		memcpy(body + BE_AUTH_NONCE, mac, BE_AUTH_MAC);
 	return be__engine_ctrl(e, &f);
 }
 

@@ -32,7 +32,7 @@
 
 void be__credit_elastic_grow(struct be__engine *e, bool starved)
 {
-	struct be__frame f = { .type = BE_FR_CREDIT_GROW };
+	struct be__frame f;
 	uint32_t n;
 
 	/* Not while receives wait for memory (e->rxlog): the peer is meant
@@ -45,7 +45,7 @@ void be__credit_elastic_grow(struct be__engine *e, bool starved)
 	 * finds one missing (credit.h). */
 	if (!n || be__wdev_reserve_recv(e->wd, n))
 		goto denied;
-	f.count = n;
+	f = (struct be__frame){ .type = BE_FR_CREDIT_GROW, .count = n };
 	if (be__engine_ctrl(e, &f))
 		goto err_unreserve;
 	/* Reserved (granted_to_peer) now, granted when the frame is encoded

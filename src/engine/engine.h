@@ -61,6 +61,7 @@ struct be__sendbuf {
 struct be__ctrl {
 	struct be__list link;
 	struct be__frame f;
+	uint8_t auth[BE_AUTH_BODY]; /* f.auth of an AUTH frame */
 };
 
 struct be__grant {
@@ -113,6 +114,7 @@ struct be__engine {
 	int err;
 	int refs;
 	bool in_pass;              /* the scheduler runs (no reentry) */
+	bool fail_asked;           /* be_sock_fail_engine(): fail at the next run */
 	bool retry_pass;           /* blocked only by our own unposted SEND */
 	bool kicked;
 	bool reaped;

@@ -303,7 +303,7 @@ int be__frame_next(const uint8_t *buf, size_t len, size_t *off, uint32_t max_dat
 		}
 		break;
 	case BE_FR_AUTH:
-		memcpy(f->auth, f->body, BE_AUTH_BODY);
+		f->auth = f->body;
 		break;
 	default:
 		break;

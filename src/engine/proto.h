@@ -149,7 +149,10 @@ struct be__frame {
 	uint32_t rkey;    /* WRITE_RESP */
 	uint32_t token;   /* WRITE_RESP; WRITE_ONEWAY: the slot */
 	uint32_t count;   /* CREDIT_GROW, CREDIT_REVOKE, CREDIT_RELEASE */
-	uint8_t auth[BE_AUTH_BODY]; /* AUTH: nonce, then MAC (encoding only; decoding: body) */
+	/* AUTH: its BE_AUTH_BODY bytes, nonce then MAC (decoded: the body;
+	 * queued: the copy in struct be__ctrl). A pointer, so that the
+	 * frames of the data path stay small to clear. */
+	const uint8_t *auth;
 };
 
 /* Frames that carry nothing but credit and liveness: the receives they

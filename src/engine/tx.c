@@ -77,6 +77,10 @@ int be__engine_ctrl(struct be__engine *e, const struct be__frame *f)
 	if (!c)
 		return -ENOMEM;
 	c->f = *f;
+	if (f->type == BE_FR_AUTH) {
+		memcpy(c->auth, f->auth, BE_AUTH_BODY);
+		c->f.auth = c->auth;
+	}
 	be__list_add_tail(&e->ctrlq, &c->link);
 	be__engine_kick(e);
 	return 0;
@@ -219,7 +223,27 @@ static void tx_held_posted(struct be__engine *e, struct tx_held *h)
 		tx_sendbuf_done(e, h->sb, 0); /* may free sb */
 }
 
-static int tx_post(struct be__engine *e, struct be_xsend_wr *wr)
+/* The post of @wr behind the held SEND @h (either may be NULL) failed
+ * with @rc, @bad the first WR refused. */
+static void tx_post_failed(struct be__engine *e, struct be_xsend_wr *wr, struct tx_held *h,
+			   const struct be_xsend_wr *bad, int rc)
+{
+	/* @wr (last in the window) did not go; nor the held SEND when it
+	 * was refused first: it is the open batch again, whose messages
+	 * the Engine's failure completes. */
+	if (wr)
+		be__window_unpush(&e->win);
+	if (h && bad == &h->wr) {
+		be__window_unpush(&e->win);
+		e->cur = h->sb;
+	} else if (h) {
+		tx_held_posted(e, h);
+	}
+	be__engine_fail(e, rc, "post_send failed");
+}
+
+/* Inline: every eager send that goes alone posts here. */
+static inline int tx_post(struct be__engine *e, struct be_xsend_wr *wr)
 {
 	struct tx_held *h = e->tx_held;
 	struct be_xsend_wr *bad = NULL, *first = wr;
@@ -231,22 +255,10 @@ static int tx_post(struct be__engine *e, struct be_xsend_wr *wr)
 		first = &h->wr;
 	}
 	rc = e->ops->post_send(e->conn, first, &bad);
-	if (rc) {
-		/* @wr (last in the window) did not go; nor the held SEND
-		 * when it was refused first: it is the open batch again,
-		 * whose messages the Engine's failure completes. */
-		if (wr)
-			be__window_unpush(&e->win);
-		if (h && bad == &h->wr) {
-			be__window_unpush(&e->win);
-			e->cur = h->sb;
-		} else if (h) {
-			tx_held_posted(e, h);
-		}
-		be__engine_fail(e, rc, "post_send failed");
-	} else if (h) {
+	if (BE_UNLIKELY(rc))
+		tx_post_failed(e, wr, h, bad, rc);
+	else if (h)
 		tx_held_posted(e, h);
-	}
 	return rc;
 }
 
@@ -719,7 +731,7 @@ int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg 
 	struct be__frame f = { 0 };
 	int rc = -EAGAIN;
 
-	if (e->state != BE_ES_ESTABLISHED || e->in_pass || m->len > e->eager_max ||
+	if (e->state != BE_ES_ESTABLISHED || e->in_pass || e->fail_asked || m->len > e->eager_max ||
 	    m->len > e->peer.max_msg_size || be__list_linked(&sq->link) ||
 	    !be__list_empty(&sq->txq) || !be__list_empty(&sq->fragq) ||
 	    !be__list_empty(&e->active) || !be__list_empty(&e->ctrlq))
@@ -823,6 +835,10 @@ void be__engine_run(struct be__engine *e)
 	struct tx_held held;
 	bool blocked = false;
 
+	if (e->fail_asked && !e->in_pass) {
+		be__engine_fail(e, BE_ECONNFAULT, "ended by the application (be_sock_fail_engine)");
+		return;
+	}
 	if (e->state == BE_ES_CONNECTING && e->xestab && !e->in_pass) {
 		tx_admit_pass(e);
 		return;

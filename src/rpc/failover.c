@@ -147,7 +147,21 @@ static bool addr_conn_connecting(const struct rpc_conn *c, const struct be_rpc_c
 	       rpc_now() - c->born_ns < (uint64_t)cfg->probe_max_ms * 1000000ull;
 }
 
-static void addr_probe_failed(struct rpc_addr *a)
+/*
+ * A probe that timed out on a connection that has answered nothing for
+ * the whole probe time: the path drops this connection's traffic (a
+ * port that lost its address may leave an RC QP up but unanswered, yet
+ * take a fresh connection). Closing our socket would not end its Engine,
+ * and the next probe would reuse it until the keepalive fails it
+ * (conn_timeout_ms); ending the Engine makes that probe connect afresh.
+ */
+static bool addr_conn_silent(const struct rpc_conn *c, const struct be_rpc_config *cfg, int status)
+{
+	return status == -ETIMEDOUT && c->s && c->established &&
+	       rpc_now() - c->last_rx_ns >= (uint64_t)cfg->probe_timeout_ms * 1000000ull;
+}
+
+static void addr_probe_failed(struct rpc_addr *a, int status)
 {
 	const struct be_rpc_config *cfg = &a->rep->ch->cfg;
 
@@ -159,6 +173,9 @@ static void addr_probe_failed(struct rpc_addr *a)
 	if (a->conn && !addr_conn_connecting(a->conn, cfg)) {
 		struct rpc_conn *c = a->conn;
 
+		if (addr_conn_silent(c, cfg, status) && !be_sock_fail_engine(c->s))
+			be__log(BE_LOG_INFO, "rpc: %s silent through a probe, ending its Engine",
+				a->str);
 		a->conn = NULL;
 		c->addr = NULL;
 		be__rpc_conn_failed(c, -ECONNRESET);
@@ -180,7 +197,7 @@ static void addr_probe_fire(struct be_rpc *rpc, struct rpc_tmr *t)
 		a->probe_call = 0;
 		a->c.probes++;
 		a->rep->ch->c.probes++;
-		addr_probe_failed(a);
+		addr_probe_failed(a, rc);
 	}
 }
 
@@ -198,7 +215,7 @@ void be__rpc_probe_done(struct rpc_call *call, int status)
 	if (a->rep->state == BE_RPC_REP_REMOVED || a->rep->ch->destroying)
 		return;
 	if (status) {
-		addr_probe_failed(a);
+		addr_probe_failed(a, status);
 		return;
 	}
 	a->state = BE_RPC_ADDR_UP;

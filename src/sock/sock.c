@@ -191,6 +191,24 @@ int be_sock_close_notify(struct be_sock *s, be_close_cb cb, void *arg)
 	return 0;
 }
 
+int be_sock_fail_engine(struct be_sock *s)
+{
+	struct be__engine *e;
+
+	if (!s)
+		return -EINVAL;
+	BE_WORKER_ASSERT_THREAD(s->w);
+	e = s->e;
+	if (!e || e->state == BE_ES_FAILED || e->fail_asked)
+		return -ENOTCONN;
+	/* Failed from the Engine's own run, never under a callback that
+	 * may be walking its sockets: at once outside progress, else later
+	 * in this progress. */
+	e->fail_asked = true;
+	be__engine_kick(e);
+	return 0;
+}
+
 void be_sock_set_user(struct be_sock *s, void *user)
 {
 	s->user = user;

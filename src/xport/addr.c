@@ -5,7 +5,8 @@
  * the core keys Engine reuse on be__inet_canon() of the same text, so the
  * key is the first address the transport tries, whatever the spelling
  * ("localhost", "127.1", "[0:0::1]", port "05000"). tcp/cm.c and
- * shm/cm.c open their listening sockets with be__listen_fd().
+ * shm/cm.c open their listening sockets with be__listen_fd() (through
+ * evch.c's be__xch_listen_fd()).
  */
 #include <arpa/inet.h>
 #include <errno.h>

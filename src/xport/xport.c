@@ -1,15 +1,13 @@
 /*
  * xport.c - what the transports share: the table of built-in transports,
- * names for messages, address text, and the event queue of an evch.
+ * names for messages and address text.
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "util/log.h"
 #include "xport/fake/fake.h"
-#include "xport/wake.h"
 #include "xport/xport.h"
 
 static const struct be_xport_ops *const xport_builtin[] = {
@@ -80,71 +78,4 @@ int be__xaddr_printf(char *buf, size_t len, const char *fmt, ...)
 	if (n < 0)
 		return -EINVAL;
 	return (size_t)n >= len ? -ENOSPC : 0;
-}
-
-void be__xevq_init(struct be__evq *q)
-{
-	be__evq_init(q, sizeof(struct be_xevent));
-}
-
-int be__xevq_push(struct be__evq *q, int efd, const struct be_xevent *ev)
-{
-	/* A connection's events and an SRQ's low-water event come out of
-	 * the reserve (BE_XPORT_CONN_EVENTS, BE_XPORT_SRQ_EVENTS) when memory
-	 * is short; the others are lost, and said so. */
-	int ret = be__evq_push(q, ev, ev->conn || ev->type == BE_XEV_SRQ_LIMIT);
-
-	if (ret < 0) {
-		be_log_err("xport: out of memory queueing a %s event; lost",
-			   be__xev_type_str(ev->type));
-		return ret;
-	}
-	/* Readable since the first event; the kicks after it add nothing. */
-	if (ret)
-		be__wake_kick(efd);
-	return 0;
-}
-
-int be__xevq_pop(struct be__evq *q, int efd, struct be_xevent *ev)
-{
-	if (!be__evq_pop(q, ev))
-		return 0;
-	if (be__evq_empty(q))
-		be__wake_drain(efd);
-	return 1;
-}
-
-/* What an event is looked for by: the objects it may name, and a type. */
-struct xevq_filter {
-	const struct be_xconn *conn;
-	const struct be_xlistener *listener;
-	const struct be_xsrq *srq;
-	enum be_xev_type type; /* 0: any */
-};
-
-static bool xevq_match(const void *rec, const void *arg)
-{
-	const struct be_xevent *ev = rec;
-	const struct xevq_filter *f = arg;
-
-	if (f->type && ev->type != f->type)
-		return false;
-	return (f->conn && ev->conn == f->conn) || (f->listener && ev->listener == f->listener) ||
-	       (f->srq && ev->srq == f->srq);
-}
-
-void be__xevq_purge(struct be__evq *q, int efd, const struct be_xconn *conn,
-		    const struct be_xlistener *listener, const struct be_xsrq *srq)
-{
-	const struct xevq_filter f = { .conn = conn, .listener = listener, .srq = srq };
-
-	if (be__evq_drop_if(q, xevq_match, &f) && be__evq_empty(q))
-		be__wake_drain(efd);
-}
-
-bool be__xevq_has(const struct be__evq *q, const struct be_xconn *conn, enum be_xev_type type)
-{
-	const struct xevq_filter f = { .conn = conn, .type = type };
-
-	return conn && be__evq_any(q, xevq_match, &f);
 }

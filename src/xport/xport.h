@@ -70,7 +70,6 @@
 #include <sys/types.h>
 
 #include "alloc/reg.h"
-#include "util/evq.h"
 
 struct be_xport_ops;
 
@@ -458,30 +457,6 @@ const char *be__xev_type_str(enum be_xev_type t);
  */
 int be__xaddr_printf(char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-
-/*
- * The event queue of an evch, the same in every transport: a util/evq.h
- * queue of struct be_xevent (be__xevq_init()) and the evch's eventfd
- * @efd (its wake.efd, wake.h), which is readable while the queue is not
- * empty. The caller serialises (the evch's owner; verbs holds its lock).
- */
-void be__xevq_init(struct be__evq *q);
-
-/* Queue a copy of @ev and make @efd readable. Returns 0, or -ENOMEM
- * (logged: the event is lost). */
-int be__xevq_push(struct be__evq *q, int efd, const struct be_xevent *ev);
-
-/* The oldest event into @ev: 1, or 0 when there is none; @efd is drained
- * when the queue becomes empty. */
-int be__xevq_pop(struct be__evq *q, int efd, struct be_xevent *ev);
-
-/* Drop the events that name @conn, @listener or @srq (NULL: none of that
- * kind); @efd is drained when the queue becomes empty. */
-void be__xevq_purge(struct be__evq *q, int efd, const struct be_xconn *conn,
-		    const struct be_xlistener *listener, const struct be_xsrq *srq);
-
-/* True when an event for @conn is queued, of type @type (0: any type). */
-bool be__xevq_has(const struct be__evq *q, const struct be_xconn *conn, enum be_xev_type type);
 
 extern const struct be_xport_ops be__xport_tcp_ops;
 extern const struct be_xport_ops be__xport_shm_ops;

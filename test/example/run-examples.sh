@@ -107,6 +107,8 @@ cmake --build "$work/cm" >>"$work/cm.log" 2>&1 || { cat "$work/cm.log"; fail "bu
 # run_server NAME CMD ADDR: start a server, wait (bounded) for its address.
 run_server() {
 	local name=$1 cmd=$2 addr=$3 _
+	# Made here, not by the background redirect, so the first sed finds it.
+	: >"$work/$name.out"
 	"$cmd" "$addr" >"$work/$name.out" 2>&1 &
 	server_pid=$!
 	for _ in $(seq 100); do

@@ -71,8 +71,10 @@ void duo_wait_failed(struct duo *s, int n)
 
 	st_pump(s->ws, 2, failed, &w);
 	ASSERT_EQ(s->sends.done, n);
+	/* Whether any failed depends on the fault: a send the transport
+	 * took before a receive failed on the other side completes with 0
+	 * (the callers check last_err where a send must fail). */
 	ASSERT_EQ(s->sends.ok + s->sends.other, n);
-	ASSERT_GE(s->sends.other, 1);
 	ASSERT_EQ(s->cli.closes, 1);
 	ASSERT_NE(s->cli.reason, 0);
 	ASSERT_EQ(s->srv.closed, 1);

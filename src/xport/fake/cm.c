@@ -15,12 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 #include "xport/fake/fake.h"
 
 static struct fake_evch *to_ch(struct be_xevch *x)
 {
-	return container_of(x, struct fake_evch, x);
+	return container_of(x, struct fake_evch, c.x);
 }
 
 static struct fake_listener *to_fl(struct be_xlistener *x)
@@ -45,7 +46,7 @@ int be__fake_evch_push(struct fake_evch *ch, const struct be_xevent *ev, uint64_
 	ch->q[ch->count].due = due;
 	ch->q[ch->count].dropped = due == UINT64_MAX;
 	ch->count++;
-	be__wake_kick(ch->wake.efd);
+	be__wake_kick(ch->c.wake.efd);
 	return 0;
 }
 
@@ -88,8 +89,8 @@ static struct fake_conn *conn_new(struct fake_evch *ch)
 
 	if (!c)
 		return NULL;
-	c->x.dev = ch->x.dev;
-	c->x.evch = &ch->x;
+	c->x.dev = ch->c.x.dev;
+	c->x.evch = &ch->c.x;
 	c->ch = ch;
 	be__list_init(&c->slink);
 	be__list_init(&c->rlink);
@@ -97,7 +98,7 @@ static struct fake_conn *conn_new(struct fake_evch *ch)
 	c->f = be__fake.conn_new;
 	be__fake.st.conns++;
 	pthread_mutex_unlock(&be__fake.lock);
-	be__list_add_tail(&ch->conns, &c->link);
+	be__list_add_tail(&ch->c.conns, &c->link);
 	return c;
 }
 
@@ -107,7 +108,7 @@ static void evch_port_down(struct fake_evch *ch)
 {
 	struct be__list *p;
 
-	be__list_for_each(p, &ch->conns) {
+	be__list_for_each(p, &ch->c.conns) {
 		struct fake_conn *c = be__list_entry(p, struct fake_conn, link);
 		struct be_xevent ev = { .type = BE_XEV_UNREACHABLE, .status = -ENETDOWN };
 
@@ -157,20 +158,17 @@ int be__fake_evch_create(struct be_xdev *xd, struct be_xevch **out)
 {
 	const struct be_xport_ops *in = fake_in_ops(xd);
 	struct fake_evch *ch;
+	struct be_xevch *x;
 	int rc;
 
-	if (!xd || !out)
-		return -EINVAL;
-	ch = calloc(1, sizeof(*ch));
-	if (!ch)
-		return -ENOMEM;
-	ch->x.dev = xd;
-	be__list_init(&ch->conns);
-	be__list_init(&ch->listeners);
+	rc = be__xch_new(sizeof(*ch), xd, 0, NULL, NULL, &x);
+	if (rc)
+		return rc;
+	ch = to_ch(x);
 	rc = in->evch_create(container_of(xd, struct fake_dev, x)->in, &ch->in);
 	if (rc)
 		goto err_free;
-	rc = be__fake_wake_open(&ch->wake, in->evch_fd(ch->in));
+	rc = be__wake_watch(&ch->c.wake, in->evch_fd(ch->in), EPOLLIN, NULL);
 	if (rc)
 		goto err_ch;
 	pthread_mutex_lock(&be__fake.lock);
@@ -178,13 +176,13 @@ int be__fake_evch_create(struct be_xdev *xd, struct be_xevch **out)
 	memcpy(ch->port_up, be__fake.port_up, sizeof(ch->port_up));
 	be__list_add_tail(&be__fake.evchs, &ch->link);
 	pthread_mutex_unlock(&be__fake.lock);
-	*out = &ch->x;
+	*out = &ch->c.x;
 	return 0;
 
 err_ch:
 	in->evch_destroy(ch->in);
 err_free:
-	free(ch);
+	be__xch_free(&ch->c);
 	return rc;
 }
 
@@ -200,8 +198,8 @@ void be__fake_evch_destroy(struct be_xevch *xch)
 	pthread_mutex_unlock(&be__fake.lock);
 	/* Requests never handed out are ours to refuse; the owner's conns
 	 * still open (a caller bug) forget the evch. */
-	while (!be__list_empty(&ch->conns)) {
-		struct fake_conn *c = be__list_entry(be__list_first(&ch->conns), struct fake_conn,
+	while (!be__list_empty(&ch->c.conns)) {
+		struct fake_conn *c = be__list_entry(be__list_first(&ch->c.conns), struct fake_conn,
 						     link);
 
 		if (c->l && !c->handed) {
@@ -212,22 +210,21 @@ void be__fake_evch_destroy(struct be_xevch *xch)
 		c->ch = NULL;
 	}
 	/* Listeners go with their evch, as the inner ones do. */
-	while (!be__list_empty(&ch->listeners)) {
-		struct fake_listener *l = be__list_entry(be__list_first(&ch->listeners),
+	while (!be__list_empty(&ch->c.listeners)) {
+		struct fake_listener *l = be__list_entry(be__list_first(&ch->c.listeners),
 							 struct fake_listener, link);
 
 		be__list_del_init(&l->link);
 		free(l);
 	}
 	fake_in_ops(xch->dev)->evch_destroy(ch->in);
-	be__wake_close(&ch->wake);
 	free(ch->q);
-	free(ch);
+	be__xch_free(&ch->c);
 }
 
 int be__fake_evch_fd(struct be_xevch *xch)
 {
-	return xch ? to_ch(xch)->wake.epfd : -EINVAL;
+	return be__xch_fd(xch);
 }
 
 /* An inner event, with our objects in it, through the rules. */
@@ -239,7 +236,7 @@ static void evch_take(struct fake_evch *ch, struct be_xevent *ev)
 
 	if (ev->type == BE_XEV_CONNECT_REQUEST) {
 		struct fake_listener *l = ev->listener ? ev->listener->user : NULL;
-		const struct be_xport_ops *in = fake_in_ops(ch->x.dev);
+		const struct be_xport_ops *in = fake_in_ops(ch->c.x.dev);
 
 		c = l ? conn_new(ch) : NULL;
 		if (!c) {
@@ -308,9 +305,9 @@ int be__fake_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 			waiting++;
 	}
 	if (waiting)
-		be__wake_kick(ch->wake.efd);
+		be__wake_kick(ch->c.wake.efd);
 	else
-		be__wake_drain(ch->wake.efd);
+		be__wake_drain(ch->c.wake.efd);
 	return found;
 }
 
@@ -335,7 +332,7 @@ int be__fake_listen(struct be_xevch *xch, const char *addr, int backlog,
 	l->in->user = l;
 	l->x.dev = xch->dev;
 	l->x.evch = xch;
-	be__list_add_tail(&to_ch(xch)->listeners, &l->link);
+	be__list_add_tail(&to_ch(xch)->c.listeners, &l->link);
 	*out = &l->x;
 	return 0;
 }

@@ -192,7 +192,7 @@ int be__fake_port(int port, bool up)
 	be__fake.port_gen++;
 	/* Each evch notices at its next evch_get: wake its owner. */
 	be__list_for_each(p, &be__fake.evchs)
-		be__wake_kick(be__list_entry(p, struct fake_evch, link)->wake.efd);
+		be__wake_kick(be__list_entry(p, struct fake_evch, link)->c.wake.efd);
 	pthread_mutex_unlock(&be__fake.lock);
 	return 0;
 }

@@ -54,6 +54,7 @@
 
 #include "util/common.h"
 #include "util/list.h"
+#include "xport/evch.h"
 #include "xport/wake.h"
 #include "xport/xport.h"
 
@@ -204,23 +205,23 @@ struct fake_ev {
 };
 
 struct fake_evch {
-	struct be_xevch x;
+	struct be__xch c;           /* evch.h: wake (epfd: the inner evch's fd
+				     * + efd), conns (fake_conn.link),
+				     * listeners (fake_listener.link); evq
+				     * unused: the queue is q */
 	struct be_xevch *in;
-	struct be__wake wake;       /* epfd: the inner evch's fd + efd */
 	struct fake_ev *q;
 	uint32_t count, cap;
 	uint64_t gets;
 	unsigned int port_gen;      /* fake.port_gen last seen */
 	bool port_up[BE_XPORT_MAX_PORTS];
-	struct be__list conns;      /* fake_conn.link */
-	struct be__list listeners;  /* fake_listener.link */
 	struct be__list link;       /* fake.evchs */
 };
 
 struct fake_listener {
 	struct be_xlistener x;
 	struct be_xlistener *in;
-	struct be__list link;       /* ch->listeners */
+	struct be__list link;       /* ch->c.listeners */
 };
 
 enum { FAKE_SWR_POSTED = 0, FAKE_SWR_FAIL };
@@ -245,7 +246,7 @@ struct fake_conn {
 	struct be__list slink, rlink; /* scq->sconns, rcq->rconns */
 	struct be_xlistener *l;     /* a request: its listener (ours) */
 	bool handed;                /* its CONNECT_REQUEST was handed out */
-	struct be__list link;       /* ch->conns */
+	struct be__list link;       /* ch->c.conns */
 	int (*rx_alloc)(struct be_xconn *conn, uint64_t len, void **out);
 	void (*rx_free)(struct be_xconn *conn, void *buf);
 	struct be__fake_faults f;

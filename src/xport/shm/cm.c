@@ -31,7 +31,7 @@
  * its cq fd wakes when its peer dies); cq_poll also checks those epolls
  * every SHM_HUP_CHECK_POLLS polls.
  *
- * Events queue on the evch (xport.h's be__xevq_*(): its eventfd is
+ * Events queue on the evch (evch.h's be__xch_*(): its eventfd is
  * readable while events are queued). Connect deadlines use one timerfd
  * per evch.
  *
@@ -61,11 +61,15 @@
 
 static uint32_t cm_auto_name_seq;
 
+/* The tags of every evch's eventfd and timerfd in its epoll set. */
+static struct shm_ph cm_efd_ph = { SHM_PH_EVFD };
+static struct shm_ph cm_tfd_ph = { SHM_PH_TIMER };
+
 /* ---- event queue ---------------------------------------------------- */
 
 void be__shm_evch_queue(struct shm_evch *ch, const struct be_xevent *ev)
 {
-	be__xevq_push(&ch->evq, ch->wake.efd, ev);
+	be__xch_push(&ch->c, ev);
 }
 
 static void cm_queue(struct shm_conn *c, enum be_xev_type type, int status,
@@ -97,27 +101,8 @@ static void cm_queue(struct shm_conn *c, enum be_xev_type type, int status,
 
 int be__shm_evch_create(struct be_xdev *dev, struct be_xevch **out)
 {
-	struct shm_evch *ch;
-	int ret;
-
-	if (!dev || !out)
-		return -EINVAL;
-	ch = calloc(1, sizeof(*ch));
-	if (!ch)
-		return -ENOMEM;
-	ch->base.dev = dev;
-	be__list_init(&ch->conns);
-	be__list_init(&ch->listeners);
-	be__xevq_init(&ch->evq);
-	ch->efd_ph.kind = SHM_PH_EVFD;
-	ch->tfd_ph.kind = SHM_PH_TIMER;
-	ret = be__wake_init(&ch->wake, BE__WAKE_TIMER, &ch->efd_ph, &ch->tfd_ph);
-	if (ret) {
-		free(ch);
-		return ret;
-	}
-	*out = &ch->base;
-	return 0;
+	return be__xch_new(sizeof(struct shm_evch), dev, BE__WAKE_TIMER, &cm_efd_ph, &cm_tfd_ph,
+			   out);
 }
 
 void be__shm_evch_destroy(struct be_xevch *xch)
@@ -129,10 +114,10 @@ void be__shm_evch_destroy(struct be_xevch *xch)
 		return;
 	ch = to_sevch(xch);
 	/* Conns the application never saw (no REQ yet) are ours to free. */
-	while (!be__list_empty(&ch->listeners))
+	while (!be__list_empty(&ch->c.listeners))
 		be__shm_listener_close(
-			&be__list_entry(ch->listeners.next, struct shm_listener, link)->base);
-	be__list_for_each_safe(e, next, &ch->conns) {
+			&be__list_entry(ch->c.listeners.next, struct shm_listener, link)->base);
+	be__list_for_each_safe(e, next, &ch->c.conns) {
 		struct shm_conn *c = be__list_entry(e, struct shm_conn, ev_link);
 
 		if (c->state == SHM_CS_WAIT_REQ) {
@@ -144,14 +129,12 @@ void be__shm_evch_destroy(struct be_xevch *xch)
 		c->base.evch = NULL;
 		be__list_del_init(&c->ev_link);
 	}
-	be__evq_clear(&ch->evq);
-	be__wake_close(&ch->wake);
-	free(ch);
+	be__xch_free(&ch->c);
 }
 
 int be__shm_evch_fd(struct be_xevch *ch)
 {
-	return ch ? to_sevch(ch)->wake.epfd : -EINVAL;
+	return be__xch_fd(ch);
 }
 
 static void cm_timer_arm(struct shm_evch *ch)
@@ -159,7 +142,7 @@ static void cm_timer_arm(struct shm_evch *ch)
 	struct be__list *e;
 	uint64_t at = 0;
 
-	be__list_for_each(e, &ch->conns) {
+	be__list_for_each(e, &ch->c.conns) {
 		struct shm_conn *c = be__list_entry(e, struct shm_conn, ev_link);
 
 		if ((c->state == SHM_CS_CONNECTING || c->state == SHM_CS_WAIT_REQ) &&
@@ -167,7 +150,7 @@ static void cm_timer_arm(struct shm_evch *ch)
 			at = c->deadline_ns;
 	}
 	ch->timer_at = at;
-	be__wake_arm_timer(&ch->wake, at);
+	be__wake_arm_timer(&ch->c.wake, at);
 }
 
 /* Stop watching @c's socket (EOF seen or handshake over and failed). */
@@ -177,7 +160,7 @@ static void cm_unwatch(struct shm_conn *c)
 		return;
 	c->sock_dead = true;
 	if (c->base.evch)
-		epoll_ctl(to_sevch(c->base.evch)->wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		epoll_ctl(to_sevch(c->base.evch)->c.wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	be__shm_conn_unwatch(c);
 }
 
@@ -196,8 +179,8 @@ static void cm_timer_fired(struct shm_evch *ch)
 	uint64_t now = be__now_ns();
 	struct be__list *e, *next;
 
-	be__wake_drain(ch->wake.tfd);
-	be__list_for_each_safe(e, next, &ch->conns) {
+	be__wake_drain(ch->c.wake.tfd);
+	be__list_for_each_safe(e, next, &ch->c.conns) {
 		struct shm_conn *c = be__list_entry(e, struct shm_conn, ev_link);
 
 		if (c->deadline_ns > now)
@@ -235,14 +218,13 @@ static struct shm_conn *cm_conn_new(struct shm_evch *ch)
 
 	if (!c)
 		return NULL;
-	/* Its events cannot be lost for want of memory later (evq.h). */
-	if (be__evq_reserve(&ch->evq, BE_XPORT_CONN_EVENTS + BE_XPORT_SRQ_EVENTS)) {
+	if (be__xch_conn_reserve(&ch->c)) {
 		free(c);
 		return NULL;
 	}
-	c->base.dev = ch->base.dev;
-	c->base.evch = &ch->base;
-	c->dev = to_sdev(ch->base.dev);
+	c->base.dev = ch->c.x.dev;
+	c->base.evch = &ch->c.x;
+	c->dev = to_sdev(ch->c.x.dev);
 	c->ph.kind = SHM_PH_CONN;
 	c->fd = -1;
 	c->peer_rx_efd = -1;
@@ -250,7 +232,7 @@ static struct shm_conn *cm_conn_new(struct shm_evch *ch)
 	be__xgrants_init(&c->grants);
 	be__list_init(&c->s_link);
 	be__list_init(&c->r_link);
-	be__list_add_head(&ch->conns, &c->ev_link);
+	be__list_add_head(&ch->c.conns, &c->ev_link);
 	return c;
 }
 
@@ -276,14 +258,13 @@ void be__shm_conn_destroy(struct be_xconn *xc)
 	be__shm_conn_detach_cqs(c);
 	if (c->fd >= 0) {
 		if (!c->sock_dead && ch)
-			epoll_ctl(ch->wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+			epoll_ctl(ch->c.wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 		close(c->fd);
 		c->fd = -1;
 	}
 	if (ch) {
 		be__list_del_init(&c->ev_link);
-		be__xevq_purge(&ch->evq, ch->wake.efd, &c->base, NULL, NULL);
-		be__evq_unreserve(&ch->evq, BE_XPORT_CONN_EVENTS + BE_XPORT_SRQ_EVENTS);
+		be__xch_conn_release(&ch->c, &c->base);
 		if (c->state == SHM_CS_CONNECTING || c->state == SHM_CS_WAIT_REQ)
 			cm_timer_arm(ch);
 	}
@@ -639,20 +620,16 @@ int be__shm_listen(struct be_xevch *xch, const char *addr, int backlog,
 	ret = cm_sockaddr(l->name, &sa, &salen);
 	if (ret)
 		goto err_free;
-	l->fd = be__listen_fd((struct sockaddr *)&sa, salen, SOCK_SEQPACKET, backlog);
+	l->fd = be__xch_listen_fd(&ch->c, (struct sockaddr *)&sa, salen, SOCK_SEQPACKET, backlog,
+				  &l->ph);
 	if (l->fd < 0) {
 		ret = l->fd;
 		goto err_free;
 	}
-	ret = be__wake_watch(&ch->wake, l->fd, EPOLLIN, &l->ph);
-	if (ret)
-		goto err_close;
-	be__list_add_head(&ch->listeners, &l->link);
+	be__list_add_head(&ch->c.listeners, &l->link);
 	*out = &l->base;
 	return 0;
 
-err_close:
-	close(l->fd);
 err_free:
 	free(l);
 	return ret;
@@ -675,11 +652,11 @@ void be__shm_listener_close(struct be_xlistener *xl)
 		return;
 	l = to_slistener(xl);
 	ch = to_sevch(xl->evch);
-	epoll_ctl(ch->wake.epfd, EPOLL_CTL_DEL, l->fd, NULL);
+	epoll_ctl(ch->c.wake.epfd, EPOLL_CTL_DEL, l->fd, NULL);
 	close(l->fd);
 	be__list_del_init(&l->link);
 	/* Requests not yet taken by the application are refused. */
-	be__list_for_each_safe(e, next, &ch->conns) {
+	be__list_for_each_safe(e, next, &ch->c.conns) {
 		struct shm_conn *c = be__list_entry(e, struct shm_conn, ev_link);
 
 		if (c->listener != l)
@@ -688,11 +665,11 @@ void be__shm_listener_close(struct be_xlistener *xl)
 		if (c->state == SHM_CS_WAIT_REQ) {
 			be__shm_conn_destroy(&c->base);
 		} else if (c->state == SHM_CS_REQ_RCVD &&
-			   be__xevq_has(&ch->evq, &c->base, BE_XEV_CONNECT_REQUEST)) {
+			   be__xch_has(&ch->c, &c->base, BE_XEV_CONNECT_REQUEST)) {
 			be__shm_reject(&c->base, NULL, 0);
 		}
 	}
-	be__xevq_purge(&ch->evq, ch->wake.efd, NULL, &l->base, NULL);
+	be__xch_purge(&ch->c, NULL, &l->base, NULL);
 	free(l);
 }
 
@@ -702,7 +679,7 @@ static uint32_t cm_handshakes_of(struct shm_evch *ch, uint32_t uid)
 	struct be__list *e;
 	uint32_t n = 0;
 
-	be__list_for_each(e, &ch->conns) {
+	be__list_for_each(e, &ch->c.conns) {
 		struct shm_conn *c = be__list_entry(e, struct shm_conn, ev_link);
 
 		n += c->state == SHM_CS_WAIT_REQ && c->has_cred && c->peer_uid == uid;
@@ -752,7 +729,7 @@ static void cm_accept_sockets(struct shm_listener *l)
 		c->state = SHM_CS_WAIT_REQ;
 		ch->nhandshake++;
 		c->deadline_ns = be__now_ns() + (uint64_t)SHM_HELLO_TIMEOUT_MS * 1000000ull;
-		if (be__wake_watch(&ch->wake, fd, EPOLLIN | EPOLLRDHUP, &c->ph)) {
+		if (be__wake_watch(&ch->c.wake, fd, EPOLLIN | EPOLLRDHUP, &c->ph)) {
 			be__shm_conn_destroy(&c->base);
 			continue;
 		}
@@ -774,9 +751,9 @@ int be__shm_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 		struct shm_ph *ph;
 		int n;
 
-		if (be__xevq_pop(&ch->evq, ch->wake.efd, ev))
+		if (be__xch_pop(&ch->c, ev))
 			return 1;
-		n = epoll_wait(ch->wake.epfd, &e, 1, 0);
+		n = epoll_wait(ch->c.wake.epfd, &e, 1, 0);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -787,8 +764,8 @@ int be__shm_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 		ph = e.data.ptr;
 		switch (ph->kind) {
 		case SHM_PH_EVFD:
-			if (be__evq_empty(&ch->evq)) {
-				int ret = be__wake_drain(ch->wake.efd);
+			if (be__evq_empty(&ch->c.evq)) {
+				int ret = be__wake_drain(ch->c.wake.efd);
 
 				if (ret)
 					return ret;
@@ -890,7 +867,7 @@ int be__shm_connect(struct be_xevch *xch, const char *addr, const struct be_xcon
 	ret = be__shm_conn_attach_cqs(c);
 	if (ret)
 		goto err_seg;
-	ret = be__wake_watch(&ch->wake, c->fd, EPOLLIN | EPOLLRDHUP, &c->ph);
+	ret = be__wake_watch(&ch->c.wake, c->fd, EPOLLIN | EPOLLRDHUP, &c->ph);
 	if (ret)
 		goto err_seg;
 	tmo = attr->timeout_ms > 0 ? attr->timeout_ms : SHM_CONNECT_TIMEOUT_MS;

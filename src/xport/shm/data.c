@@ -935,14 +935,17 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		head += len;
 	}
 	c->rx_head = head;
-	/* Only WRITEs placed: no answer will be posted behind which to
-	 * publish, so publish now (the caller may not poll again). */
-	if (!got && !err)
+	if (!got && !err && head != head0) {
+		/* Only WRITEs placed: no answer will be posted behind which
+		 * to publish, so publish now (the caller may not poll
+		 * again). */
 		rx_publish(c);
-	/* We emptied a ring whose producer waits for space: it must run
-	 * now, and a caller spinning on this poll may hold its CPU. */
-	if (drained && !got && !err)
-		sched_yield();
+		/* We emptied a ring whose producer waits for space: it must
+		 * run now, and a caller spinning on this poll may hold its
+		 * CPU. */
+		if (drained)
+			sched_yield();
+	}
 	if (err) {
 		rx_publish(c);
 		if (err == BE_XWC_GENERAL_ERR)

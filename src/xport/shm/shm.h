@@ -37,6 +37,7 @@
 
 #include "util/common.h"
 #include "util/list.h"
+#include "xport/evch.h"
 #include "xport/grant.h"
 #include "xport/xport.h"
 #include "xport/shm/ring.h"
@@ -87,13 +88,8 @@ struct shm_ph {
 };
 
 struct shm_evch {
-	struct be_xevch base;
-	struct be__wake wake;     /* evch_fd; efd readable while evq is not empty,
-				   * tfd: connect deadlines */
-	struct shm_ph efd_ph, tfd_ph;
-	struct be__evq evq;       /* queued events (be__xevq_*(), xport.h) */
-	struct be__list conns;    /* every conn of this evch (ev_link), newest first */
-	struct be__list listeners; /* closed by evch_destroy */
+	struct be__xch c;         /* evch.h: wake (tfd: connect deadlines), evq,
+				   * conns (ev_link, newest first), listeners */
 	uint64_t timer_at;        /* armed deadline, 0 = none */
 	uint32_t nhandshake;      /* conns in SHM_CS_WAIT_REQ */
 };
@@ -264,7 +260,7 @@ struct shm_msg {
 };
 
 #define to_sdev(d) container_of(d, struct shm_dev, base)
-#define to_sevch(c) container_of(c, struct shm_evch, base)
+#define to_sevch(p) container_of(p, struct shm_evch, c.x)
 #define to_scq(c) container_of(c, struct shm_cq, base)
 #define to_ssrq(s) container_of(s, struct shm_srq, base)
 #define to_sconn(c) container_of(c, struct shm_conn, base)

@@ -49,30 +49,13 @@ static void tcp_set_nodelay(int fd)
 void be__tcp_evch_push(struct tcp_evch *ch, const struct be_xevent *ev)
 {
 	if (ch)
-		be__xevq_push(&ch->evq, ch->wake.efd, ev);
+		be__xch_push(&ch->c, ev);
 }
 
 int be__tcp_evch_create(struct be_xdev *xdev, struct be_xevch **out)
 {
-	struct tcp_evch *ch;
-	int ret;
-
-	if (!xdev || !out)
-		return -EINVAL;
-	ch = calloc(1, sizeof(*ch));
-	if (!ch)
-		return -ENOMEM;
-	ch->x.dev = xdev;
-	be__list_init(&ch->conns);
-	be__list_init(&ch->listeners);
-	be__xevq_init(&ch->evq);
-	ret = be__wake_init(&ch->wake, BE__WAKE_TIMER, &tcp_efd_tag, &tcp_tfd_tag);
-	if (ret) {
-		free(ch);
-		return ret;
-	}
-	*out = &ch->x;
-	return 0;
+	return be__xch_new(sizeof(struct tcp_evch), xdev, BE__WAKE_TIMER, &tcp_efd_tag,
+			   &tcp_tfd_tag, out);
 }
 
 static void conn_free(struct tcp_conn *c);
@@ -84,19 +67,19 @@ void be__tcp_evch_destroy(struct be_xevch *xch)
 
 	if (!xch)
 		return;
-	ch = container_of(xch, struct tcp_evch, x);
-	while (!be__list_empty(&ch->listeners)) {
-		struct tcp_listener *l = container_of(ch->listeners.next, struct tcp_listener, link);
+	ch = container_of(xch, struct tcp_evch, c.x);
+	while (!be__list_empty(&ch->c.listeners)) {
+		struct tcp_listener *l = container_of(ch->c.listeners.next, struct tcp_listener, link);
 
 		be_log_err("tcp: evch destroyed with listener %s open; closing it", l->addr);
 		listener_free(l);
 	}
-	while (!be__list_empty(&ch->conns)) {
-		struct tcp_conn *c = container_of(ch->conns.next, struct tcp_conn, ev_link);
+	while (!be__list_empty(&ch->c.conns)) {
+		struct tcp_conn *c = container_of(ch->c.conns.next, struct tcp_conn, ev_link);
 
 		/* Conns never handed to the user go with the evch. */
 		if (c->state == TCP_C_WAIT_HELLO ||
-		    (c->state == TCP_C_REQUEST && be__xevq_has(&ch->evq, &c->x, 0))) {
+		    (c->state == TCP_C_REQUEST && be__xch_has(&ch->c, &c->x, 0))) {
 			conn_free(c);
 			continue;
 		}
@@ -109,14 +92,12 @@ void be__tcp_evch_destroy(struct be_xevch *xch)
 		c->ch = NULL;
 		c->x.evch = NULL;
 	}
-	be__evq_clear(&ch->evq);
-	be__wake_close(&ch->wake);
-	free(ch);
+	be__xch_free(&ch->c);
 }
 
 int be__tcp_evch_fd(struct be_xevch *xch)
 {
-	return xch ? container_of(xch, struct tcp_evch, x)->wake.epfd : -EINVAL;
+	return be__xch_fd(xch);
 }
 
 static void evch_timer_update(struct tcp_evch *ch)
@@ -124,13 +105,13 @@ static void evch_timer_update(struct tcp_evch *ch)
 	struct be__list *p;
 	uint64_t min = 0;
 
-	for (p = ch->conns.next; ch->nhandshake && p != &ch->conns; p = p->next) {
+	for (p = ch->c.conns.next; ch->nhandshake && p != &ch->c.conns; p = p->next) {
 		struct tcp_conn *c = container_of(p, struct tcp_conn, ev_link);
 
 		if (c->deadline_ns && (!min || c->deadline_ns < min))
 			min = c->deadline_ns;
 	}
-	be__wake_arm_timer(&ch->wake, min);
+	be__wake_arm_timer(&ch->c.wake, min);
 }
 
 static void conn_set_deadline(struct tcp_conn *c, int ms)
@@ -165,8 +146,7 @@ static struct tcp_conn *conn_new(struct tcp_evch *ch)
 		free(c);
 		return NULL;
 	}
-	/* Its events cannot be lost for want of memory later (evq.h). */
-	if (be__evq_reserve(&ch->evq, BE_XPORT_CONN_EVENTS + BE_XPORT_SRQ_EVENTS)) {
+	if (be__xch_conn_reserve(&ch->c)) {
 		free(c->rbuf);
 		free(c);
 		return NULL;
@@ -174,9 +154,9 @@ static struct tcp_conn *conn_new(struct tcp_evch *ch)
 	c->kind = TCP_K_CONN;
 	c->fd = -1;
 	c->ch = ch;
-	c->dev = container_of(ch->x.dev, struct tcp_dev, x);
-	c->x.dev = ch->x.dev;
-	c->x.evch = &ch->x;
+	c->dev = container_of(ch->c.x.dev, struct tcp_dev, x);
+	c->x.dev = ch->c.x.dev;
+	c->x.evch = &ch->c.x;
 	be__list_init(&c->scq_link);
 	be__list_init(&c->rcq_link);
 	be__list_init(&c->sep_link);
@@ -185,7 +165,7 @@ static struct tcp_conn *conn_new(struct tcp_evch *ch)
 	be__list_init(&c->kick_link);
 	be__list_init(&c->ack_link);
 	be__xgrants_init(&c->grants);
-	be__list_add_tail(&ch->conns, &c->ev_link);
+	be__list_add_tail(&ch->c.conns, &c->ev_link);
 	return c;
 }
 
@@ -248,7 +228,7 @@ static int conn_evch_epoll(struct tcp_conn *c, int op, uint32_t events)
 {
 	struct epoll_event e = { .events = events, .data.ptr = c };
 
-	if (epoll_ctl(c->ch->wake.epfd, op, c->fd, &e) < 0)
+	if (epoll_ctl(c->ch->c.wake.epfd, op, c->fd, &e) < 0)
 		return -errno;
 	c->ep_ch = op != EPOLL_CTL_DEL;
 	return 0;
@@ -280,7 +260,7 @@ static int conn_check_attr(struct tcp_evch *ch, const struct be_xconn_attr *attr
 		return -EINVAL;
 	if (attr->srq && attr->srq->cq != attr->recv_cq)
 		return -EINVAL;
-	if (attr->send_cq->dev != ch->x.dev || attr->recv_cq->dev != ch->x.dev)
+	if (attr->send_cq->dev != ch->c.x.dev || attr->recv_cq->dev != ch->c.x.dev)
 		return -EINVAL;
 	if (attr->max_send_wr > TCP_MAX_QP_WR)
 		return -EINVAL;
@@ -339,8 +319,7 @@ static void conn_free(struct tcp_conn *c)
 	if (c->srq)
 		be__list_del_init(&c->srq_link);
 	if (c->ch) {
-		be__xevq_purge(&c->ch->evq, c->ch->wake.efd, &c->x, NULL, NULL);
-		be__evq_unreserve(&c->ch->evq, BE_XPORT_CONN_EVENTS + BE_XPORT_SRQ_EVENTS);
+		be__xch_conn_release(&c->ch->c, &c->x);
 		be__list_del_init(&c->ev_link);
 	}
 	be__tcp_conn_free_sq(c);
@@ -653,7 +632,7 @@ static void evch_check_deadlines(struct tcp_evch *ch)
 	uint64_t now = be__now_ns();
 	struct be__list *p, *next;
 
-	for (p = ch->conns.next; p != &ch->conns; p = next) {
+	for (p = ch->c.conns.next; p != &ch->c.conns; p = next) {
 		struct tcp_conn *c = container_of(p, struct tcp_conn, ev_link);
 
 		next = p->next;
@@ -677,15 +656,15 @@ int be__tcp_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 
 	if (!xch || !ev)
 		return -EINVAL;
-	ch = container_of(xch, struct tcp_evch, x);
-	n = epoll_wait(ch->wake.epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
+	ch = container_of(xch, struct tcp_evch, c.x);
+	n = epoll_wait(ch->c.wake.epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
 	for (i = 0; i < n; i++) {
 		void *p = evs[i].data.ptr;
 
 		if (p == &tcp_efd_tag)
 			continue;
 		if (p == &tcp_tfd_tag) {
-			be__wake_drain(ch->wake.tfd);
+			be__wake_drain(ch->c.wake.tfd);
 			continue;
 		}
 		if (*(int *)p == TCP_K_LISTENER)
@@ -695,7 +674,7 @@ int be__tcp_evch_get(struct be_xevch *xch, struct be_xevent *ev)
 	}
 	if (ch->nhandshake)
 		evch_check_deadlines(ch);
-	return be__xevq_pop(&ch->evq, ch->wake.efd, ev);
+	return be__xch_pop(&ch->c, ev);
 }
 
 /* ---- listeners --------------------------------------------------------- */
@@ -711,7 +690,7 @@ int be__tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
 
 	if (!xch || !out)
 		return -EINVAL;
-	ch = container_of(xch, struct tcp_evch, x);
+	ch = container_of(xch, struct tcp_evch, c.x);
 	ret = be__inet_resolve(addr, true, &ss, &sl);
 	if (ret)
 		return ret;
@@ -721,7 +700,7 @@ int be__tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
 	l->kind = TCP_K_LISTENER;
 	l->x.dev = xch->dev;
 	l->x.evch = xch;
-	l->fd = be__listen_fd((struct sockaddr *)&ss, sl, SOCK_STREAM, backlog);
+	l->fd = be__xch_listen_fd(&ch->c, (struct sockaddr *)&ss, sl, SOCK_STREAM, backlog, l);
 	if (l->fd < 0) {
 		ret = l->fd;
 		goto err_free;
@@ -734,10 +713,7 @@ int be__tcp_listen(struct be_xevch *xch, const char *addr, int backlog,
 	ret = be__inet_format((struct sockaddr *)&ss, l->addr, sizeof(l->addr));
 	if (ret)
 		goto err_close;
-	ret = be__wake_watch(&ch->wake, l->fd, EPOLLIN, l);
-	if (ret)
-		goto err_close;
-	be__list_add_tail(&ch->listeners, &l->link);
+	be__list_add_tail(&ch->c.listeners, &l->link);
 	*out = &l->x;
 	return 0;
 
@@ -757,25 +733,25 @@ int be__tcp_listener_addr(struct be_xlistener *xl, char *buf, size_t len)
 
 static void listener_free(struct tcp_listener *l)
 {
-	struct tcp_evch *ch = container_of(l->x.evch, struct tcp_evch, x);
+	struct tcp_evch *ch = container_of(l->x.evch, struct tcp_evch, c.x);
 	struct be__list *p, *next;
 
-	epoll_ctl(ch->wake.epfd, EPOLL_CTL_DEL, l->fd, NULL);
+	epoll_ctl(ch->c.wake.epfd, EPOLL_CTL_DEL, l->fd, NULL);
 	close(l->fd);
 	/* Requests not yet handed to the user die with the listener. */
-	for (p = ch->conns.next; p != &ch->conns; p = next) {
+	for (p = ch->c.conns.next; p != &ch->c.conns; p = next) {
 		struct tcp_conn *c = container_of(p, struct tcp_conn, ev_link);
 
 		next = p->next;
 		if (c->listener != l)
 			continue;
 		if (c->state == TCP_C_WAIT_HELLO ||
-		    (c->state == TCP_C_REQUEST && be__xevq_has(&ch->evq, &c->x, 0)))
+		    (c->state == TCP_C_REQUEST && be__xch_has(&ch->c, &c->x, 0)))
 			conn_free(c);
 		else
 			c->listener = NULL;
 	}
-	be__xevq_purge(&ch->evq, ch->wake.efd, NULL, &l->x, NULL);
+	be__xch_purge(&ch->c, NULL, &l->x, NULL);
 	be__list_del_init(&l->link);
 	free(l);
 }
@@ -798,7 +774,7 @@ int be__tcp_connect(struct be_xevch *xch, const char *addr, const struct be_xcon
 
 	if (!xch || !out || priv_len > BE_XPORT_PRIV_MAX || (priv_len && !priv))
 		return -EINVAL;
-	ch = container_of(xch, struct tcp_evch, x);
+	ch = container_of(xch, struct tcp_evch, c.x);
 	ret = conn_check_attr(ch, attr);
 	if (ret)
 		return ret;

@@ -34,6 +34,7 @@
 
 #include "util/common.h"
 #include "util/list.h"
+#include "xport/evch.h"
 #include "xport/grant.h"
 #include "xport/wake.h"
 #include "xport/xport.h"
@@ -150,12 +151,9 @@ struct tcp_dev {
 };
 
 struct tcp_evch {
-	struct be_xevch x;
-	struct be__wake wake;     /* evch_fd; efd readable while events are
-				   * queued, tfd: next handshake deadline */
-	struct be__evq evq;       /* queued events (be__xevq_*(), xport.h) */
-	struct be__list conns;    /* every conn on this evch */
-	struct be__list listeners;
+	struct be__xch c;         /* evch.h: wake (tfd: next handshake
+				   * deadline), evq, conns (ev_link),
+				   * listeners */
 	uint32_t nhandshake;      /* conns with a deadline */
 };
 

@@ -77,7 +77,7 @@
  * as a TCP connect to a closed port would be.
  *
  * Events and memory. rdma_cm queues its events in the kernel, but the
- * transport queues some of a conn's itself (evch->evq): ESTABLISHED at
+ * transport queues some of a conn's itself (the evch's evq): ESTABLISHED at
  * accept(), DISCONNECTED from disconnect() and from a failed conn, fatal
  * QP errors, and whatever evch_pump() read early. Each conn reserves
  * queue nodes for them when it is made (VERBS_CONN_EVENTS, util/evq.h),
@@ -270,7 +270,7 @@ void be__verbs_conn_detach(struct verbs_conn *vc)
 		be__list_del_init(&vc->ch_link);
 		pthread_mutex_lock(&be__verbs_lock);
 		be__verbs_purge_locked(ch, &vc->base, NULL);
-		be__evq_unreserve(&ch->evq, VERBS_CONN_EVENTS);
+		be__evq_unreserve(&ch->c.evq, VERBS_CONN_EVENTS);
 		pthread_mutex_unlock(&be__verbs_lock);
 		vc->base.evch = NULL;
 	}
@@ -555,14 +555,14 @@ static void cm_thread_stop(struct verbs_evch *ch)
 
 void be__verbs_evch_push_locked(struct verbs_evch *ch, const struct be_xevent *ev)
 {
-	be__xevq_push(&ch->evq, ch->wake.efd, ev);
+	be__xch_push(&ch->c, ev);
 }
 
 /* Drop queued events that name @conn or @srq from @ch. Holds verbs_lock. */
 void be__verbs_purge_locked(struct verbs_evch *ch, const struct be_xconn *conn,
 			       const struct be_xsrq *srq)
 {
-	be__xevq_purge(&ch->evq, ch->wake.efd, conn, NULL, srq);
+	be__xch_purge(&ch->c, conn, NULL, srq);
 }
 
 /*
@@ -593,7 +593,7 @@ static struct rdma_event_channel *cm_channel(struct verbs_evch *ch, int *err)
 	}
 	ret = be__verbs_set_nonblock(rc->fd);
 	if (!ret)
-		ret = be__wake_watch(&ch->wake, rc->fd, EPOLLIN, NULL);
+		ret = be__wake_watch(&ch->c.wake, rc->fd, EPOLLIN, NULL);
 	if (ret) {
 		be_log_err("verbs: event channel: %s", strerror(-ret));
 		rdma_destroy_event_channel(rc);
@@ -611,46 +611,37 @@ int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 {
 	struct verbs_dev *dev = to_vdev(d);
 	struct verbs_evch *ch;
+	struct be_xevch *x;
 	int ret;
 
-	if (!out)
-		return -EINVAL;
-	ch = calloc(1, sizeof(*ch));
-	if (!ch)
-		return -ENOMEM;
-	ch->base.dev = d;
-	be__list_init(&ch->conns);
-	be__list_init(&ch->listeners);
+	/* The set is only handed out, never read here: no tags. The rdma_cm
+	 * channel joins it when first used (cm_channel()). */
+	ret = be__xch_new(sizeof(*ch), d, BE__WAKE_TIMER, NULL, NULL, &x);
+	if (ret)
+		return ret;
+	ch = to_vevch(x);
 	be__list_init(&ch->jobs);
-	be__xevq_init(&ch->evq);
 	ret = -pthread_cond_init(&ch->cm_cv, NULL);
 	if (ret)
 		goto err_free;
 	ret = -pthread_mutex_init(&ch->ch_lock, NULL);
 	if (ret)
 		goto err_cv;
-	/* The set is only handed out, never read here: no tags. The rdma_cm
-	 * channel joins it when first used (cm_channel()). */
-	ret = be__wake_init(&ch->wake, BE__WAKE_TIMER, NULL, NULL);
+	ret = be__wake_watch(&ch->c.wake, dev->ctx->async_fd, EPOLLIN, NULL);
 	if (ret)
 		goto err_mu;
-	ret = be__wake_watch(&ch->wake, dev->ctx->async_fd, EPOLLIN, NULL);
-	if (ret)
-		goto err_wake;
 	pthread_mutex_lock(&be__verbs_lock);
 	be__list_add_head(&dev->evchs, &ch->dev_link);
 	pthread_mutex_unlock(&be__verbs_lock);
-	*out = &ch->base;
+	*out = &ch->c.x;
 	return 0;
 
-err_wake:
-	be__wake_close(&ch->wake);
 err_mu:
 	pthread_mutex_destroy(&ch->ch_lock);
 err_cv:
 	pthread_cond_destroy(&ch->cm_cv);
 err_free:
-	free(ch);
+	be__xch_free(&ch->c);
 	return ret;
 }
 
@@ -663,15 +654,15 @@ void be__verbs_evch_destroy(struct be_xevch *c)
 	cm_thread_stop(ch);
 	/* Children first (a caller bug, but no crash): conns become husks
 	 * that conn_destroy() only frees. */
-	if (!be__list_empty(&ch->conns) || !be__list_empty(&ch->listeners))
+	if (!be__list_empty(&ch->c.conns) || !be__list_empty(&ch->c.listeners))
 		be_log_err("verbs: event channel of %s destroyed before its connections",
 			   dev->name);
-	while (!be__list_empty(&ch->conns))
-		be__verbs_conn_detach(be__list_entry(ch->conns.next, struct verbs_conn, ch_link));
+	while (!be__list_empty(&ch->c.conns))
+		be__verbs_conn_detach(be__list_entry(ch->c.conns.next, struct verbs_conn, ch_link));
 	/* Listeners are closed with it, as on tcp: their handles die here. */
-	while (!be__list_empty(&ch->listeners)) {
+	while (!be__list_empty(&ch->c.listeners)) {
 		struct verbs_listener *vl =
-			be__list_entry(ch->listeners.next, struct verbs_listener, link);
+			be__list_entry(ch->c.listeners.next, struct verbs_listener, link);
 
 		be__list_del_init(&vl->link);
 		if (rdma_destroy_id(vl->id))
@@ -680,19 +671,18 @@ void be__verbs_evch_destroy(struct be_xevch *c)
 	}
 	pthread_mutex_lock(&be__verbs_lock);
 	be__list_del_init(&ch->dev_link);
-	be__evq_clear(&ch->evq);
+	be__evq_clear(&ch->c.evq);
 	pthread_mutex_unlock(&be__verbs_lock);
 	if (ch->ch)
 		rdma_destroy_event_channel(ch->ch);
-	be__wake_close(&ch->wake);
 	pthread_mutex_destroy(&ch->ch_lock);
 	pthread_cond_destroy(&ch->cm_cv);
-	free(ch);
+	be__xch_free(&ch->c);
 }
 
 int be__verbs_evch_fd(struct be_xevch *c)
 {
-	return to_vevch(c)->wake.epfd;
+	return be__xch_fd(c);
 }
 
 /* The oldest event of @ch's own queue into @ev: 1, or 0 if none. */
@@ -701,7 +691,7 @@ static int cm_queue_pop(struct verbs_evch *ch, struct be_xevent *ev)
 	int ret;
 
 	pthread_mutex_lock(&be__verbs_lock);
-	ret = be__xevq_pop(&ch->evq, ch->wake.efd, ev);
+	ret = be__xch_pop(&ch->c, ev);
 	pthread_mutex_unlock(&be__verbs_lock);
 	return ret;
 }
@@ -771,7 +761,7 @@ static int cm_reserve(struct verbs_evch *ch)
 	int ret;
 
 	pthread_mutex_lock(&be__verbs_lock);
-	ret = be__evq_reserve(&ch->evq, VERBS_CONN_EVENTS);
+	ret = be__evq_reserve(&ch->c.evq, VERBS_CONN_EVENTS);
 	pthread_mutex_unlock(&be__verbs_lock);
 	return ret;
 }
@@ -805,11 +795,11 @@ static int cm_conn_request(struct verbs_evch *ch, struct rdma_cm_event *e, struc
 	}
 	vc->magic = VERBS_OBJ_CONN;
 	vc->base.dev = vl->base.dev;
-	vc->base.evch = &ch->base;
+	vc->base.evch = &ch->c.x;
 	vc->id = id;
 	vc->state = VC_REQUEST;
 	id->context = vc;
-	be__list_add_head(&ch->conns, &vc->ch_link);
+	be__list_add_head(&ch->c.conns, &vc->ch_link);
 	ev->type = BE_XEV_CONNECT_REQUEST;
 	ev->conn = &vc->base;
 	ev->listener = &vl->base;
@@ -968,7 +958,7 @@ static int cm_translate(struct verbs_evch *ch, struct rdma_cm_event *e, struct b
 /* Arm the evch's timer for the earliest connect deadline (0: none). */
 static void cm_timer_set(struct verbs_evch *ch, uint64_t deadline_ns)
 {
-	be__wake_arm_timer(&ch->wake, deadline_ns);
+	be__wake_arm_timer(&ch->c.wake, deadline_ns);
 	ch->next_deadline = deadline_ns;
 }
 
@@ -985,10 +975,10 @@ static int cm_check_deadlines(struct verbs_evch *ch, struct be_xevent *ev)
 	struct verbs_conn *late = NULL;
 	struct be__list *e;
 
-	be__wake_drain(ch->wake.tfd);
+	be__wake_drain(ch->c.wake.tfd);
 	if (!ch->next_deadline || ch->next_deadline > now)
 		return 0;
-	be__list_for_each(e, &ch->conns) {
+	be__list_for_each(e, &ch->c.conns) {
 		struct verbs_conn *vc = be__list_entry(e, struct verbs_conn, ch_link);
 
 		if (!vc->deadline_ns || vc->reported_down ||
@@ -1050,7 +1040,7 @@ int be__verbs_evch_get(struct be_xevch *c, struct be_xevent *ev)
 		}
 		be__verbs_async_pump(to_vdev(c->dev));
 		pthread_mutex_lock(&be__verbs_lock);
-		queued = !be__evq_empty(&ch->evq);
+		queued = !be__evq_empty(&ch->c.evq);
 		pthread_mutex_unlock(&be__verbs_lock);
 		if (queued)
 			continue;
@@ -1134,7 +1124,7 @@ int be__verbs_listen(struct be_xevch *c, const char *addr, int backlog,
 		be_log_err("verbs: rdma_listen(%s): %s", addr, strerror(-ret));
 		goto err_id;
 	}
-	be__list_add_head(&ch->listeners, &vl->link);
+	be__list_add_head(&ch->c.listeners, &vl->link);
 	*out = &vl->base;
 	return 0;
 
@@ -1209,7 +1199,7 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 	ret = cm_thread_start(ch);
 	if (ret)
 		goto err_free;
-	be__list_add_head(&ch->conns, &vc->ch_link);
+	be__list_add_head(&ch->c.conns, &vc->ch_link);
 	vc->deadline_ns = be__now_ns() + (uint64_t)vc->timeout_ms * 1000000u;
 	if (!ch->next_deadline || vc->deadline_ns < ch->next_deadline)
 		cm_timer_set(ch, vc->deadline_ns);
@@ -1220,7 +1210,7 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 
 err_free:
 	pthread_mutex_lock(&be__verbs_lock);
-	be__evq_unreserve(&ch->evq, VERBS_CONN_EVENTS);
+	be__evq_unreserve(&ch->c.evq, VERBS_CONN_EVENTS);
 	pthread_mutex_unlock(&be__verbs_lock);
 	free(vc->addrs);
 	free(vc);
@@ -1300,7 +1290,7 @@ static void cm_conn_free(struct verbs_conn *vc)
 		be__list_del_init(&vc->ch_link);
 		pthread_mutex_lock(&be__verbs_lock);
 		be__verbs_purge_locked(ch, &vc->base, NULL);
-		be__evq_unreserve(&ch->evq, VERBS_CONN_EVENTS);
+		be__evq_unreserve(&ch->c.evq, VERBS_CONN_EVENTS);
 		vc->dying = true;
 		cm_job_post_locked(ch, vc, VJ_FREE, 0);
 		pthread_mutex_unlock(&be__verbs_lock);

@@ -685,7 +685,7 @@ int be__verbs_srq_bind(struct verbs_srq *srq, struct verbs_evch *ch)
 
 	pthread_mutex_lock(&be__verbs_lock);
 	if (!srq->evch) {
-		ret = be__evq_reserve(&ch->evq, 1);
+		ret = be__evq_reserve(&ch->c.evq, 1);
 		if (!ret)
 			srq->evch = ch;
 	}
@@ -700,12 +700,12 @@ static void verbs_srq_event_locked(struct verbs_dev *dev, struct verbs_srq *srq,
 				   const struct be_xevent *ev)
 {
 	if (srq->evch && verbs_each_evch_locked(NULL, verbs_is_evch, srq->evch)) {
-		int ret = be__evq_push(&srq->evch->evq, ev, true);
+		int ret = be__evq_push(&srq->evch->c.evq, ev, true);
 
 		if (ret < 0)
 			be_log_err("verbs: %s: out of memory queueing SRQ_LIMIT; lost", dev->name);
 		else if (ret)
-			be__wake_kick(srq->evch->wake.efd);
+			be__wake_kick(srq->evch->c.wake.efd);
 		return;
 	}
 	verbs_fanout_locked(dev->ctx, ev);
@@ -799,7 +799,7 @@ void be__verbs_dev_purge_srq(struct verbs_dev *dev, const struct be_xsrq *srq)
 	verbs_each_evch_locked(dev->ctx, verbs_purge_srq, srq);
 	/* A channel destroyed first took its reserve with it. */
 	if (vs->evch && verbs_each_evch_locked(NULL, verbs_is_evch, vs->evch))
-		be__evq_unreserve(&vs->evch->evq, 1);
+		be__evq_unreserve(&vs->evch->c.evq, 1);
 	vs->evch = NULL;
 	pthread_mutex_unlock(&be__verbs_lock);
 }

@@ -29,6 +29,7 @@
 
 #include "util/common.h"
 #include "util/list.h"
+#include "xport/evch.h"
 #include "xport/wake.h"
 #include "xport/xport.h"
 
@@ -108,20 +109,17 @@ struct verbs_dev {
 };
 
 struct verbs_evch {
-	struct be_xevch base;
+	struct be__xch c;        /* evch.h. wake: cm fd + async fd + efd + tfd
+				  * (the earliest connect deadline); evq: async
+				  * events, QP errors, events pumped early
+				  * (verbs_lock); conns (ch_link, owner thread);
+				  * listeners */
 	/* Opened on first use (cm.c, cm_channel()) under ch_lock, by the
 	 * connect thread or the worker; read with an acquire load. */
 	struct rdma_event_channel *ch;
 	pthread_mutex_t ch_lock;
-	struct be__wake wake;    /* epfd handed out: cm fd + async fd + efd + tfd;
-				  * efd readable while the queue is non-empty,
-				  * tfd: the earliest connect deadline */
 	uint64_t next_deadline;  /* armed in tfd (be__now_ns() clock), 0 = none */
-	struct be__evq evq;      /* events made here: async events, QP errors,
-				  * those pumped early (be__xevq_*(); verbs_lock) */
 	struct be__list dev_link; /* dev->evchs (verbs_lock) */
-	struct be__list conns;   /* conns on this channel (owner thread) */
-	struct be__list listeners;
 	/* The connect thread (cm.c): started by the first connect, stopped
 	 * by evch_destroy. jobs and cm_stop are guarded by verbs_lock. */
 	pthread_t cm_thr;
@@ -298,7 +296,7 @@ struct verbs_listener {
 };
 
 #define to_vdev(d) container_of(d, struct verbs_dev, base)
-#define to_vevch(c) container_of(c, struct verbs_evch, base)
+#define to_vevch(p) container_of(p, struct verbs_evch, c.x)
 #define to_vcq(c) container_of(c, struct verbs_cq, base)
 #define to_vsrq(s) container_of(s, struct verbs_srq, base)
 #define to_vconn(c) container_of(c, struct verbs_conn, base)
