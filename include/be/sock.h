@@ -258,6 +258,13 @@ struct be_config {
 	 * default 16 MiB (docs/SECURITY.md, "Limits").
 	 */
 	uint64_t sock_window;
+	/* 1: a large message goes one-way where both ends' transport lets
+	 * the receiver allocate as the data arrives (tcp, shm: no
+	 * WriteRequest round trip, docs/PROTOCOL.md section 4); 0: every
+	 * large message asks for its buffer first, as on verbs (for
+	 * measuring what one-way buys, and testing that path without RDMA).
+	 * BE_ONEWAY, default 1. */
+	uint32_t oneway;
 };
 
 /* Longest shared secret (be_config.auth_secret). */

@@ -34,7 +34,8 @@
 /* Our transport lets a receiver allocate as data arrives (oneway.c). */
 static bool engine_can_oneway(const struct be__engine *e)
 {
-	return e->wd->cd->attr.max_rx_alloc >= BE_ONEWAY_SLOTS && e->ops->conn_rx_resume;
+	return e->w->ctx->cfg.oneway && e->wd->cd->attr.max_rx_alloc >= BE_ONEWAY_SLOTS &&
+	       e->ops->conn_rx_resume;
 }
 
 static void engine_hello(struct be__engine *e, struct be__hello *h)

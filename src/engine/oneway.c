@@ -1,17 +1,20 @@
 /*
  * oneway.c - large messages without a round trip, on transports whose
- * receiver allocates the destination as the data arrives (tcp).
+ * receiver allocates the destination as the data arrives (tcp, shm).
  *
  * Why. On verbs a large message must have its destination reserved
  * before the first RDMA WRITE (WRITE_REQ / WRITE_RESP, large.c): the NIC
  * writes into registered memory it was told about. A software transport
- * reading a byte stream has no such constraint: it can ask for the
- * buffer when the header of the data arrives and read the payload
+ * whose receiver places every byte itself (a byte stream on tcp, the
+ * ring's records on shm) has no such constraint: it can ask for the
+ * buffer when the header of the data arrives and place the payload
  * straight into it. The round trip then buys nothing, and on a PS pull
- * (a 64 KiB reply) it was most of the cost.
+ * (a 64 KiB reply) it was most of the cost: on shm each of its turns is
+ * a sleep and a wakeup of each side when they wait adaptively.
  *
  * Model. Used on an Engine when both hellos carry BE_HELLO_F_ONEWAY
- * (their transports report max_rx_alloc >= BE_ONEWAY_SLOTS). Sender: a
+ * (their transports report max_rx_alloc >= BE_ONEWAY_SLOTS, and
+ * be_config.oneway is set). Sender: a
  * message above the eager limit takes a free slot (BE_ONEWAY_SLOTS per
  * Engine, a bit each in ow_tx_used), sends WRITE_ONEWAY(socket, message
  * id, length, slot) in a SEND, and at once its fragments as RX_ALLOC

@@ -101,6 +101,7 @@ void be_config_init_sized(struct be_config *out)
 		.nomem_backoff_max_us = 100000,
 		.engine_idle_ms = 30000,
 		.close_timeout_ms = 10000,
+		.oneway = 1,
 	};
 	config_env32("BE_EAGER_MAX", &cfg->eager_max);
 	config_env32("BE_RECV_BUF_SIZE", &cfg->recv_buf_size);
@@ -134,6 +135,8 @@ void be_config_init_sized(struct be_config *out)
 	config_env32("BE_NOMEM_BACKOFF_MAX_US", &cfg->nomem_backoff_max_us);
 	config_env32("BE_ENGINE_IDLE_MS", &cfg->engine_idle_ms);
 	config_env32("BE_CLOSE_TIMEOUT_MS", &cfg->close_timeout_ms);
+	config_env32("BE_ONEWAY", &cfg->oneway);
+	cfg->oneway = cfg->oneway != 0;
 	config_env_str("BE_AUTH_SECRET_FILE", cfg->auth_secret_file, sizeof(cfg->auth_secret_file));
 	config_env_str("BE_ADMIT_UIDS", cfg->admit_uids, sizeof(cfg->admit_uids));
 	{

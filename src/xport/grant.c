@@ -143,3 +143,47 @@ bool be__xgrants_check(const struct be__xgrants *g, uint32_t rkey, uint64_t addr
 	return s && addr >= s->addr && addr - s->addr <= s->len &&
 	       len <= s->len - (addr - s->addr);
 }
+
+const char *be__xaslot_check(const struct be__xaslot *slots, uint32_t slot, uint64_t off,
+			     uint64_t len, uint64_t total, enum be__xaslot_end end,
+			     uint64_t *open)
+{
+	const struct be__xaslot *a;
+	uint64_t got, size;
+
+	*open = 0;
+	if (slot >= BE_XASLOTS)
+		return "RX_ALLOC write to no slot";
+	a = slots ? &slots[slot] : NULL;
+	if (off == 0) {
+		if ((a && a->buf) || total == 0 || total < len || total > UINT32_MAX)
+			return "RX_ALLOC write opens a bad slot";
+		got = 0;
+		size = total;
+	} else {
+		if (!a || !a->buf || off != a->got)
+			return "RX_ALLOC write out of order";
+		got = a->got;
+		size = a->len;
+	}
+	if (len > size - got || (end == BE_XASLOT_LAST && got + len != size) ||
+	    (end == BE_XASLOT_MORE && got + len == size))
+		return "RX_ALLOC write outside its buffer";
+	if (off == 0)
+		*open = total;
+	return NULL;
+}
+
+void be__xaslots_free(struct be__xaslot **slots, struct be_xconn *conn,
+		      void (*rx_free)(struct be_xconn *conn, void *buf))
+{
+	uint32_t i;
+
+	if (!*slots)
+		return;
+	for (i = 0; i < BE_XASLOTS; i++)
+		if ((*slots)[i].buf && rx_free)
+			rx_free(conn, (*slots)[i].buf);
+	free(*slots);
+	*slots = NULL;
+}

@@ -49,4 +49,50 @@ int be__xgrants_del(struct be__xgrants *g, uint32_t rkey);
 /* Does [addr, addr+len) lie inside the live grant of @rkey? */
 bool be__xgrants_check(const struct be__xgrants *g, uint32_t rkey, uint64_t addr, uint64_t len);
 
+/*
+ * RX_ALLOC slots (xport.h, BE_XWR_F_RX_ALLOC), for the same transports:
+ * the buffers this side allocated for a peer's writes as their data
+ * arrived, BE_XASLOTS per conn (the device's max_rx_alloc), indexed by the
+ * WR's rkey. A slot is opened by the piece at offset 0, which says how
+ * long the buffer is; its pieces follow one another in order, and the
+ * last one fills the buffer exactly, which then goes to the receiver with
+ * a RECV_IMM. The table is allocated when the first slot opens.
+ */
+#define BE_XASLOTS 64u
+
+struct be__xaslot {
+	uint8_t *buf;   /* NULL: free */
+	uint32_t len;   /* the buffer's length */
+	uint32_t got;   /* bytes placed so far, from 0 */
+};
+
+/* What a piece may do to its slot's buffer. */
+enum be__xaslot_end {
+	BE_XASLOT_MORE, /* not fill it: a last piece follows */
+	BE_XASLOT_PART, /* fill it or not */
+	BE_XASLOT_LAST, /* fill it exactly */
+};
+
+struct be_xconn;
+
+/*
+ * be__xaslot_check() - may a piece of @len bytes land at offset @off of
+ * slot @slot, the slots being @slots (NULL: all free)? At offset 0 it
+ * opens a free slot for a buffer of @total bytes, set in *@open (the
+ * caller allocates it), else *@open is 0 and the piece must start where
+ * the slot's last one ended; @end says whether it may or must fill the
+ * buffer. Returns NULL, or why not (a peer's protocol error).
+ */
+const char *be__xaslot_check(const struct be__xaslot *slots, uint32_t slot, uint64_t off,
+			     uint64_t len, uint64_t total, enum be__xaslot_end end,
+			     uint64_t *open);
+
+/*
+ * be__xaslots_free() - hand every open slot's buffer to @rx_free (the
+ * conn's hook, may be NULL: nothing to hand back), then free the table
+ * in *@slots and set it to NULL.
+ */
+void be__xaslots_free(struct be__xaslot **slots, struct be_xconn *conn,
+		      void (*rx_free)(struct be_xconn *conn, void *buf));
+
 #endif /* BE_XPORT_GRANT_H */

@@ -99,16 +99,25 @@ int be__wake_kick(int efd)
 	return ret;
 }
 
-int be__wake_drain(int fd)
+int be__wake_take(int fd)
 {
 	uint64_t v;
 	int ret;
 
-	if (read(fd, &v, sizeof(v)) >= 0 || errno == EAGAIN)
+	if (read(fd, &v, sizeof(v)) >= 0)
+		return 1;
+	if (errno == EAGAIN)
 		return 0;
 	ret = -errno;
 	be_log_warn("xport: eventfd/timerfd read: %s", strerror(-ret));
 	return ret;
+}
+
+int be__wake_drain(int fd)
+{
+	int ret = be__wake_take(fd);
+
+	return ret < 0 ? ret : 0;
 }
 
 int be__wake_arm_timer(struct be__wake *w, uint64_t at_ns)

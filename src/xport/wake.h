@@ -91,6 +91,13 @@ int be__wake_kick(int efd);
 int be__wake_drain(int fd);
 
 /*
+ * be__wake_take() - be__wake_drain(), telling whether @fd was readable:
+ * returns 1 (it was, and is not now), 0 (it was not) or, logged, another
+ * -errno from read().
+ */
+int be__wake_take(int fd);
+
+/*
  * be__wake_arm_timer() - make @w's timerfd readable at @at_ns, an absolute
  * be__now_ns() (CLOCK_MONOTONIC) time, replacing any earlier setting;
  * @at_ns 0 disarms it. A time already past fires at once. Returns 0,

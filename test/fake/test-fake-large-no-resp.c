@@ -22,6 +22,7 @@ int main(int argc, char **argv)
 
 	duo_init(&s, argc, argv);
 	/* A silent peer is noticed soon (no assertion on time). */
+	s.t.st.cfg.oneway = 0; /* the WriteRequest path */
 	s.t.st.cfg.keepalive_ms = 100;
 	s.t.st.cfg.conn_timeout_ms = 1500;
 	duo_start(&s);

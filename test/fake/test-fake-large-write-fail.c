@@ -7,9 +7,11 @@
  * what it had granted or allocated for it (the ASan build checks) and
  * closes its socket with an error; every receive buffer is back; the
  * worker's other Engine still carries large messages. On shm the
- * message takes the WriteRequest path (large.c), on tcp the one-way
- * path (oneway.c).
+ * message takes the WriteRequest path (large.c, one-way turned off), on
+ * tcp the one-way path (oneway.c).
  */
+#include <string.h>
+
 #include <errno.h>
 
 #include "duo.h"
@@ -21,6 +23,7 @@ int main(int argc, char **argv)
 	struct duo s = { 0 };
 
 	duo_init(&s, argc, argv);
+	s.t.st.cfg.oneway = strcmp(s.t.inner, "shm") != 0;
 	duo_start(&s);
 	duo_large_fails(&s, &f, -ECONNRESET);
 	be__fake_stats(&fs);

@@ -13,8 +13,9 @@
  *   a producer writes, whole inside the ring, a SEND or WRITE record no
  *   larger than a quarter ring, an inline WRITE_IMM within
  *   SHM_IMM_INLINE; the target of a WRITE or inline WRITE_IMM inside a
- *   live grant of the conn (be__xgrants_check(), over a real buffer).
- *   Payloads are copied out of an exact-size ring into exact-size
+ *   live grant of the conn (be__xgrants_check(), over a real buffer);
+ *   RX_ALLOC records' slots are be__xaslot_check()'s, fuzzed with tcp's
+ *   frames (fuzz-tcp-frame.c). Payloads are copied out of an exact-size ring into exact-size
  *   buffers and granted memory, so a read or write past any of them is
  *   an ASan report. The walk ends, as the tags carry their ring position.
  *
@@ -200,7 +201,8 @@ static void ring_one(const uint8_t *p, size_t n, uint64_t head)
 			return;
 		}
 		ASSERT(op == SHM_REC_SEND || op == SHM_REC_WRITE_IMM ||
-		       op == SHM_REC_WRITE_IMM_INL || op == SHM_REC_WRITE);
+		       op == SHM_REC_WRITE_IMM_INL || op == SHM_REC_WRITE ||
+		       op == SHM_REC_WRITE_IMM_RXA);
 		ASSERT(len >= SHM_LINE && len % SHM_LINE == 0 && off + len <= RING);
 		if (op == SHM_REC_SEND) {
 			ASSERT_LE(blen, RING / 4);
@@ -214,7 +216,8 @@ static void ring_one(const uint8_t *p, size_t n, uint64_t head)
 				return;
 			}
 		} else {
-			ASSERT_EQ(len, SHM_LINE); /* its data came in WRITE records */
+			/* WRITE_IMM, WRITE_IMM_RXA: its data came in WRITE records */
+			ASSERT_EQ(len, SHM_LINE);
 		}
 		memset(ring + off, 0, 8);
 		head += len;

@@ -59,7 +59,7 @@ static void refused(const char *why)
  */
 static void stream(const uint8_t *p, size_t n, int rx_alloc)
 {
-	struct tcp_aslot *slots = NULL;
+	struct be__xaslot *slots = NULL;
 	const char *why = NULL;
 	size_t off = 0;
 	uint32_t i;
@@ -67,7 +67,7 @@ static void stream(const uint8_t *p, size_t n, int rx_alloc)
 	while (n - off >= TCP_HDR_LEN) {
 		const uint8_t *body = p + off + TCP_HDR_LEN;
 		size_t have = n - off - TCP_HDR_LEN;
-		struct tcp_aslot *a;
+		struct be__xaslot *a;
 		struct tcp_hdr h;
 		uint64_t open;
 

@@ -35,6 +35,9 @@ void st_init(struct st *t, int argc, char **argv)
 	if (addr)
 		snprintf(t->addr, sizeof(t->addr), "%s", addr);
 	st_config_init(&t->cfg);
+	/* --oneway 0: every large message through WriteRequest (tcp, shm). */
+	if (test_arg(argc, argv, "--oneway", NULL))
+		t->cfg.oneway = atoi(test_arg(argc, argv, "--oneway", NULL)) != 0;
 }
 
 const char *st_listen_addr(struct st *t)

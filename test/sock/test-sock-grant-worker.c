@@ -53,6 +53,7 @@ int main(int argc, char **argv)
 	st_init(&t, argc, argv);
 	if (strcmp(t.transport, "tcp") == 0)
 		return 77;
+	t.cfg.oneway = 0; /* shm: the WriteRequest path, as on verbs */
 	t.cfg.max_worker_grant_bytes = 1u << 20;
 	t.cfg.nomem_backoff_max_us = 10000;
 	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));

@@ -2,9 +2,9 @@
  * Check the receiver's allocation failure and recovery: the server runs
  * in a child process whose bemalloc limit is exhausted by ballast; a
  * large message is answered "no memory" (the sender backs off and
- * retries), or on tcp, where large messages go one-way, its data waits
- * in the connection while the receiver retries the allocation with
- * backoff; an eager message that cannot be copied out holds its receive
+ * retries), or on tcp and shm, where large messages go one-way, its data
+ * waits in the connection while the receiver retries the allocation with
+ * backoff (the variant nomem-req turns one-way off); an eager message that cannot be copied out holds its receive
  * buffer (and everything after it) and is retried with backoff while the
  * sender runs out of credits; once the child frees its
  * ballast every message arrives intact and in order, none is lost, and
@@ -26,7 +26,7 @@ static const size_t sizes[] = { BIG, 100, 200, BIG, 3000 };
 
 static struct be_sock *csock;
 static int crecv, cbad, cclosed;
-static bool oneway; /* tcp: large messages go one-way, no "no memory" answer */
+static bool oneway; /* large messages go one-way, no "no memory" answer */
 
 static void child_recv(struct be_sock *s, void *buf, size_t len, void *user)
 {
@@ -134,7 +134,8 @@ int main(int argc, char **argv)
 	int i;
 
 	st_init(&t, argc, argv);
-	oneway = strcmp(t.transport, "tcp") == 0;
+	/* Not verbs, nor the variant nomem-req (--oneway 0). */
+	oneway = t.cfg.oneway && strcmp(t.transport, "verbs") != 0;
 	t.cfg.srq_depth = 64;
 	t.cfg.nomem_backoff_us = 500;
 	t.cfg.nomem_backoff_max_us = 20000;

@@ -5,8 +5,9 @@
  * at once. Two clients, each on an Engine of its own, open two Sockets
  * each: three are accepted and one is refused; each accepted Socket sends
  * a small message and two of 768 KiB, which all arrive intact while the
- * server never lends more than 1 MiB (shm, verbs: tcp's large messages go
- * one-way, without a grant). A third client's Engine is refused
+ * server never lends more than 1 MiB (verbs, and the variant
+ * peer-limits-req: tcp's and shm's large messages go one-way, without a
+ * grant). A third client's Engine is refused
  * (-ECONNREFUSED, "limit_refused"); once one of the first two is gone, a
  * new client is served. Before, nothing bounded a peer across its
  * Engines: all four Sockets and the third Engine were accepted, and the
@@ -76,7 +77,8 @@ int main(int argc, char **argv)
 	struct st t;
 
 	st_init(&t, argc, argv);
-	big = strcmp(t.transport, "tcp") != 0;
+	/* WriteRequests: verbs, and the variant peer-limits-req (--oneway 0). */
+	big = !t.cfg.oneway || !strcmp(t.transport, "verbs");
 	t.cfg.max_peer_engines = 2;
 	t.cfg.max_peer_sockets = 3;
 	t.cfg.max_peer_grant_bytes = 1u << 20;

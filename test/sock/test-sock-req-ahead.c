@@ -7,10 +7,10 @@
  *
  * Twice: with the default configuration, and with a max_grant_bytes that
  * makes the receiver's one-way budget (max_grant_bytes / 8, oneway.c)
- * smaller than one message. On tcp, where large messages go one-way, the
- * first run asks for no grant at all (reqs_ahead 0, every message
- * one-way); in the second no message fits the budget, so every one takes
- * the WriteRequest path and must ask ahead like on shm and verbs. That
+ * smaller than one message. On tcp and shm, where large messages go
+ * one-way, the first run asks for no grant at all (reqs_ahead 0, every
+ * message one-way); in the second no message fits the budget, so every
+ * one takes the WriteRequest path and must ask ahead like on verbs. That
  * bound also lends fewer messages at once (3) than max_reqs asks for
  * (4): one is answered "no memory" while later ones may not take the
  * memory it waits for (the socket stood still: a hang here). Counters,
@@ -77,7 +77,7 @@ int main(int argc, char **argv)
 	bool oneway;
 
 	st_init(&t, argc, argv);
-	oneway = !strcmp(t.transport, "tcp");
+	oneway = t.cfg.oneway && strcmp(t.transport, "verbs") != 0;
 	ASSERT_LT(t.cfg.max_reqs, NMSG);
 
 	run(&t, t.cfg.max_grant_bytes, &es);

@@ -82,6 +82,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tcp: large messages go one-way, see the comment: skipped\n");
 		return 77;
 	}
+	t.cfg.oneway = 0; /* shm: the WriteRequest path, as on verbs */
 	t.cfg.sock_window = 64u << 10;
 	t.cfg.nomem_backoff_max_us = 20000;
 	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));

@@ -269,6 +269,7 @@ void be__shm_conn_destroy(struct be_xconn *xc)
 			cm_timer_arm(ch);
 	}
 	be__xgrants_fini(&c->grants);
+	be__xaslots_free(&c->aslots, &c->base, c->rx_free);
 	if (c->seg)
 		munmap(c->seg, c->seg_len);
 	if (c->peer_rx_efd >= 0)
@@ -798,6 +799,8 @@ static int cm_setup_conn(struct shm_conn *c, const struct be_xconn_attr *attr)
 	c->srq = attr->srq ? to_ssrq(attr->srq) : NULL;
 	c->max_inline = BE_MIN(attr->max_inline, SHM_MAX_INLINE);
 	c->base.user = attr->user;
+	c->rx_alloc = attr->rx_alloc;
+	c->rx_free = attr->rx_free;
 	return 0;
 }
 

@@ -246,7 +246,18 @@ int be__shm_srq_arm_limit(struct be_xsrq *xsrq, uint32_t limit)
 
 int be__shm_cq_ack(struct be_xcq *xcq)
 {
+	struct shm_cq *cq;
+	int ret;
+
 	if (!xcq)
 		return -EINVAL;
-	return be__wake_drain(to_scq(xcq)->wake.efd);
+	cq = to_scq(xcq);
+	/* cq_fd was readable without a kick: a conn's socket hung up, which
+	 * the next poll looks for. After a kick it does not (a syscall per
+	 * wakeup): a hang-up beside a kick keeps cq_fd readable, so the
+	 * next wait comes back here at once, without one. */
+	ret = be__wake_take(cq->wake.efd);
+	if (ret == 0)
+		cq->hup_check = true;
+	return ret < 0 ? ret : 0;
 }

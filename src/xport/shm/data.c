@@ -259,12 +259,18 @@ static uint64_t write_reserve(struct shm_conn *c, uint64_t want, uint64_t *n)
 static int sq_write(struct shm_conn *c, struct shm_swqe *e, const struct shm_op *op)
 {
 	bool imm = op->opcode == BE_XWR_WRITE_IMM;
+	uint32_t rxa = op->flags & BE_XWR_F_RX_ALLOC ? SHM_INL_RX_ALLOC : 0;
 	uint64_t chunk = SHM_WRITE_REC_MAX(c->ring_size);
+	struct shm_op wop = *op;
 	struct shm_rec *rec;
 	uint64_t pos, len;
 
+	/* An RX_ALLOC WRITE record carries the length of the buffer its
+	 * slot opens (ring.h): a WRITE's imm, or a WRITE_IMM's own length. */
+	if (rxa && imm)
+		wop.imm = (uint32_t)(op->remote_addr + op->total);
 	if (imm && op->total <= SHM_IMM_INLINE) {
-		struct shm_rec_inl in = { op->remote_addr, op->rkey, 0 };
+		struct shm_rec_inl in = { op->remote_addr, op->rkey, rxa };
 
 		len = shm_rec_len(SHM_REC_WRITE_IMM_INL, (uint32_t)op->total);
 		pos = ring_reserve(c, len);
@@ -279,7 +285,7 @@ static int sq_write(struct shm_conn *c, struct shm_swqe *e, const struct shm_op 
 		return SQ_EXEC_DONE;
 	}
 	while (e->sent < op->total) {
-		struct shm_rec_inl in = { op->remote_addr + e->sent, op->rkey, 0 };
+		struct shm_rec_inl in = { op->remote_addr + e->sent, op->rkey, rxa };
 		uint64_t n;
 		bool last;
 
@@ -288,7 +294,7 @@ static int sq_write(struct shm_conn *c, struct shm_swqe *e, const struct shm_op 
 			return SQ_EXEC_FULL;
 		last = e->sent + n == op->total && !imm;
 		rec = (struct shm_rec *)(void *)(c->tx_data + (pos & (c->ring_size - 1)));
-		sq_fill_record(rec, &in, sizeof(in), op, e->sent, n);
+		sq_fill_record(rec, &in, sizeof(in), &wop, e->sent, n);
 		shm_store_rel(&rec->tag, shm_tag_make(pos, SHM_REC_WRITE, last && e->signaled));
 		if (!e->sent)
 			e->pos = pos;
@@ -302,7 +308,13 @@ static int sq_write(struct shm_conn *c, struct shm_swqe *e, const struct shm_op 
 		rec = (struct shm_rec *)(void *)(c->tx_data + (pos & (c->ring_size - 1)));
 		rec->byte_len = (uint32_t)op->total;
 		rec->imm = op->imm;
-		shm_store_rel(&rec->tag, shm_tag_make(pos, SHM_REC_WRITE_IMM, e->signaled));
+		if (rxa) {
+			struct shm_rec_inl in = { op->remote_addr + op->total, op->rkey, rxa };
+
+			memcpy(rec->data, &in, sizeof(in));
+		}
+		shm_store_rel(&rec->tag, shm_tag_make(pos, rxa ? SHM_REC_WRITE_IMM_RXA :
+							       SHM_REC_WRITE_IMM, e->signaled));
 		if (!op->total)
 			e->pos = pos;
 		e->end = pos + SHM_LINE;
@@ -448,6 +460,10 @@ static int sq_validate(const struct shm_conn *c, const struct be_xsend_wr *wr, u
 		return -EINVAL;
 	if (wr->opcode == BE_XWR_SEND && t > c->ring_size / 4)
 		return -EMSGSIZE;
+	if ((wr->flags & BE_XWR_F_RX_ALLOC) &&
+	    (wr->opcode == BE_XWR_SEND || wr->rkey >= BE_XASLOTS ||
+	     wr->remote_addr + t > UINT32_MAX))
+		return -EINVAL;
 	*total = t;
 	return 0;
 }
@@ -694,12 +710,83 @@ uint64_t be__shm_rec_check(uint32_t op, uint32_t blen, uint64_t off, uint64_t si
 	uint64_t len;
 
 	if ((op != SHM_REC_SEND && op != SHM_REC_WRITE_IMM && op != SHM_REC_WRITE_IMM_INL &&
-	     op != SHM_REC_WRITE) ||
+	     op != SHM_REC_WRITE && op != SHM_REC_WRITE_IMM_RXA) ||
 	    ((op == SHM_REC_SEND || op == SHM_REC_WRITE) && blen > size / 4) ||
 	    (op == SHM_REC_WRITE_IMM_INL && blen > SHM_IMM_INLINE))
 		return 0;
 	len = shm_rec_len(op, blen);
 	return off + len > size ? 0 : len;
+}
+
+/*
+ * rx_aslot() - the RX_ALLOC slot the record @op, with target @in (slot,
+ * offset), @blen data bytes and @imm, writes into (ring.h): checked, and
+ * opened with a buffer from rx_alloc when the record opens it; in *@out.
+ * Returns 0, -EAGAIN (no buffer now: the record waits, nothing changed)
+ * or -EACCES (refused; logged).
+ */
+static int rx_aslot(struct shm_conn *c, uint32_t op, const struct shm_rec_inl *in,
+		    uint32_t blen, uint32_t imm, struct be__xaslot **out)
+{
+	bool rxa = op == SHM_REC_WRITE_IMM_RXA;
+	struct be__xaslot *a;
+	const char *why;
+	uint64_t open;
+	void *buf = NULL;
+	int rc;
+
+	if (!c->rx_alloc) {
+		why = "RX_ALLOC write to no slot";
+		goto refuse;
+	}
+	/* A WRITE_IMM_RXA ends the slot where its WRITE records ended. */
+	why = be__xaslot_check(c->aslots, in->rkey, in->raddr, rxa ? 0 : blen,
+			       op == SHM_REC_WRITE ? imm : blen,
+			       op == SHM_REC_WRITE ? BE_XASLOT_PART : BE_XASLOT_LAST, &open);
+	if (why)
+		goto refuse;
+	if (!c->aslots) {
+		c->aslots = calloc(BE_XASLOTS, sizeof(*c->aslots));
+		if (!c->aslots) {
+			why = "no memory for RX_ALLOC slots";
+			goto refuse;
+		}
+	}
+	a = &c->aslots[in->rkey];
+	if (open) {
+		rc = c->rx_alloc(&c->base, open, &buf);
+		if (rc == -EAGAIN)
+			return rc;
+		if (rc || !buf) {
+			why = "RX_ALLOC buffer refused";
+			goto refuse;
+		}
+		a->buf = buf;
+		a->len = (uint32_t)open;
+		a->got = 0;
+	}
+	*out = a;
+	return 0;
+refuse:
+	be_log_err("shm: %s (peer pid %d)", why, (int)c->peer_pid);
+	return -EACCES;
+}
+
+int be__shm_conn_rx_resume(struct be_xconn *xc)
+{
+	struct shm_conn *c;
+
+	if (!xc)
+		return -EINVAL;
+	c = to_sconn(xc);
+	if (c->state != SHM_CS_CONNECTED)
+		return -ENOTCONN;
+	if (c->rx_stalled) {
+		c->rx_stalled = false;
+		if (c->rcq)
+			be__shm_cq_kick(c->rcq);
+	}
+	return 0;
 }
 
 static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
@@ -710,7 +797,7 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 	uint32_t err = 0;
 	int got = 0;
 
-	if (c->state != SHM_CS_CONNECTED)
+	if (c->state != SHM_CS_CONNECTED || c->rx_stalled)
 		return 0;
 	rx_publish(c);
 	head = head0 = c->rx_head;
@@ -719,6 +806,7 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		struct shm_rec *rec = (struct shm_rec *)(void *)(c->rx_data + off);
 		uint64_t tag = shm_load_acq(&rec->tag);
 		struct shm_rec_inl in = { 0, 0, 0 };
+		struct be__xaslot *slot;
 		uint32_t op, blen;
 		struct be_xrecv_wr *r;
 		struct be_xwc *w;
@@ -752,11 +840,26 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 			err = BE_XWC_GENERAL_ERR;
 			break;
 		}
-		if (op == SHM_REC_WRITE_IMM_INL || op == SHM_REC_WRITE) {
+		slot = NULL;
+		if (op == SHM_REC_WRITE_IMM_INL || op == SHM_REC_WRITE ||
+		    op == SHM_REC_WRITE_IMM_RXA) {
 			/* Copied first: the peer may change the ring under us.
-			 * Only a live grant of this conn may be written. */
+			 * Only a live grant of this conn, or an RX_ALLOC slot,
+			 * may be written. */
 			memcpy(&in, rec->data, sizeof(in));
-			if (blen && !be__xgrants_check(&c->grants, in.rkey, in.raddr, blen)) {
+			if (op == SHM_REC_WRITE_IMM_RXA || (in.flags & SHM_INL_RX_ALLOC)) {
+				int rc = rx_aslot(c, op, &in, blen, shm_load_rlx(&rec->imm), &slot);
+
+				if (rc == -EAGAIN) {
+					c->rx_stalled = true; /* the record waits */
+					break;
+				}
+				if (rc) {
+					err = BE_XWC_REM_ACCESS_ERR;
+					break;
+				}
+				in.raddr = (uint64_t)(uintptr_t)(slot->buf + slot->got);
+			} else if (blen && !be__xgrants_check(&c->grants, in.rkey, in.raddr, blen)) {
 				err = BE_XWC_REM_ACCESS_ERR;
 				break;
 			}
@@ -765,6 +868,8 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 			/* Placed on the writer's behalf; takes no receive. */
 			if (blen)
 				memcpy((void *)(uintptr_t)in.raddr, rec->data + sizeof(in), blen);
+			if (slot)
+				slot->got += blen;
 			if (tag & SHM_TAG_SIGNALED)
 				c->rx_pub_wake = true;
 			head += len;
@@ -816,6 +921,13 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 			w->imm = shm_load_rlx(&rec->imm);
 			if (op == SHM_REC_WRITE_IMM_INL && blen)
 				memcpy((void *)(uintptr_t)in.raddr, rec->data + sizeof(in), blen);
+			if (slot) {
+				/* The slot's buffer is whole: it goes with the
+				 * completion (xport.h, BE_XWR_F_RX_ALLOC). */
+				w->byte_len = slot->len;
+				w->rx_buf = slot->buf;
+				slot->buf = NULL;
+			}
 		}
 		rx_srq_limit(c, s);
 		if (tag & SHM_TAG_SIGNALED)
@@ -872,8 +984,9 @@ int be__shm_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 	if (!xcq || n < 0 || (n && !wc))
 		return -EINVAL;
 	cq = to_scq(xcq);
-	/* After a sleep (cq_arm) or every SHM_HUP_CHECK_POLLS polls: one
-	 * epoll_wait tells whether a peer hung up. */
+	/* After a wakeup that no kick explains (cq_ack) or every
+	 * SHM_HUP_CHECK_POLLS polls: one epoll_wait tells whether a peer
+	 * hung up. */
 	if (BE_UNLIKELY(++cq->polls % SHM_HUP_CHECK_POLLS == 0 || cq->hup_check)) {
 		cq->hup_check = false;
 		cq_check_hup(cq);
@@ -921,7 +1034,6 @@ int be__shm_cq_arm(struct be_xcq *xcq)
 		return -EINVAL;
 	cq = to_scq(xcq);
 	cq->armed = true;
-	cq->hup_check = true;
 	be__list_for_each(e, &cq->send_conns) {
 		struct shm_conn *c = be__list_entry(e, struct shm_conn, s_link);
 
@@ -954,7 +1066,7 @@ int be__shm_cq_arm(struct be_xcq *xcq)
 		struct shm_rec *rec;
 		uint64_t tag;
 
-		if (c->state != SHM_CS_CONNECTED)
+		if (c->state != SHM_CS_CONNECTED || c->rx_stalled)
 			continue;
 		rec = (struct shm_rec *)(void *)(c->rx_data + (c->rx_head & (c->ring_size - 1)));
 		tag = shm_load_acq(&rec->tag);

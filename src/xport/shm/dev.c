@@ -103,6 +103,7 @@ int be__shm_dev_query(struct be_xdev *dev, struct be_xdev_attr *out)
 	out->max_srq_wr = SHM_MAX_SRQ_WR;
 	/* WRITEs may be up to 2 GiB; a SEND must fit a quarter of a ring. */
 	out->max_msg_size = SHM_MAX_MSG;
+	out->max_rx_alloc = BE_XASLOTS;
 	(void)d;
 	out->has_thread_domain = 0;
 	return 0;

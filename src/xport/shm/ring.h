@@ -60,6 +60,7 @@ enum shm_rec_op {
 	SHM_REC_WRITE_IMM = 3,     /* one line: its data came in WRITE records */
 	SHM_REC_WRITE_IMM_INL = 4, /* data in the record, placed after the receive */
 	SHM_REC_WRITE = 5,         /* target + data: the consumer places it */
+	SHM_REC_WRITE_IMM_RXA = 6, /* one line: a WRITE_IMM ending an RX_ALLOC slot */
 };
 
 /*
@@ -77,6 +78,20 @@ enum shm_rec_op {
  */
 #define SHM_IMM_INLINE 4096u
 
+/*
+ * RX_ALLOC WRITEs (xport.h, BE_XWR_F_RX_ALLOC): their WRITE and
+ * WRITE_IMM_INL records carry SHM_INL_RX_ALLOC in the target's flags,
+ * with the slot as rkey and the offset in its buffer as raddr; a WRITE
+ * record at offset 0 opens the slot and carries the buffer's length in
+ * imm. Such a WRITE_IMM ends with a WRITE_IMM_RXA record instead of a
+ * WRITE_IMM one, its target (slot, offset just past its data) in the
+ * line. The consumer allocates the buffer as the opening record arrives
+ * (grant.h, be__xaslot_check()), so such a WRITE needs no grant and no
+ * WriteRequest round trip ahead; while it cannot allocate, it leaves the
+ * record where it is and reads that ring no further.
+ */
+#define SHM_INL_RX_ALLOC 0x1u
+
 /* WRITE records carry at most SHM_WRITE_REC_MAX data bytes of a ring of
  * @size bytes (the consumer refuses more than a quarter ring), at least
  * SHM_WRITE_REC_MIN unless cut at the ring's end or the WRITE's end; the
@@ -90,7 +105,7 @@ enum shm_rec_op {
 struct shm_rec_inl {
 	uint64_t raddr;
 	uint32_t rkey;
-	uint32_t pad;
+	uint32_t flags;  /* SHM_INL_RX_ALLOC, else 0 */
 };
 
 #define SHM_TAG_VALID 0x1u

@@ -13,4 +13,5 @@ const struct be_xport_ops be__xport_shm_ops = {
 	BE__XPORT_OPS(shm),
 	.grant = be__shm_grant,
 	.revoke = be__shm_revoke,
+	.conn_rx_resume = be__shm_conn_rx_resume,
 };

@@ -219,6 +219,13 @@ struct shm_conn {
 	/* What the peer may WRITE (grant.h), checked as its records are
 	 * consumed. */
 	struct be__xgrants grants;
+	/* RX_ALLOC writes in progress (grant.h, lazily), the hooks of
+	 * be_xconn_attr; rx_stalled: rx_alloc said -EAGAIN, the record waits
+	 * in the ring for conn_rx_resume. */
+	struct be__xaslot *aslots;
+	int (*rx_alloc)(struct be_xconn *conn, uint64_t len, void **out);
+	void (*rx_free)(struct be_xconn *conn, void *buf);
+	bool rx_stalled;
 
 	uint64_t deadline_ns;      /* CONNECTING, WAIT_REQ */
 	uint8_t priv[BE_XPORT_PRIV_MAX];
@@ -277,7 +284,8 @@ BE__XPORT_DECLARE(shm)
  * of @size bytes whose tag says @op (not PAD) and whose byte_len is @blen:
  * its length in the ring (it fits before the ring's end), or 0 when it is
  * malformed (the conn fails with GENERAL_ERR). A WRITE's or inline
- * WRITE_IMM's target is checked against the grants by cq_poll_rx().
+ * WRITE_IMM's target is checked against the grants by cq_poll_rx(), or,
+ * marked RX_ALLOC (ring.h), against the conn's slots, as a WRITE_IMM_RXA's.
  */
 const char *be__shm_msg_check(const struct shm_msg *m, size_t len, int nfds);
 bool be__shm_ring_size_ok(uint32_t ring_size);
@@ -312,5 +320,6 @@ void be__shm_sq_free(struct shm_conn *c);
 /* The optional grant ops (xport.h). */
 int be__shm_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey);
 int be__shm_revoke(struct be_xconn *xc, uint32_t rkey, uint64_t cookie);
+int be__shm_conn_rx_resume(struct be_xconn *xc);
 
 #endif /* BE_XPORT_SHM_SHM_H */

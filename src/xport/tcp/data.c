@@ -22,7 +22,10 @@
  * of rbuf as the second iovec for whatever follows. Large payloads thus
  * see no user-space copy (a large frame right behind another is staged
  * for at most TCP_RX_TAIL bytes, not a whole rbuf), and small frames need
- * no syscall each.
+ * no syscall each. After a payload read into place, the next header is
+ * read with at most TCP_RX_TAIL bytes too (a PS pull's replies, each
+ * after a wakeup, would otherwise have 32 KiB each staged and copied);
+ * a read that fills that goes back to whole rbufs.
  *
  * Latency of receives: once a frame completed a receive (SEND,
  * WRITE_IMM), conn_rx() places what rbuf already holds but issues no
@@ -361,34 +364,13 @@ const char *be__tcp_frame_check(const struct tcp_hdr *h)
  * ending the buffer. Only the opening frame can pass with a bad length:
  * the buffer it asks for is the bound the frames after it are held to.
  */
-const char *be__tcp_aslot_check(const struct tcp_hdr *h, const struct tcp_aslot *slots,
+const char *be__tcp_aslot_check(const struct tcp_hdr *h, const struct be__xaslot *slots,
 				uint64_t *open)
 {
-	const struct tcp_aslot *a;
 	int imm = h->type == TCP_F_AWRITE_IMM;
-	uint64_t got, len;
 
-	*open = 0;
-	if (h->rkey >= TCP_MAX_RX_ALLOC)
-		return "RX_ALLOC write to no slot";
-	a = slots ? &slots[h->rkey] : NULL;
-	if (h->addr == 0) {
-		uint64_t total = imm ? h->len : h->imm;
-
-		if ((a && a->buf) || total == 0 || total < h->len || (!imm && total == h->len))
-			return "RX_ALLOC write opens a bad slot";
-		*open = total;
-		got = 0;
-		len = total;
-	} else {
-		if (!a || !a->buf || h->addr != a->got)
-			return "RX_ALLOC write out of order";
-		got = a->got;
-		len = a->len;
-	}
-	if (got + h->len > len || (imm && got + h->len != len) || (!imm && got + h->len == len))
-		return "RX_ALLOC write outside its buffer";
-	return NULL;
+	return be__xaslot_check(slots, h->rkey, h->addr, h->len, imm ? h->len : h->imm,
+				imm ? BE_XASLOT_LAST : BE_XASLOT_MORE, open);
 }
 
 /*
@@ -400,7 +382,7 @@ const char *be__tcp_aslot_check(const struct tcp_hdr *h, const struct tcp_aslot 
 static int conn_rx_begin_alloc(struct tcp_conn *c)
 {
 	struct tcp_hdr *h = &c->rx;
-	struct tcp_aslot *a;
+	struct be__xaslot *a;
 	const char *why;
 	uint64_t open;
 
@@ -504,7 +486,7 @@ static int conn_rx_end(struct tcp_conn *c)
 		conn_push_recv_wc(c, &c->rx_recv, BE_XWC_RECV_IMM, BE_XWC_SUCCESS, c->rx.len,
 				  c->rx.imm, NULL);
 	} else if (c->rx_slot) {
-		struct tcp_aslot *a = c->rx_slot;
+		struct be__xaslot *a = c->rx_slot;
 
 		a->got += c->rx.len;
 		c->rx_slot = NULL;
@@ -603,9 +585,14 @@ static void conn_rx(struct tcp_conn *c)
 
 			want = (size_t)c->rx_left + TCP_RX_TAIL;
 			n = readv(c->fd, iov, 2);
+			c->rx_big = 1;
 		} else {
-			want = TCP_RBUF_SIZE - c->rend;
+			want = (c->rx_big && c->rend < TCP_RX_TAIL ? TCP_RX_TAIL : TCP_RBUF_SIZE) -
+			       c->rend;
 			n = recv(c->fd, c->rbuf + c->rend, want, MSG_DONTWAIT);
+			/* A full short read: small frames may follow in a row. */
+			if (n > 0 && (size_t)n == want)
+				c->rx_big = 0;
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -844,15 +831,7 @@ void be__tcp_conn_progress(struct tcp_conn *c)
 
 void be__tcp_conn_free_aslots(struct tcp_conn *c)
 {
-	uint32_t i;
-
-	if (!c->aslots)
-		return;
-	for (i = 0; i < TCP_MAX_RX_ALLOC; i++)
-		if (c->aslots[i].buf && c->rx_free)
-			c->rx_free(&c->x, c->aslots[i].buf);
-	free(c->aslots);
-	c->aslots = NULL;
+	be__xaslots_free(&c->aslots, &c->x, c->rx_free);
 	c->rx_slot = NULL;
 }
 

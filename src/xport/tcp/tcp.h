@@ -50,7 +50,7 @@
 #define TCP_RBUF_SIZE (32u * 1024)   /* per-conn staging for headers and small payloads */
 #define TCP_RX_BUDGET (8u << 20)     /* bytes read per conn per progress call */
 #define TCP_RX_TAIL 4096u            /* rbuf bytes read behind a payload */
-#define TCP_MAX_RX_ALLOC 64u         /* RX_ALLOC slots per conn (max_rx_alloc) */
+#define TCP_MAX_RX_ALLOC BE_XASLOTS  /* RX_ALLOC slots per conn (max_rx_alloc) */
 
 /*
  * Wire format: every frame starts with this 32-byte header, fields little
@@ -124,8 +124,7 @@ const char *be__tcp_hs_check(const uint8_t *buf, uint32_t avail, uint8_t expect,
 			     struct tcp_hdr *h);
 const char *be__tcp_hdr_check(const struct tcp_hdr *h);
 const char *be__tcp_frame_check(const struct tcp_hdr *h);
-struct tcp_aslot;
-const char *be__tcp_aslot_check(const struct tcp_hdr *h, const struct tcp_aslot *slots,
+const char *be__tcp_aslot_check(const struct tcp_hdr *h, const struct be__xaslot *slots,
 				uint64_t *open);
 
 /* What an epoll entry points at. */
@@ -280,15 +279,16 @@ struct tcp_conn {
 	 * The next poll of a sole conn (cq.c) does not read it again; a
 	 * wakeup on the cq fd or the poll after that does. */
 	int rx_idle;
+	/* The last payload was read into place (readv): the next header is
+	 * read with at most TCP_RX_TAIL bytes behind it, not a whole rbuf
+	 * whose payload would then be copied again ("Receiving", data.c). */
+	int rx_big;
 	/* RX_ALLOC writes in progress (slot = rkey), lazily allocated; the
 	 * slot of the current frame; the hooks of be_xconn_attr. rx_stalled:
 	 * rx_alloc said -EAGAIN, the header waits in rbuf for
 	 * conn_rx_resume. */
-	struct tcp_aslot {
-		uint8_t *buf;     /* NULL: free */
-		uint32_t len, got;
-	} *aslots;
-	struct tcp_aslot *rx_slot;
+	struct be__xaslot *aslots;
+	struct be__xaslot *rx_slot;
 	int (*rx_alloc)(struct be_xconn *conn, uint64_t len, void **out);
 	void (*rx_free)(struct be_xconn *conn, void *buf);
 	int rx_stalled;
