@@ -247,8 +247,8 @@ struct be_xconn_attr xt_attr(struct xt_side *s, uint32_t max_send_wr)
 	return a;
 }
 
-static void xt_recv_one(struct xt_side *s, uint64_t wr_id, const void *buf, uint32_t len,
-			uint32_t lkey)
+void xt_recv_one(struct xt_side *s, uint64_t wr_id, const void *buf, uint32_t len,
+		 uint32_t lkey)
 {
 	struct be_xrecv_wr wr, *bad = NULL;
 
@@ -461,9 +461,9 @@ void xt_dead_addr(struct xt *t, char *buf, size_t len)
 	xt_side_fini(t, &s);
 }
 
-void xt_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t wr_id,
-	     void *buf, uint32_t len, unsigned flags, uint64_t raddr, uint32_t rkey,
-	     uint32_t imm)
+int xt_try_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t wr_id,
+		void *buf, uint32_t len, unsigned flags, uint64_t raddr, uint32_t rkey,
+		uint32_t imm)
 {
 	struct be_xsend_wr wr, *bad;
 	struct be_xsge sge;
@@ -480,7 +480,14 @@ void xt_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t w
 	wr.remote_addr = raddr;
 	wr.rkey = rkey;
 	wr.imm = imm;
-	ASSERT_OK(t->ops->post_send(c, &wr, &bad));
+	return t->ops->post_send(c, &wr, &bad);
+}
+
+void xt_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t wr_id,
+	     void *buf, uint32_t len, unsigned flags, uint64_t raddr, uint32_t rkey,
+	     uint32_t imm)
+{
+	ASSERT_OK(xt_try_post(t, c, op, wr_id, buf, len, flags, raddr, rkey, imm));
 }
 
 void xt_post_on_error(struct xt *t, struct xt_side *s, struct be_xconn *c, uint64_t wr_id,
