@@ -639,6 +639,13 @@ struct be_xevent xt_side_wait_event(struct xt_side *s, enum be_xev_type type, in
 	}
 }
 
+void xt_side_disconnected(struct xt_side *a, struct be_xconn *ca, struct xt_side *b,
+			  struct be_xconn *cb)
+{
+	ASSERT_PTR_EQ(xt_side_wait_event(a, BE_XEV_DISCONNECTED, 1).conn, ca);
+	ASSERT_PTR_EQ(xt_side_wait_event(b, BE_XEV_DISCONNECTED, 1).conn, cb);
+}
+
 void xt_side_connect(struct xt_side *a, struct xt_side *b, const char *name,
 		     uint32_t max_send_wr)
 {

@@ -204,6 +204,10 @@ void xt_side_expect(struct xt_side *s, enum be_xev_type type, struct be_xevent *
  * side's when @all, else only that of @s (a connector that must not
  * read its events yet). Events of other types stay queued. */
 struct be_xevent xt_side_wait_event(struct xt_side *s, enum be_xev_type type, int all);
+/* Wait (every side's channel moving) for DISCONNECTED of @ca on @a,
+ * then of @cb on @b. */
+void xt_side_disconnected(struct xt_side *a, struct be_xconn *ca, struct xt_side *b,
+			  struct be_xconn *cb);
 /* Sleep up to @ms on the event fds of every side, then file their events. */
 void xt_side_pump(struct xt *t, int ms);
 /* @a listens on @name (NULL: the test's address), @b connects, @a
