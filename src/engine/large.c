@@ -13,6 +13,8 @@
  * order, and the sender retries the WRITE_REQ after a backoff that doubles
  * from nomem_backoff_us to nomem_backoff_max_us. A message is never
  * dropped: it fails only when its socket closes or its Engine dies.
+ * Grants follow a socket's order: while one of its messages waits for
+ * memory, the later ones are answered "no memory" too.
  *
  * Keys: each grant gets a key of its own from the transport (xport.h
  * grant: tcp and shm check WRITEs against their tables, verbs binds a
@@ -192,6 +194,26 @@ void be__large_nomem_sent(struct be__engine *e, const struct be__frame *f)
 }
 
 /* Try to allocate and grant the destination of @r; answers the peer. */
+/*
+ * An earlier message of @s than @r waits for memory (answered "no
+ * memory", not granted yet). Grants go in a socket's order: @r is
+ * delivered after it anyway, so memory lent to @r first would only be
+ * held, and could be what keeps the earlier one from ever fitting the
+ * bounds below (a standstill).
+ */
+static bool large_earlier_waits(const struct be_sock *s, const struct be__rxmsg *r)
+{
+	const struct be__list *p;
+
+	for (p = s->rxq.next; p != &r->link; p = p->next) {
+		const struct be__rxmsg *x = be__list_entry(p, struct be__rxmsg, link);
+
+		if (!x->done && !x->granted && !x->oneway)
+			return true;
+	}
+	return false;
+}
+
 static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg *r)
 {
 	struct be__frame a = {
@@ -211,7 +233,8 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 	 * all peers of the worker can make us allocate (one grant always
 	 * fits: one-way budgets, reserved for as long as their Engines
 	 * live, do not count as grants there, oneway.c). */
-	if ((e->grants_live && e->grant_bytes + r->len > cfg->max_grant_bytes) ||
+	if (large_earlier_waits(s, r) ||
+	    (e->grants_live && e->grant_bytes + r->len > cfg->max_grant_bytes) ||
 	    (e->pid && e->pid->grant_bytes > e->pid->ow_reserved &&
 	     e->pid->grant_bytes + r->len > cfg->max_peer_grant_bytes) ||
 	    (w->grant_bytes > w->ow_reserved &&

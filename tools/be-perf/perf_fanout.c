@@ -19,7 +19,8 @@
  *
  * Both ends run on one core, so the round time is software cost, not
  * latency. Listeners: shm names, tcp ports of 127.0.0.1, and on verbs
- * ports of $BE_RXE_IP0.
+ * ports of $BE_RXE_IP0. The limit per peer identity is off (all the
+ * peers are this process).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -144,6 +145,10 @@ static int fanout_main(int argc, char **argv)
 	}
 	fan_raise_nofile();
 	be_config_init(&cfg);
+	/* The N peers are this one process standing in for N hosts: the
+	 * limit per peer identity (max_peer_engines) would count them as
+	 * one and bound the run at 128 Engines. */
+	cfg.max_peer_engines = 0;
 	if (credits_init)
 		cfg.credits_init = (uint32_t)credits_init;
 	if (!cfg.credits_init || cfg.credits_init > cfg.credits)
