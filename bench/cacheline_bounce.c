@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -93,17 +92,12 @@ int main(int argc, char **argv)
 	memset(sh, 0, sizeof(*sh));
 	memset(buf, 0x5a, sizeof(buf));
 
-	pid = fork();
+	pid = perf_fork_pinned(cpu[1], "cacheline_bounce: peer");
 	if (pid < 0) {
 		perror("cacheline_bounce: fork");
 		return 1;
 	}
 	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (perf_pin_cpu(cpu[1])) {
-			perror("cacheline_bounce: pin peer");
-			_exit(1);
-		}
 		for (i = 1; i <= warmup + iters; i++) {
 			line_wait(&sh->ping, buf, i);
 			line_send(&sh->pong, buf, i);

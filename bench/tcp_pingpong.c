@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -145,18 +144,13 @@ int main(int argc, char **argv)
 		perror("tcp_pingpong: listen");
 		return 1;
 	}
-	fflush(stdout);
-	pid = fork();
+	pid = perf_fork_pinned(cpu[1], "tcp_pingpong: peer");
 	if (pid < 0) {
 		perror("tcp_pingpong: fork");
 		return 1;
 	}
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (cpu[1] >= 0 && perf_pin_cpu(cpu[1]))
-			_exit(1);
+	if (pid == 0)
 		_exit(serve(lfd, bw, size, warmup + iters));
-	}
 	close(lfd);
 	buf = malloc(size);
 	v = bw ? NULL : calloc(iters, sizeof(*v));

@@ -40,6 +40,7 @@ void raw_open(const char *transport)
 	int i;
 
 	raw.ops = be__xport_find(transport);
+	ASSERT(raw.ops);
 	ASSERT_OK(raw.ops->dev_open("", &raw.dev));
 	raw.ops->dev_reg_hook(raw.dev, &hook);
 	raw.alloc_dev = be_alloc_attach_device(&hook);
@@ -59,6 +60,9 @@ void raw_close(void)
 	struct be_xwc wc[16];
 	int i;
 
+	if (raw.l)
+		raw.ops->listener_close(raw.l);
+	raw.l = NULL;
 	raw.ops->srq_destroy(raw.srq);
 	while (raw.ops->cq_poll(raw.cq, wc, 16) > 0)
 		;
@@ -71,6 +75,11 @@ void raw_close(void)
 	raw_nkept = 0;
 	ASSERT_OK(be_alloc_detach_device(raw.alloc_dev));
 	raw.ops->dev_close(raw.dev);
+}
+
+void raw_listen(const char *name)
+{
+	ASSERT_OK(raw.ops->listen(raw.ch, name, 16, &raw.l));
 }
 
 void raw_serve(struct st *t, struct st_server *srv, struct be_ctx **ctx, struct be_worker **w,

@@ -21,6 +21,7 @@ struct raw {
 	struct be_xevch *ch;
 	struct be_xcq *cq;
 	struct be_xsrq *srq;
+	struct be_xlistener *l;  /* of raw_listen(), closed by raw_close() */
 	struct be_xconn *conn;
 	int alloc_dev;
 	int established, dead, rejected;
@@ -41,6 +42,8 @@ extern struct raw raw;
 /* Open a device, evch, cq and srq of @transport (64 receives posted). */
 void raw_open(const char *transport);
 void raw_close(void);
+/* Listen on @name (an address after its "scheme://") as raw.l. */
+void raw_listen(const char *name);
 /*
  * raw_serve() - the BE server a raw peer talks to: st_serve() of t->cfg
  * (worker *@w, also raw.w), then raw_open(t->transport).

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "engine/proto.h"
+#include "raw.h"
 #include "stest.h"
 #include "util/common.h"
 #include "xport/shm/shm.h"
@@ -26,75 +27,36 @@
 
 static struct st_server srv;
 
-struct raw {
-	const struct be_xport_ops *ops;
-	struct be_xdev *dev;
-	struct be_xevch *ch;
-	struct be_xcq *cq;
-	struct be_xsrq *srq;
-	struct be_xlistener *l;
-	struct be_xconn *conn;
-	int alloc_dev;
-	int established, gone, recvs;
-	void *bufs[16];
-};
+/* RECV completions on the raw side since raw_fresh(). */
+static int raw_recvs;
 
-/* A raw side: the shm device, attached to bemalloc so that it can post
- * receives (a peer's SENDs must find one), an evch, a cq and an srq. */
-static void raw_open(struct raw *r)
+/* A raw side (raw.c) of the shm device, its state cleared. */
+static void raw_fresh(void)
 {
-	struct be_alloc_reg_hook hook;
-	int i;
-
-	memset(r, 0, sizeof(*r));
-	r->ops = be__xport_find("shm");
-	ASSERT(r->ops);
-	ASSERT_OK(r->ops->dev_open("", &r->dev));
-	r->ops->dev_reg_hook(r->dev, &hook);
-	r->alloc_dev = be_alloc_attach_device(&hook);
-	ASSERT_GE(r->alloc_dev, 0);
-	r->dev->alloc_dev = r->alloc_dev;
-	ASSERT_OK(r->ops->evch_create(r->dev, &r->ch));
-	ASSERT_OK(r->ops->cq_create(r->dev, 256, &r->cq));
-	ASSERT_OK(r->ops->srq_create(r->cq, 64, &r->srq));
-	for (i = 0; i < 16; i++) {
-		struct be_xrecv_wr wr, *bad;
-		struct be_alloc_region reg;
-
-		r->bufs[i] = be_alloc(8192);
-		ASSERT(r->bufs[i]);
-		ASSERT_OK(be_alloc_lookup(r->bufs[i], r->alloc_dev, &reg));
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = (uintptr_t)r->bufs[i];
-		wr.sge.addr = (uintptr_t)r->bufs[i];
-		wr.sge.length = 8192;
-		wr.sge.lkey = reg.lkey;
-		ASSERT_OK(r->ops->srq_post_recv(r->srq, &wr, &bad));
-	}
+	memset(&raw, 0, sizeof(raw));
+	raw_recvs = 0;
+	raw_open("shm");
 }
 
-static void raw_close(struct raw *r)
+static void raw_end(void)
 {
-	struct be_xwc wc[16];
-
-	if (r->conn)
-		r->ops->conn_destroy(r->conn);
-	if (r->l)
-		r->ops->listener_close(r->l);
-	r->ops->srq_destroy(r->srq);
-	while (r->ops->cq_poll(r->cq, wc, 16) > 0)
-		;
-	r->ops->cq_destroy(r->cq);
-	r->ops->evch_destroy(r->ch);
-	ASSERT_OK(be_alloc_detach_device(r->alloc_dev));
-	r->ops->dev_close(r->dev);
-	for (int i = 0; i < 16; i++)
-		be_free(r->bufs[i]);
+	if (raw.conn)
+		raw.ops->conn_destroy(raw.conn);
+	raw.conn = NULL;
+	raw_close();
 }
 
-static struct be_xconn_attr raw_attr(struct raw *r)
+/* A raw listener that takes the name of st_listen_addr(@t), @addr. */
+static void raw_take_name(struct st *t, char *addr, size_t len)
 {
-	return (struct be_xconn_attr){ .send_cq = r->cq, .recv_cq = r->cq, .srq = r->srq,
+	raw_fresh();
+	snprintf(addr, len, "%s", st_listen_addr(t));
+	raw_listen(addr + strlen("shm://"));
+}
+
+static struct be_xconn_attr raw_attr(void)
+{
+	return (struct be_xconn_attr){ .send_cq = raw.cq, .recv_cq = raw.cq, .srq = raw.srq,
 				       .max_send_wr = 16, .max_inline = 256, .timeout_ms = 20000 };
 }
 
@@ -115,32 +77,32 @@ static void raw_hello(uint8_t *priv)
 
 /* Handle the raw side's events (reading its socket, where regions would
  * arrive); accept a connection request with our hello. */
-static void raw_events(struct raw *r)
+static void raw_events(void)
 {
 	struct be_xevent ev;
 	struct be_xwc wc[16];
 
 	int i, n;
 
-	while ((n = r->ops->cq_poll(r->cq, wc, 16)) > 0)
+	while ((n = raw.ops->cq_poll(raw.cq, wc, 16)) > 0)
 		for (i = 0; i < n; i++)
-			r->recvs += wc[i].opcode == BE_XWC_RECV && wc[i].status == BE_XWC_SUCCESS;
-	while (r->ops->evch_get(r->ch, &ev) == 1) {
+			raw_recvs += wc[i].opcode == BE_XWC_RECV && wc[i].status == BE_XWC_SUCCESS;
+	while (raw.ops->evch_get(raw.ch, &ev) == 1) {
 		switch (ev.type) {
 		case BE_XEV_CONNECT_REQUEST: {
-			struct be_xconn_attr a = raw_attr(r);
+			struct be_xconn_attr a = raw_attr();
 			uint8_t priv[BE_PROTO_HELLO_LEN];
 
 			raw_hello(priv);
-			r->conn = ev.conn;
-			ASSERT_OK(r->ops->accept(ev.conn, &a, priv, sizeof(priv)));
+			raw.conn = ev.conn;
+			ASSERT_OK(raw.ops->accept(ev.conn, &a, priv, sizeof(priv)));
 			break;
 		}
 		case BE_XEV_ESTABLISHED:
-			r->established = 1;
+			raw.established = 1;
 			break;
 		default:
-			r->gone = 1;
+			raw.dead = 1;
 			break;
 		}
 	}
@@ -156,7 +118,7 @@ static void raw_no_region(struct be_xconn *c, uint32_t handshake)
 
 /* One SEND of a SOCK_OPEN frame: what a client's Engine sends first once
  * admitted. */
-static void raw_sock_open(struct raw *r)
+static void raw_sock_open(void)
 {
 	struct be__frame f = { .type = BE_FR_SOCK_OPEN, .flags = BE_FRF_OPENER, .sock = 0 };
 	struct be_alloc_region reg;
@@ -167,48 +129,51 @@ static void raw_sock_open(struct raw *r)
 	}, *bad;
 
 	ASSERT(b);
-	ASSERT_OK(be_alloc_lookup(b, r->alloc_dev, &reg));
+	ASSERT_OK(be_alloc_lookup(b, raw.alloc_dev, &reg));
 	sge.lkey = reg.lkey;
 	sge.length = be__frame_encode(b, &f, NULL);
-	ASSERT_OK(r->ops->post_send(r->conn, &wr, &bad));
+	ASSERT_OK(raw.ops->post_send(raw.conn, &wr, &bad));
 	be_free(b); /* inline: copied at post */
 }
 
-static struct raw *pumped;
-
 static bool raw_gone(void *arg)
 {
-	raw_events(pumped);
-	return pumped->gone;
+	raw_events();
+	return raw.dead;
+}
+
+/* A fresh raw side connects to @addr ("shm://name") with our hello. */
+static void raw_dial(const char *addr)
+{
+	struct be_xconn_attr a;
+	uint8_t priv[BE_PROTO_HELLO_LEN];
+
+	raw_fresh();
+	a = raw_attr();
+	raw_hello(priv);
+	ASSERT_OK(raw.ops->connect(raw.ch, addr + strlen("shm://"), &a, priv, sizeof(priv),
+				   &raw.conn));
 }
 
 /* A raw client connects to @addr (name after "shm://") and is cut off. */
 static void raw_client(struct be_worker *w, const char *addr)
 {
-	struct raw r;
-	struct be_xconn_attr a;
-	uint8_t priv[BE_PROTO_HELLO_LEN];
-
-	raw_open(&r);
-	a = raw_attr(&r);
-	raw_hello(priv);
-	ASSERT_OK(r.ops->connect(r.ch, addr + strlen("shm://"), &a, priv, sizeof(priv), &r.conn));
-	pumped = &r;
+	raw_dial(addr);
 	st_pump(&w, 1, raw_gone, NULL);
-	raw_no_region(r.conn, r.established ? 2 : 0);
-	raw_close(&r);
+	raw_no_region(raw.conn, raw.established ? 2 : 0);
+	raw_end();
 }
 
 static bool srv_accepted(void *arg)
 {
-	raw_events(pumped);
-	return srv.accepted > 0 || pumped->gone;
+	raw_events();
+	return srv.accepted > 0 || raw.dead;
 }
 
 static bool raw_established(void *arg)
 {
-	raw_events(pumped);
-	return pumped->established || pumped->gone;
+	raw_events();
+	return raw.established || raw.dead;
 }
 
 /* A raw client without a secret, to a listener that needs none: its
@@ -219,40 +184,27 @@ static void test_admitted_server(struct st *t)
 	struct be_listener *l;
 	struct be_worker *w;
 	struct be_ctx *ctx;
-	struct be_xconn_attr a;
-	uint8_t priv[BE_PROTO_HELLO_LEN];
 	char addr[160];
-	struct raw r;
 	void *keep;
 
 	memset(&srv, 0, sizeof(srv));
-	ASSERT_OK(be_ctx_create(&t->cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &w));
-	ASSERT_OK(be_listen(w, st_listen_addr(t), &st_server_cbs, &srv, &l));
-	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
+	st_serve(&t->cfg, t, &srv, &ctx, &w, &l, addr, sizeof(addr));
 	keep = be_alloc(1 << 20);
 	ASSERT(keep);
-	raw_open(&r);
-	a = raw_attr(&r);
 	hello_flags = 0;
-	raw_hello(priv);
-	ASSERT_OK(r.ops->connect(r.ch, addr + strlen("shm://"), &a, priv, sizeof(priv), &r.conn));
-	pumped = &r;
+	raw_dial(addr);
 	st_pump(&w, 1, raw_established, NULL);
-	ASSERT(!r.gone);
-	raw_sock_open(&r);
+	ASSERT(!raw.dead);
+	raw_sock_open();
 	st_pump(&w, 1, srv_accepted, NULL);
 	ASSERT_EQ(srv.accepted, 1);
-	raw_events(&r); /* reads whatever the socket holds */
-	ASSERT(!r.gone);
-	raw_no_region(r.conn, 2);
-	raw_close(&r);
+	raw_events(); /* reads whatever the socket holds */
+	ASSERT(!raw.dead);
+	raw_no_region(raw.conn, 2);
+	raw_end();
 	hello_flags = BE_HELLO_F_AUTH;
 	be_free(keep);
-	be_listener_close(l);
-	st_shutdown(&w, 1);
-	be_worker_destroy(w);
-	ASSERT_OK(be_ctx_destroy(ctx));
+	st_serve_end(ctx, w, &srv, l);
 }
 
 static void test_server_side(struct st *t, bool secret)
@@ -269,19 +221,13 @@ static void test_server_side(struct st *t, bool secret)
 		cfg.auth_secret_len = 6;
 	}
 	cfg.connect_timeout_ms = 300; /* cuts the raw client that never proves */
-	ASSERT_OK(be_ctx_create(&cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &w));
-	ASSERT_OK(be_listen(w, st_listen_addr(t), &st_server_cbs, &srv, &l));
-	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
+	st_serve(&cfg, t, &srv, &ctx, &w, &l, addr, sizeof(addr));
 	keep = be_alloc(1 << 20); /* registered memory a peer must not see */
 	ASSERT(keep);
 	raw_client(w, addr);
 	ASSERT_EQ(srv.accepted, 0);
 	be_free(keep);
-	be_listener_close(l);
-	st_shutdown(&w, 1);
-	be_worker_destroy(w);
-	ASSERT_OK(be_ctx_destroy(ctx));
+	st_serve_end(ctx, w, &srv, l);
 }
 
 static int refuse_all(struct be_listener *l, const struct be_peer_info *peer, void *user)
@@ -296,16 +242,10 @@ static void test_refused(struct st *t)
 	struct be_ctx *ctx;
 	char addr[160];
 
-	ASSERT_OK(be_ctx_create(&t->cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &w));
-	ASSERT_OK(be_listen(w, st_listen_addr(t), &st_server_cbs, &srv, &l));
+	st_serve(&t->cfg, t, &srv, &ctx, &w, &l, addr, sizeof(addr));
 	ASSERT_OK(be_listener_set_admit(l, refuse_all, NULL));
-	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
 	raw_client(w, addr);
-	be_listener_close(l);
-	st_shutdown(&w, 1);
-	be_worker_destroy(w);
-	ASSERT_OK(be_ctx_destroy(ctx));
+	st_serve_end(ctx, w, &srv, l);
 }
 
 static int cli_reason = 1;
@@ -317,7 +257,7 @@ static void cli_close(struct be_sock *s, int reason, void *user)
 
 static bool cli_closed(void *arg)
 {
-	raw_events(pumped);
+	raw_events();
 	return cli_reason != 1;
 }
 
@@ -330,35 +270,31 @@ static void test_client_side(struct st *t)
 	struct be_ctx *ctx;
 	struct be_sock *s;
 	char addr[160];
-	struct raw r;
 
-	raw_open(&r);
-	snprintf(addr, sizeof(addr), "%s", st_listen_addr(t));
-	ASSERT_OK(r.ops->listen(r.ch, addr + strlen("shm://"), 16, &r.l));
+	raw_take_name(t, addr, sizeof(addr));
 	memcpy(cfg.auth_secret, "sekrit", 6);
 	cfg.auth_secret_len = 6;
 	cfg.connect_timeout_ms = 300;
 	ASSERT_OK(be_ctx_create(&cfg, &ctx));
 	ASSERT_OK(be_worker_create(ctx, &w));
 	ASSERT_OK(be_sock_connect(w, addr, &cbs, NULL, &s));
-	pumped = &r;
 	st_pump(&w, 1, cli_closed, NULL);
 	ASSERT_EQ(cli_reason, -ETIMEDOUT);
-	ASSERT(r.established);
-	ASSERT(r.conn);
-	raw_events(&r);
-	raw_no_region(r.conn, 3);
+	ASSERT(raw.established);
+	ASSERT(raw.conn);
+	raw_events();
+	raw_no_region(raw.conn, 3);
 	be_sock_close(s);
 	st_shutdown(&w, 1);
 	be_worker_destroy(w);
 	ASSERT_OK(be_ctx_destroy(ctx));
-	raw_close(&r);
+	raw_end();
 }
 
 static bool raw_recvd(void *arg)
 {
-	raw_events(pumped);
-	return pumped->recvs > 0 || pumped->gone;
+	raw_events();
+	return raw_recvs > 0 || raw.dead;
 }
 
 /* A raw listener that needs no secret; a client without one connects and
@@ -371,24 +307,20 @@ static void test_admitted_client(struct st *t)
 	struct be_ctx *ctx;
 	struct be_sock *s;
 	char addr[160];
-	struct raw r;
 
-	raw_open(&r);
-	snprintf(addr, sizeof(addr), "%s", st_listen_addr(t));
-	ASSERT_OK(r.ops->listen(r.ch, addr + strlen("shm://"), 16, &r.l));
+	raw_take_name(t, addr, sizeof(addr));
 	hello_flags = 0;
 	ASSERT_OK(be_ctx_create(&t->cfg, &ctx));
 	ASSERT_OK(be_worker_create(ctx, &w));
 	ASSERT_OK(be_sock_connect(w, addr, &cbs, NULL, &s));
-	pumped = &r;
 	st_pump(&w, 1, raw_recvd, NULL);
-	ASSERT(!r.gone);
-	ASSERT(r.conn);
-	raw_events(&r);
-	raw_no_region(r.conn, 3);
+	ASSERT(!raw.dead);
+	ASSERT(raw.conn);
+	raw_events();
+	raw_no_region(raw.conn, 3);
 	hello_flags = BE_HELLO_F_AUTH;
 	be_sock_close(s);
-	raw_close(&r); /* the client's Engine sees its peer go */
+	raw_end(); /* the client's Engine sees its peer go */
 	st_shutdown(&w, 1);
 	be_worker_destroy(w);
 	ASSERT_OK(be_ctx_destroy(ctx));

@@ -25,45 +25,17 @@ static atomic_int done, server_done;
 
 static void post_recv(struct xt_side *sd, void *buf)
 {
-	struct be_xrecv_wr wr, *bad;
-	struct be_alloc_region r;
-
-	ASSERT_OK(be_alloc_lookup(buf, t.dev->alloc_dev, &r));
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = (uint64_t)(uintptr_t)buf;
-	wr.sge.addr = (uint64_t)(uintptr_t)buf;
-	wr.sge.length = MSZ;
-	wr.sge.lkey = r.lkey;
-	ASSERT_OK(t.ops->srq_post_recv(sd->srq, &wr, &bad));
+	xt_recv_one(sd, (uint64_t)(uintptr_t)buf, buf, MSZ, xt_lkey(&t, buf));
 }
 
 static void post(struct be_xconn *conn, enum be_xwr_opcode op, uint64_t id, void *buf,
 		 uint64_t raddr, uint32_t imm)
 {
-	struct be_alloc_region r;
-	struct be_xsend_wr wr, *bad;
-	struct be_xsge sge;
+	uint32_t rkey = op == BE_XWR_WRITE_IMM ? cdst_rkey : 0;
+	int rc;
 
-	ASSERT_OK(be_alloc_lookup(buf, t.dev->alloc_dev, &r));
-	sge.addr = (uint64_t)(uintptr_t)buf;
-	sge.length = MSZ;
-	sge.lkey = r.lkey;
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = id;
-	wr.opcode = op;
-	wr.flags = BE_XWR_F_SIGNALED;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	if (op == BE_XWR_WRITE_IMM) {
-		wr.remote_addr = raddr;
-		wr.rkey = cdst_rkey;
-		wr.imm = imm;
-	}
-	for (;;) {
-		int rc = t.ops->post_send(conn, &wr, &bad);
-
-		if (rc == 0)
-			return;
+	while ((rc = xt_try_post(&t, conn, op, id, buf, MSZ, BE_XWR_F_SIGNALED, raddr, rkey,
+				 imm)) != 0) {
 		ASSERT_EQ(rc, -ENOMEM); /* queue full: let completions drain */
 		usleep(10);
 	}

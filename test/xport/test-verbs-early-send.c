@@ -249,8 +249,7 @@ int main(int argc, char **argv)
 	ASSERT_EQ(e.ops->cq_poll(srv.cq, wc, 8), 0);
 	ASSERT_EQ(e.ops->cq_poll(cli.cq, rx, 8), 0);
 	ASSERT_OK(e.ops->disconnect(sc));
-	xt_side_wait_event(&srv, BE_XEV_DISCONNECTED, 1);
-	xt_side_wait_event(&cli, BE_XEV_DISCONNECTED, 1);
+	xt_side_disconnected(&srv, sc, &cli, cc);
 	e.ops->conn_destroy(sc);
 	e.ops->conn_destroy(cc);
 
@@ -273,9 +272,7 @@ int main(int argc, char **argv)
 		if (i || wc[i].status != BE_XWC_SUCCESS)
 			ASSERT_EQ(wc[i].status, BE_XWC_WR_FLUSH_ERR);
 	}
-	xt_side_wait_event(&srv, BE_XEV_DISCONNECTED, 1);
-	ev = xt_side_wait_event(&cli, BE_XEV_DISCONNECTED, 1);
-	ASSERT(ev.conn == cc);
+	xt_side_disconnected(&srv, sc, &cli, cc);
 	for (i = 0; i < 10; i++) {
 		r = e.ops->cq_poll(cli.cq, rx, 8);
 		ASSERT_OK(r);

@@ -64,10 +64,7 @@ int main(int argc, char **argv)
 	ASSERT(wc[0].status == BE_XWC_LOC_LEN_ERR || wc[0].status == BE_XWC_GENERAL_ERR);
 	ASSERT(wc[0].conn == sc);
 	seen |= 1ull << (wc[0].wr_id / TV_RECV_SIZE);
-	ev = xt_side_wait_event(&cli, BE_XEV_DISCONNECTED, 1);
-	ASSERT(ev.conn == cc);
-	ev = xt_side_wait_event(&srv, BE_XEV_DISCONNECTED, 1);
-	ASSERT(ev.conn == sc);
+	xt_side_disconnected(&cli, cc, &srv, sc);
 	e.ops->conn_destroy(cc);
 	e.ops->conn_destroy(sc);
 
@@ -81,10 +78,7 @@ int main(int argc, char **argv)
 	fprintf(stderr, "  SEND without receive: %s\n", be__xwc_status_str(wc[0].status));
 	ASSERT_EQ(wc[0].status, BE_XWC_RNR_RETRY_EXC);
 	ASSERT_UEQ(wc[0].wr_id, 300);
-	ev = xt_side_wait_event(&srv, BE_XEV_DISCONNECTED, 1);
-	ASSERT(ev.conn == sc);
-	ev = xt_side_wait_event(&cli, BE_XEV_DISCONNECTED, 1);
-	ASSERT(ev.conn == cc);
+	xt_side_disconnected(&srv, sc, &cli, cc);
 	e.ops->conn_destroy(cc);
 	e.ops->conn_destroy(sc);
 	e.ops->listener_close(lst);

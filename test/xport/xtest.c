@@ -247,8 +247,8 @@ struct be_xconn_attr xt_attr(struct xt_side *s, uint32_t max_send_wr)
 	return a;
 }
 
-static void xt_recv_one(struct xt_side *s, uint64_t wr_id, const void *buf, uint32_t len,
-			uint32_t lkey)
+void xt_recv_one(struct xt_side *s, uint64_t wr_id, const void *buf, uint32_t len,
+		 uint32_t lkey)
 {
 	struct be_xrecv_wr wr, *bad = NULL;
 
@@ -461,9 +461,9 @@ void xt_dead_addr(struct xt *t, char *buf, size_t len)
 	xt_side_fini(t, &s);
 }
 
-void xt_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t wr_id,
-	     void *buf, uint32_t len, unsigned flags, uint64_t raddr, uint32_t rkey,
-	     uint32_t imm)
+int xt_try_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t wr_id,
+		void *buf, uint32_t len, unsigned flags, uint64_t raddr, uint32_t rkey,
+		uint32_t imm)
 {
 	struct be_xsend_wr wr, *bad;
 	struct be_xsge sge;
@@ -480,7 +480,14 @@ void xt_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t w
 	wr.remote_addr = raddr;
 	wr.rkey = rkey;
 	wr.imm = imm;
-	ASSERT_OK(t->ops->post_send(c, &wr, &bad));
+	return t->ops->post_send(c, &wr, &bad);
+}
+
+void xt_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t wr_id,
+	     void *buf, uint32_t len, unsigned flags, uint64_t raddr, uint32_t rkey,
+	     uint32_t imm)
+{
+	ASSERT_OK(xt_try_post(t, c, op, wr_id, buf, len, flags, raddr, rkey, imm));
 }
 
 void xt_post_on_error(struct xt *t, struct xt_side *s, struct be_xconn *c, uint64_t wr_id,
@@ -630,6 +637,13 @@ struct be_xevent xt_side_wait_event(struct xt_side *s, enum be_xev_type type, in
 			xt_side_file_events(s);
 		}
 	}
+}
+
+void xt_side_disconnected(struct xt_side *a, struct be_xconn *ca, struct xt_side *b,
+			  struct be_xconn *cb)
+{
+	ASSERT_PTR_EQ(xt_side_wait_event(a, BE_XEV_DISCONNECTED, 1).conn, ca);
+	ASSERT_PTR_EQ(xt_side_wait_event(b, BE_XEV_DISCONNECTED, 1).conn, cb);
 }
 
 void xt_side_connect(struct xt_side *a, struct xt_side *b, const char *name,

@@ -107,6 +107,9 @@ struct be_xconn_attr xt_attr(struct xt_side *s, uint32_t max_send_wr);
 /* Post @n receives of @size bytes each from fresh xt_alloc() buffers;
  * wr_id is the buffer address. */
 void xt_post_recvs(struct xt *t, struct xt_side *s, int n, size_t size);
+/* Post one receive of @len bytes at @buf (key @lkey) to @s's srq. */
+void xt_recv_one(struct xt_side *s, uint64_t wr_id, const void *buf, uint32_t len,
+		 uint32_t lkey);
 
 /* Poll every side once; file what comes out. */
 void xt_progress(struct xt *t);
@@ -163,7 +166,11 @@ void xt_expect_wc(struct xt *t, struct xt_side *s, uint64_t wr_id, enum be_xwc_s
 /* An address where nobody listens (for UNREACHABLE). */
 void xt_dead_addr(struct xt *t, char *buf, size_t len);
 
-/* Post a single WR; fails the test if post_send fails. */
+/* Post a single WR (@buf NULL: no sge); xt_try_post() returns what
+ * post_send returns, xt_post() fails the test unless it is 0. */
+int xt_try_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t wr_id,
+		void *buf, uint32_t len, unsigned flags, uint64_t raddr, uint32_t rkey,
+		uint32_t imm);
 void xt_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t wr_id,
 	     void *buf, uint32_t len, unsigned flags, uint64_t raddr, uint32_t rkey,
 	     uint32_t imm);
@@ -197,6 +204,10 @@ void xt_side_expect(struct xt_side *s, enum be_xev_type type, struct be_xevent *
  * side's when @all, else only that of @s (a connector that must not
  * read its events yet). Events of other types stay queued. */
 struct be_xevent xt_side_wait_event(struct xt_side *s, enum be_xev_type type, int all);
+/* Wait (every side's channel moving) for DISCONNECTED of @ca on @a,
+ * then of @cb on @b. */
+void xt_side_disconnected(struct xt_side *a, struct be_xconn *ca, struct xt_side *b,
+			  struct be_xconn *cb);
 /* Sleep up to @ms on the event fds of every side, then file their events. */
 void xt_side_pump(struct xt *t, int ms);
 /* @a listens on @name (NULL: the test's address), @b connects, @a

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 struct be_sock;
 struct be_listener;
@@ -53,6 +54,14 @@ uint64_t perf_now_ns(void);
 double perf_cpu_seconds(void);
 /* perf_pin_cpu() - pin the calling process to @cpu. 0 or -errno. */
 int perf_pin_cpu(int cpu);
+/*
+ * perf_fork_pinned() - fork() a child that dies with its parent
+ * (PR_SET_PDEATHSIG) and pins itself to @cpu (-1: no pin). stdout and
+ * stderr are flushed first, so that buffered output is not written twice.
+ * A child that cannot pin, or whose parent is already gone, exits with 3
+ * (saying why on stderr, after "@who: "). Returns what fork() returns.
+ */
+pid_t perf_fork_pinned(int cpu, const char *who);
 
 /*
  * perf_listen_addr() - the default listen address of a test on

@@ -15,7 +15,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,10 +31,7 @@ int perf_peer_spawn(struct perf_peer *p, int cpu, int (*fn)(void *arg, int ready
 	p->fd = -1;
 	if (pipe2(fds, O_CLOEXEC))
 		return -errno;
-	/* Buffered output would be written twice, once by each process. */
-	fflush(stdout);
-	fflush(stderr);
-	pid = fork();
+	pid = perf_fork_pinned(cpu, "be-perf peer");
 	if (pid < 0) {
 		int err = -errno;
 
@@ -47,14 +43,6 @@ int perf_peer_spawn(struct perf_peer *p, int cpu, int (*fn)(void *arg, int ready
 		int rc;
 
 		close(fds[0]);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() == 1)
-			_exit(3); /* the parent is already gone */
-		if (cpu >= 0 && perf_pin_cpu(cpu)) {
-			fprintf(stderr, "be-perf peer: cannot pin to cpu %d: %s\n", cpu,
-				strerror(errno));
-			_exit(3);
-		}
 		rc = fn(arg, fds[1]);
 		fflush(stdout);
 		fflush(stderr);

@@ -1,6 +1,6 @@
 /*
  * perf_stats.c - percentiles of latency samples, the clock they are taken
- * with and CPU pinning, shared by be-perf and the stand-alone programs in
+ * with, CPU pinning and the pinned child of a two-process test, shared by be-perf and the stand-alone programs in
  * bench/ (compiled with this file) so every figure in docs/PERFORMANCE.md
  * is taken and summarised the same way.
  */
@@ -8,9 +8,13 @@
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "perf.h"
 
@@ -69,5 +73,26 @@ int perf_pin_cpu(int cpu)
 	CPU_SET(cpu, &set);
 	if (sched_setaffinity(0, sizeof(set), &set))
 		return -errno;
+	return 0;
+}
+
+pid_t perf_fork_pinned(int cpu, const char *who)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid != 0)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() == 1) {
+		fprintf(stderr, "%s: the parent is already gone\n", who);
+		_exit(3);
+	}
+	if (cpu >= 0 && perf_pin_cpu(cpu)) {
+		fprintf(stderr, "%s: cannot pin to cpu %d: %s\n", who, cpu, strerror(errno));
+		_exit(3);
+	}
 	return 0;
 }
