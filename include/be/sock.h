@@ -584,10 +584,11 @@ BE_EXPORT int be_sock_close_notify(struct be_sock *s, be_close_cb cb, void *arg)
  * error; messages whose send completed may be lost, as when a connection
  * dies. For an application that found the connection silent sooner
  * than the keepalive can; the next be_sock_connect() to the peer opens a
- * new Engine. @s stays valid until be_sock_close(). Returns 0 (done at
- * once outside progress, else later in this progress), -EINVAL (NULL @s)
- * or -ENOTCONN (@s has no Engine, or it failed or is failing already). Safe in
- * callbacks. Threads: worker.
+ * new Engine. @s stays valid until be_sock_close(). Returns 0 (an
+ * established Engine outside progress ends at once, any other in this
+ * progress or the next), -EINVAL (NULL @s) or -ENOTCONN (@s has no
+ * Engine, or it failed or is failing already). Safe in callbacks.
+ * Threads: worker.
  */
 BE_EXPORT int be_sock_fail_engine(struct be_sock *s);
 

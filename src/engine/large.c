@@ -193,7 +193,6 @@ void be__large_nomem_sent(struct be__engine *e, const struct be__frame *f)
 	}
 }
 
-/* Try to allocate and grant the destination of @r; answers the peer. */
 /*
  * An earlier message of @s than @r waits for memory (answered "no
  * memory", not granted yet). Grants go in a socket's order: @r is
@@ -214,6 +213,7 @@ static bool large_earlier_waits(const struct be_sock *s, const struct be__rxmsg 
 	return false;
 }
 
+/* Try to allocate and grant the destination of @r; answers the peer. */
 static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg *r)
 {
 	struct be__frame a = {
