@@ -390,8 +390,8 @@ static void fake_rx_free(struct be_xconn *in, void *buf)
 static void conn_attr(struct fake_conn *c, const struct be_xconn_attr *a, struct be_xconn_attr *ia)
 {
 	*ia = *a;
-	c->scq = container_of(a->send_cq, struct fake_cq, x);
-	c->rcq = container_of(a->recv_cq, struct fake_cq, x);
+	c->scq = container_of(a->send_cq, struct fake_cq, c.x);
+	c->rcq = container_of(a->recv_cq, struct fake_cq, c.x);
 	be__list_del_init(&c->slink);
 	be__list_del_init(&c->rlink);
 	be__list_add_tail(&c->scq->sconns, &c->slink);
