@@ -32,11 +32,9 @@ static struct fake_listener *to_fl(struct be_xlistener *x)
 int be__fake_evch_push(struct fake_evch *ch, const struct be_xevent *ev, uint64_t due)
 {
 	struct fake_conn *c = ev->conn ? to_fconn(ev->conn) : NULL;
-	struct fake_ev *q = be__fake_grow(ch->q, &ch->cap, ch->count, sizeof(*q), 16);
 
-	if (!q)
+	if (be__grow(&ch->q, &ch->cap, ch->count + 1, sizeof(*ch->q), 16))
 		return -ENOMEM;
-	ch->q = q;
 	if (c && due != UINT64_MAX) {
 		if (due < c->edue)
 			due = c->edue;

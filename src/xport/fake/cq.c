@@ -38,11 +38,9 @@ uint64_t be__fake_delay(const struct fake_conn *c)
 int be__fake_cq_push(struct fake_cq *cq, const struct be_xwc *wc, uint64_t *last, uint64_t extra)
 {
 	uint64_t due = extra == UINT64_MAX ? UINT64_MAX : cq->polls + extra;
-	struct fake_cqe *q = be__fake_grow(cq->q, &cq->cap, cq->count, sizeof(*q), 64);
 
-	if (!q)
+	if (be__grow(&cq->q, &cq->cap, cq->count + 1, sizeof(*cq->q), 64))
 		return -ENOMEM;
-	cq->q = q;
 	if (last) {
 		if (due < *last)
 			due = *last;

@@ -210,20 +210,6 @@ void be__fake_count(uint64_t *field)
 	pthread_mutex_unlock(&be__fake.lock);
 }
 
-void *be__fake_grow(void *q, uint32_t *cap, uint32_t count, size_t size, uint32_t first)
-{
-	uint32_t n;
-	void *p;
-
-	if (count < *cap)
-		return q;
-	n = *cap ? *cap * 2 : first;
-	p = realloc(q, (size_t)n * size);
-	if (p)
-		*cap = n;
-	return p;
-}
-
 /*
  * The environment, for processes a test cannot call into (read once, when
  * the first fake device opens): BE_FAKE_SEED=n, and BE_FAKE_CONN, the

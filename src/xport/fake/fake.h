@@ -306,11 +306,6 @@ const struct be_xport_ops *be__fake_inner_ops(void);
 void be__fake_env_load(void);
 /* Add one to a counter of be__fake.st. */
 void be__fake_count(uint64_t *field);
-/* Room for one more of the @count elements (@size bytes each) of the
- * array @q, *@cap long: @q itself when there is, else @q realloc()ed to
- * twice *@cap (@first when 0) with *@cap updated; NULL when out of
- * memory (@q unchanged). The fake's event and completion queues. */
-void *be__fake_grow(void *q, uint32_t *cap, uint32_t count, size_t size, uint32_t first);
 
 /* cq.c */
 /* Queue @wc (its conn ours) on @cq, due @extra polls from now and after
