@@ -11,6 +11,7 @@
  * file), and the parent's device hook is never called. The parent then
  * finds its buffers, keys and counters as they were.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -26,19 +27,28 @@
 static struct th_dev pdev, cdev;
 static const size_t psizes[NP] = { 64, 3000, 200000, (5u << 20) + 1, 100 };
 
+/* Every counter of @st is 0 (devices too: a uint32_t, read as such). */
 static void stats_zero(const struct be_alloc_stats *st)
 {
-	ASSERT_UEQ(st->blocks, 0);
-	ASSERT_UEQ(st->huge_regions, 0);
-	ASSERT_UEQ(st->mapped_bytes, 0);
-	ASSERT_UEQ(st->registered_bytes, 0);
-	ASSERT_UEQ(st->bytes_in_use, 0);
-	ASSERT_UEQ(st->allocations, 0);
-	ASSERT_UEQ(st->frees, 0);
-	ASSERT_UEQ(st->registrations, 0);
-	ASSERT_UEQ(st->deregistrations, 0);
-	ASSERT_UEQ(st->failures, 0);
-	ASSERT_UEQ(st->reg_failures, 0);
+#define ZF(f) { #f, offsetof(struct be_alloc_stats, f) }
+	static const struct {
+		const char *name;
+		size_t off;
+	} u64[] = {
+		ZF(blocks), ZF(huge_regions), ZF(mapped_bytes), ZF(registered_bytes),
+		ZF(bytes_in_use), ZF(allocations), ZF(frees), ZF(registrations),
+		ZF(deregistrations), ZF(failures), ZF(reg_failures),
+	};
+#undef ZF
+	size_t i;
+
+	for (i = 0; i < sizeof(u64) / sizeof(u64[0]); i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)st + u64[i].off, sizeof(v));
+		if (v)
+			TEST_FAIL("%s is %llu, not 0", u64[i].name, (unsigned long long)v);
+	}
 	ASSERT_UEQ(st->devices, 0);
 }
 
