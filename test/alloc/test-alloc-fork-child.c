@@ -55,7 +55,6 @@ static void stats_zero(const struct be_alloc_stats *st)
 static int child(void *const *pbufs, ino_t parent_ino)
 {
 	int preg = atomic_load(&pdev.nreg), pdereg = atomic_load(&pdev.ndereg);
-	struct be_alloc_reg_hook h;
 	struct be_alloc_region r;
 	struct be_alloc_stats st;
 	void *mine[64];
@@ -69,8 +68,7 @@ static int child(void *const *pbufs, ino_t parent_ino)
 	ASSERT_EQ(be_alloc_detach_device(0), -EINVAL);
 
 	th_init(&cdev, "child", 2);
-	h = th_hook(&cdev);
-	d = be_alloc_attach_device(&h);
+	d = th_attach(&cdev);
 	ASSERT_EQ(d, 0);
 	ASSERT_EQ(atomic_load(&cdev.nreg), 0); /* nothing to register yet */
 
@@ -124,7 +122,6 @@ static int child(void *const *pbufs, ino_t parent_ino)
 
 int main(void)
 {
-	struct be_alloc_reg_hook h;
 	struct be_alloc_stats before, after;
 	struct be_alloc_region r, r2;
 	void *p[NP], *cached;
@@ -133,8 +130,7 @@ int main(void)
 	pid_t pid;
 
 	th_init(&pdev, "parent", 1);
-	h = th_hook(&pdev);
-	d = be_alloc_attach_device(&h);
+	d = th_attach(&pdev);
 	ASSERT_EQ(d, 0);
 	cached = be_alloc(7u << 20);
 	ASSERT(cached);

@@ -131,7 +131,7 @@ int main(void)
 		if (i)
 			ASSERT_GT(s.rev[i], s.rev[i - 1]);
 	}
-	be__etcd_destroy(c);
+	eh_client_close(c);
 	eh_stop(h);
 	return 0;
 }
