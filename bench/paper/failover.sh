@@ -69,16 +69,7 @@ if [ "$quick" = 1 ]; then
 	seconds=4
 	fault_ms=1000
 fi
-set -- "${PAPER_REST[@]+"${PAPER_REST[@]}"}"
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--faults) faults=${2:?}; shift 2 ;;
-	--seconds) seconds=${2:?}; shift 2 ;;
-	--fault-ms) fault_ms=${2:?}; shift 2 ;;
-	--qps) qps=${2:?}; shift 2 ;;
-	*) paper_die "unknown option '$1' (--help)" ;;
-	esac
-done
+paper_opts --faults=faults --seconds=seconds --fault-ms=fault_ms --qps=qps
 paper_bins be-ps be-ps-load bench/paper/tcp-relay
 relay=$build/bench/paper/tcp-relay
 IFS=, read -r -a fl <<<"$faults"

@@ -71,22 +71,9 @@ if [ "$quick" = 1 ]; then
 	seconds=1
 	rows=65536
 fi
-set -- "${PAPER_REST[@]+"${PAPER_REST[@]}"}"
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--qps) qps=${2:?}; shift 2 ;;
-	--keys) keys=${2:?}; shift 2 ;;
-	--rows) rows=${2:?}; shift 2 ;;
-	--seconds) seconds=${2:?}; shift 2 ;;
-	--transports) transports=${2:?}; shift 2 ;;
-	--verbs) verbs=1; shift ;;
-	--verbs-only) verbs=1; verbs_only=1; shift ;;
-	--guest-qps) gqps=${2:?}; shift 2 ;;
-	--guest-keys) gkeys=${2:?}; shift 2 ;;
-	--inside-guest) inside=1; shift ;;
-	*) paper_die "unknown option '$1' (--help)" ;;
-	esac
-done
+paper_opts --qps=qps --keys=keys --rows=rows --seconds=seconds \
+	--transports=transports --verbs:verbs=1 --verbs-only:verbs=1,verbs_only=1 \
+	--guest-qps=gqps --guest-keys=gkeys --inside-guest:inside=1
 warmup=1
 [ "$quick" = 1 ] && warmup=0.3
 paper_bins be-ps be-ps-load bench/paper/tcp-fetch

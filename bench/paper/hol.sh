@@ -49,18 +49,8 @@ if [ "$quick" = 1 ]; then
 	iters=200
 	big=1M
 fi
-set -- "${PAPER_REST[@]+"${PAPER_REST[@]}"}"
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--frags) frags=${2:?}; shift 2 ;;
-	--transports) transports=${2:?}; shift 2 ;;
-	--size) size=${2:?}; shift 2 ;;
-	--big) big=${2:?}; shift 2 ;;
-	--iters) iters=${2:?}; shift 2 ;;
-	--busy) polling=--busy; shift ;;
-	*) paper_die "unknown option '$1' (--help)" ;;
-	esac
-done
+paper_opts --frags=frags --transports=transports --size=size --big=big \
+	--iters=iters --busy:polling=--busy
 paper_bins be-perf
 
 # bytes SIZE: 16k -> 16384 (default -> 0)
