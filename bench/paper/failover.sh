@@ -55,6 +55,7 @@
 # deadline), not a failure of the script. Exit status 1 if a run broke (a
 # server did not start, the ranker gave no result), 2 on usage or
 # missing binaries, else 0.
+# shellcheck disable=SC2317 # the measurements run through paper_reps
 set -uo pipefail
 
 prog=failover
@@ -250,14 +251,14 @@ run() {
 }
 
 rm -f "$out"/failover-*.txt
-load_before=$(paper_load)
-for r in $(seq "$reps"); do
-	paper_log "repetition $r/$reps"
+# One repetition: every fault in turn.
+rep() {
+	local f
 	for f in "${fl[@]}"; do
-		run "$f" "$r" || true
+		run "$f" "$1" || true
 	done
-done
-load_after=$(paper_load)
+}
+paper_reps "$reps" rep
 
 paper_stats_all
 rc=0

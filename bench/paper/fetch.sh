@@ -191,15 +191,17 @@ if [ "$verbs_only" = 1 ]; then
 else
 	reps_host=$reps
 fi
-load_before=$(paper_load)
-for r in $(seq "$reps_host"); do
-	paper_log "repetition $r/$reps"
+# One repetition: be on each transport, then the baselines.
+# shellcheck disable=SC2317 # run by paper_reps
+rep() {
+	local t
 	for t in "${trs[@]}"; do
-		be_run "$t" "$r" || true
+		be_run "$t" "$1" || true
 	done
 	base_run kernel-tcp tcp "$tcpfetch" --conns 4 || true
-	[ $have_grpc = 1 ] && { base_run grpc tcp "$grpc" --verify sample || true; }
-done
+	[ "$have_grpc" = 1 ] && { base_run grpc tcp "$grpc" --verify sample || true; }
+}
+paper_reps "$reps_host" rep
 
 if [ "$verbs" = 1 ]; then
 	runner=$root/test/rxe/rxe-run

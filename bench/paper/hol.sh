@@ -31,6 +31,7 @@
 # p50_us, p99_us, avg_us, big_mb_s (medians, with _min/_max), reps,
 # runs_failed; then one line for the run's conditions.
 # Exit status 1 if a run failed, 2 on usage or missing binaries.
+# shellcheck disable=SC2317 # the measurements run through paper_reps
 set -uo pipefail
 
 prog=hol
@@ -101,15 +102,15 @@ one() {
 	paper_add "$m.mbs" "$mbs"
 }
 
-load_before=$(paper_load)
-for r in $(seq "$reps"); do
-	paper_log "repetition $r/$reps (${#points[@]} points)"
+# One repetition: every point in turn.
+rep() {
+	local p
 	for p in "${points[@]}"; do
 		# shellcheck disable=SC2086
 		one $p || true
 	done
-done
-load_after=$(paper_load)
+}
+paper_reps "$reps" rep
 
 paper_stats_all
 rc=0

@@ -112,6 +112,19 @@ paper_opts() {
 	done
 }
 
+# paper_reps N FN: the measurements: FN REP for REP in 1..N, each
+# announced ("repetition REP/$reps"), with the load averages around them
+# in $load_before and $load_after (paper_conditions reports them).
+paper_reps() {
+	local n=$1 fn=$2 r
+	load_before=$(paper_load)
+	for r in $(seq "$n"); do
+		paper_log "repetition $r/$reps"
+		"$fn" "$r"
+	done
+	load_after=$(paper_load)
+}
+
 # paper_bins NAME...: each of $bin/NAME (or $build/NAME when NAME has a
 # slash: bench/grpc/grpc-fetch) must be executable, else exit 2.
 paper_bins() {
