@@ -279,7 +279,7 @@ struct tcp_conn {
 	 * wakeup on the cq fd or the poll after that does. */
 	int rx_idle;
 	/* The last payload was read into place (readv): the next header is
-	 * read with at most TCP_RX_TAIL bytes behind it, not a whole rbuf
+	 * read with a few hundred bytes (data.c, RX_HEAD), not a whole rbuf
 	 * whose payload would then be copied again ("Receiving", data.c). */
 	int rx_big;
 	/* RX_ALLOC writes in progress (slot = rkey), lazily allocated; the
