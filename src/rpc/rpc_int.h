@@ -378,7 +378,7 @@ struct be_rpc_req {
 	struct be_rpc *rpc;
 	struct rpc_conn *conn;
 	struct be_rpc_hdr h;
-	uint64_t deadline_ns;     /* UINT64_MAX: none */
+	uint64_t deadline_ns;     /* UINT64_MAX: none; 0: not started (server.c) */
 	struct be_rpc_req *next_free;
 };
 
@@ -409,6 +409,7 @@ struct be_rpc {
 	struct rpc_attempt *att_free;
 	struct rpc_call *call_free;
 	struct be_rpc_req *req_free;
+	struct be_rpc_req *req_cur;  /* the request whose handler runs, until answered */
 	struct be__list deferred; /* calls completing at the next flush */
 
 	/* server */

@@ -20,6 +20,14 @@
  * caller retries on another replica). Service 0 is ours: method 0 is the
  * ping probes use.
  *
+ * The deadline a request carries is what its caller had left when it
+ * sent it; the server counts it down from when its handler first asks
+ * (be_rpc_req_remaining_us()) or returns still holding the request,
+ * whichever comes first. It does not date every arrival: a handler that
+ * answers at once never needs the time, and a clock read is the dearest
+ * step of a call. What the count leaves out, the time before the handler
+ * asks, adds to what it already leaves out: the request's way here.
+ *
  * Methods live in an open-addressing table keyed by service << 32 |
  * method (never 0: service 0 is not registered), kept at most half full.
  */
@@ -286,6 +294,8 @@ static void req_release(struct be_rpc_req *req)
 {
 	struct be_rpc *rpc = req->rpc;
 
+	if (rpc->req_cur == req)
+		rpc->req_cur = NULL;
 	be__rpc_conn_put(req->conn);
 	rpc->ss.in_flight--;
 	req->next_free = rpc->req_free;
@@ -341,11 +351,24 @@ int be_rpc_req_fail(struct be_rpc_req *req, int status)
 	return rc;
 }
 
+/* Start @req's deadline at @now unless it started; its end. */
+static uint64_t req_date(struct be_rpc_req *req, uint64_t now)
+{
+	if (!req->deadline_ns)
+		req->deadline_ns = now + (uint64_t)req->h.deadline_us * 1000ull;
+	return req->deadline_ns;
+}
+
 int64_t be_rpc_req_remaining_us(const struct be_rpc_req *req)
 {
+	uint64_t now;
+
 	if (req->deadline_ns == UINT64_MAX)
 		return INT64_MAX;
-	return ((int64_t)req->deadline_ns - (int64_t)rpc_now()) / 1000;
+	now = rpc_now();
+	/* The handle is the library's: dating it is no change the
+	 * application can see but the answer. */
+	return ((int64_t)req_date((struct be_rpc_req *)req, now) - (int64_t)now) / 1000;
 }
 
 void be_rpc_req_info_sized(const struct be_rpc_req *req, struct be_rpc_req_info *out)
@@ -398,10 +421,9 @@ void be__rpc_server_recv(struct rpc_conn *c, void *buf, size_t len)
 	struct be_rpc *rpc = c->rpc;
 	void *payload = (uint8_t *)buf + BE_RPC_HDR_LEN;
 	struct rpc_method *m;
-	struct be_rpc_req *req;
+	struct be_rpc_req *req, *prev;
 	struct be_rpc_hdr h;
 	const char *why;
-	uint64_t now;
 
 	if (be_rpc_hdr_decode(buf, len, &h, &why)) {
 		rpc->ss.proto_errors++;
@@ -460,18 +482,22 @@ void be__rpc_server_recv(struct rpc_conn *c, void *buf, size_t len)
 		reply_status(rpc, c, &h, -ENOMEM);
 		return;
 	}
-	now = rpc_now();
 	req->rpc = rpc;
 	req->conn = c;
 	req->h = h;
-	req->deadline_ns = h.deadline_us == BE_RPC_NO_DEADLINE ?
-				   UINT64_MAX :
-				   now + (uint64_t)h.deadline_us * 1000ull;
+	/* 0: the deadline starts when first asked for, or when the handler
+	 * returns holding the request (see the top of the file). */
+	req->deadline_ns = h.deadline_us == BE_RPC_NO_DEADLINE ? UINT64_MAX : 0;
 	c->refs++;
 	rpc->refs++;
 	rpc->ss.in_flight++;
 	rpc->ss.requests++;
+	prev = rpc->req_cur;
+	rpc->req_cur = req;
 	RPC_APP_CB(rpc, m->fn(req, payload, h.len, m->user));
+	if (rpc->req_cur == req)
+		req_date(req, rpc_now());
+	rpc->req_cur = prev;
 }
 
 void be__rpc_server_free(struct be_rpc *rpc)
