@@ -575,7 +575,7 @@ void be__rpc_client_recv(struct rpc_conn *c, void *buf, size_t len)
 	bool late;
 	uint64_t now;
 
-	if (be_rpc_hdr_decode(buf, len, &h, &why)) {
+	if (be__rpc_hdr_decode(buf, len, &h, &why)) {
 		client_proto_error(c, buf, why);
 		return;
 	}
@@ -696,7 +696,7 @@ static void call_hedge(struct be_rpc *rpc, struct rpc_tmr *t)
 /* ---- starting */
 
 /* A call that has not been sent yet (kind, buffer, deadline). */
-static int call_new(struct be_rpc_chan *ch, int kind, uint32_t service, uint32_t method,
+static inline int call_new(struct be_rpc_chan *ch, int kind, uint32_t service, uint32_t method,
 		    void *req, size_t len, const struct be_rpc_call_opts *o, be_rpc_done_cb cb,
 		    void *arg, bool want_id, struct rpc_call **out)
 {
@@ -763,7 +763,7 @@ static void call_drop(struct rpc_call *call)
 }
 
 /* Arm the deadline, send the first attempt, arm the hedge. */
-static int call_launch(struct rpc_call *call)
+static inline int call_launch(struct rpc_call *call)
 {
 	struct be_rpc *rpc = call->rpc;
 	struct be_rpc_chan *ch = call->ch;

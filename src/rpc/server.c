@@ -242,41 +242,37 @@ void be_rpc_drain(struct be_rpc *rpc, int on)
 		notice_send(rpc, be__list_entry(p, struct rpc_conn, link));
 }
 
-/* Send the reply at @payload (an RPC buffer, taken) for header @rh on
- * @c. Returns 0 or -ENOTCONN (dropped). */
-static int reply_send(struct be_rpc *rpc, struct rpc_conn *c, const struct be_rpc_hdr *rh,
-		      void *payload)
+/* Send the reply to request @rq on @c: @len bytes at @payload (an RPC
+ * buffer, taken) with @status, its header written in place. Returns 0
+ * or -ENOTCONN (dropped). */
+static int reply_send(struct be_rpc *rpc, struct rpc_conn *c, const struct be_rpc_hdr *rq,
+		      int status, void *payload, uint32_t len)
 {
-	struct be_rpc_hdr h = *rh;
-	int rc;
+	struct be_rpc_hdr h = { .type = BE_RPC_T_REPLY,
+				.flags = rpc->draining ? BE_RPC_F_DRAINING : 0,
+				.id = rq->id, .service = rq->service, .method = rq->method,
+				.status = status, .len = len };
 
-	if (!c->s) {
-		rpc->ss.replies_dropped++;
-		be_rpc_buf_free(payload);
-		return -ENOTCONN;
-	}
-	if (rpc->draining)
-		h.flags |= BE_RPC_F_DRAINING;
+	if (!c->s)
+		goto drop;
 	be__rpc_hdr_put(payload, &h);
-	rc = be_sock_send(c->s, (uint8_t *)payload - BE_RPC_HDR_LEN,
-			  (size_t)rh->len + BE_RPC_HDR_LEN, reply_sent, NULL);
-	if (rc) {
-		rpc->ss.replies_dropped++;
-		be_rpc_buf_free(payload);
-		return -ENOTCONN;
-	}
+	if (be_sock_send(c->s, (uint8_t *)payload - BE_RPC_HDR_LEN, (size_t)len + BE_RPC_HDR_LEN,
+			 reply_sent, NULL))
+		goto drop;
 	rpc->ss.replies++;
-	if (h.status)
+	if (status)
 		rpc->ss.errors++;
 	return 0;
+drop:
+	rpc->ss.replies_dropped++;
+	be_rpc_buf_free(payload);
+	return -ENOTCONN;
 }
 
 /* A header-only reply with @status to request @h on @c. */
 static int reply_status(struct be_rpc *rpc, struct rpc_conn *c, const struct be_rpc_hdr *h,
 			int status)
 {
-	struct be_rpc_hdr rh = { .type = BE_RPC_T_REPLY, .id = h->id, .service = h->service,
-				 .method = h->method, .status = status };
 	void *p;
 
 	if (h->flags & BE_RPC_ONEWAY)
@@ -287,7 +283,7 @@ static int reply_status(struct be_rpc *rpc, struct rpc_conn *c, const struct be_
 		rpc->ss.replies_dropped++;
 		return -ENOMEM;
 	}
-	return reply_send(rpc, c, &rh, p);
+	return reply_send(rpc, c, h, status, p, 0);
 }
 
 static void req_release(struct be_rpc_req *req)
@@ -306,8 +302,6 @@ static void req_release(struct be_rpc_req *req)
 int be_rpc_req_reply(struct be_rpc_req *req, void *buf, size_t len)
 {
 	struct be_rpc *rpc = req->rpc;
-	struct be_rpc_hdr rh = { .type = BE_RPC_T_REPLY, .id = req->h.id,
-				 .service = req->h.service, .method = req->h.method };
 	int rc;
 
 	if (req->h.flags & BE_RPC_ONEWAY) {
@@ -331,8 +325,7 @@ int be_rpc_req_reply(struct be_rpc_req *req, void *buf, size_t len)
 			return rc;
 		}
 	}
-	rh.len = (uint32_t)len;
-	rc = reply_send(rpc, req->conn, &rh, buf);
+	rc = reply_send(rpc, req->conn, &req->h, 0, buf, (uint32_t)len);
 	req_release(req);
 	return rc;
 }
@@ -408,12 +401,7 @@ static void server_builtin(struct be_rpc *rpc, struct rpc_conn *c, const struct 
 		return;
 	}
 	/* Answer with the request's own buffer, emptied. */
-	{
-		struct be_rpc_hdr rh = { .type = BE_RPC_T_REPLY, .id = h->id,
-					 .service = h->service, .method = h->method };
-
-		reply_send(rpc, c, &rh, payload);
-	}
+	reply_send(rpc, c, h, 0, payload, 0);
 }
 
 void be__rpc_server_recv(struct rpc_conn *c, void *buf, size_t len)
@@ -425,7 +413,7 @@ void be__rpc_server_recv(struct rpc_conn *c, void *buf, size_t len)
 	struct be_rpc_hdr h;
 	const char *why;
 
-	if (be_rpc_hdr_decode(buf, len, &h, &why)) {
+	if (be__rpc_hdr_decode(buf, len, &h, &why)) {
 		rpc->ss.proto_errors++;
 		be__log(BE_LOG_WARN, "rpc server: malformed request: %s", why);
 		/* Our header with a bad field: the caller learns which request
