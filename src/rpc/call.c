@@ -51,8 +51,7 @@ static struct rpc_call *call_get(struct be_rpc *rpc)
 {
 	struct rpc_call *c = rpc->call_free;
 
-	/* Not zeroed: call_new() sets every field a call reads (tried[] is
-	 * read only below natts); 300 bytes of memset per call showed. */
+	/* call_new() sets every field. */
 	if (c)
 		rpc->call_free = c->next_free;
 	else
@@ -697,8 +696,8 @@ static void call_hedge(struct be_rpc *rpc, struct rpc_tmr *t)
 
 /* A call that has not been sent yet (kind, buffer, deadline). */
 static inline int call_new(struct be_rpc_chan *ch, int kind, uint32_t service, uint32_t method,
-		    void *req, size_t len, const struct be_rpc_call_opts *o, be_rpc_done_cb cb,
-		    void *arg, bool want_id, struct rpc_call **out)
+			   void *req, size_t len, const struct be_rpc_call_opts *o,
+			   be_rpc_done_cb cb, void *arg, bool want_id, struct rpc_call **out)
 {
 	struct be_rpc *rpc = ch->rpc;
 	uint32_t flags = o ? o->flags : 0;
@@ -715,39 +714,21 @@ static inline int call_new(struct be_rpc_chan *ch, int kind, uint32_t service, u
 	call = call_get(rpc);
 	if (!call)
 		return -ENOMEM;
+	*call = (struct rpc_call){
+		.kind = kind, .rpc = rpc, .ch = ch, .service = service, .method = method,
+		.flags = flags, .req = req, .len = (uint32_t)len, .refs = 1,
+		.timeout_us = o && o->timeout_us ? o->timeout_us : ch->cfg.timeout_us,
+		.cb = cb, .arg = arg,
+		/* start_ns and deadline_ns: when the first request leaves
+		 * (call_sent()) */
+	};
 	/* A call nobody can name (its caller did not ask for the id) needs
 	 * no entry in the table: id 0 is never issued, and deleting it is a
 	 * no-op. */
-	call->id = 0;
 	if (want_id && be__rpc_ids_add(&rpc->calls, call, &call->id)) {
 		free(call);
 		return -ENOMEM;
 	}
-	call->kind = kind;
-	call->rpc = rpc;
-	call->ch = ch;
-	call->service = service;
-	call->method = method;
-	call->flags = flags;
-	call->req = req;
-	call->len = (uint32_t)len;
-	call->refs = 1;
-	call->busy = call->done = call->deferred = call->hedged = false;
-	call->status = call->last_err = 0;
-	call->timeout_us = o && o->timeout_us ? o->timeout_us : ch->cfg.timeout_us;
-	/* Set when the first request leaves (call_sent()). */
-	call->start_ns = call->deadline_ns = 0;
-	call->hedge_ns = 0;
-	call->dl_tmr.idx = call->hedge_tmr.idx = 0;
-	call->atts = NULL;
-	call->natts = 0;
-	call->cb = cb;
-	call->arg = arg;
-	call->probe_addr = NULL;
-	call->probe_rep = NULL;
-	call->sc = NULL;
-	call->leg = 0;
-	call->next_free = NULL;
 	be__list_init(&call->link);
 	*out = call;
 	return 0;

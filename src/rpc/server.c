@@ -129,19 +129,21 @@ int be_rpc_register(struct be_rpc *rpc, uint32_t service, uint32_t method, be_rp
 
 int be_rpc_listen(struct be_rpc *rpc, const char *addr, struct be_listener **out)
 {
+	struct be_listener *l;
 	struct rpc_lst *rl;
 	int rc;
 
 	if (!rpc || !addr)
 		return -EINVAL;
-	rl = calloc(1, sizeof(*rl));
-	if (!rl)
-		return -ENOMEM;
-	rc = be_listen(rpc->w, addr, &be__rpc_server_cbs, rpc, &rl->l);
-	if (rc) {
-		free(rl);
+	rc = be_listen(rpc->w, addr, &be__rpc_server_cbs, rpc, &l);
+	if (rc)
 		return rc;
+	rl = malloc(sizeof(*rl));
+	if (!rl) {
+		be_listener_close(l);
+		return -ENOMEM;
 	}
+	rl->l = l;
 	be__list_add_tail(&rpc->lsts, &rl->link);
 	if (out)
 		*out = rl->l;
