@@ -91,6 +91,15 @@ struct be_sock *ft_connect_send(struct be_worker *w, const char *addr, struct ft
 	return c;
 }
 
+void ft_check_one_failed(enum be_xwc_opcode op)
+{
+	struct be__fake_stats fs;
+
+	be__fake_stats(&fs);
+	ASSERT_EQ(fs.wr_failed, 1);
+	ASSERT_EQ(fs.failed_op, op);
+}
+
 void ft_check_srq(struct be_worker *w)
 {
 	struct be__wdev *wd;

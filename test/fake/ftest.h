@@ -50,6 +50,10 @@ extern const struct be_sock_cbs ft_client_cbs; /* user: struct ft_client */
 struct be_sock *ft_connect_send(struct be_worker *w, const char *addr, struct ft_client *cli,
 				size_t len, uint32_t seed, struct st_sends *sends);
 
+/* Check that the fake transport failed exactly one send WR (fail_wr or
+ * break_after), of opcode @op. */
+void ft_check_one_failed(enum be_xwc_opcode op);
+
 /* Check that every receive buffer of @w's fake queues is back: posted on
  * its SRQ or waiting to be posted again, none lost. Call when nothing is
  * in flight. */

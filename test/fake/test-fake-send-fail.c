@@ -22,7 +22,6 @@ static bool streamed(void *arg)
 int main(int argc, char **argv)
 {
 	const struct be__fake_faults f = { .fail_wr = 3 };
-	struct be__fake_stats fs;
 	struct duo s = { 0 };
 
 	duo_init(&s, argc, argv);
@@ -35,9 +34,7 @@ int main(int argc, char **argv)
 	ASSERT_OK(be__fake_conn_set(ft_conn(s.c), &f));
 	ASSERT_EQ(duo_send(&s, 30, DUO_MSG, NULL), 30);
 	duo_wait_failed(&s, 41);
-	be__fake_stats(&fs);
-	ASSERT_EQ(fs.wr_failed, 1);
-	ASSERT_EQ(fs.failed_op, BE_XWC_SEND);
+	ft_check_one_failed(BE_XWC_SEND);
 	ASSERT_GE(s.sends.ok, 11);
 	ASSERT_EQ(s.sends.last_err, -ECONNRESET);
 	ASSERT_EQ(s.cli.reason, -ECONNRESET);

@@ -389,15 +389,23 @@ void rt_stream_drain(struct rt_stream *s, struct be_worker **ws, int n)
 
 /* ---- replicas in child processes */
 
-struct slow {
-	void *owner;
-	struct be_rpc_req *req;
-	void *buf;
-	size_t len;
-	uint64_t due_ms;
-};
+int rt_reply_due(struct rt_delayed *d, int *n, uint64_t now_ms, const void *owner)
+{
+	int i, k = 0;
 
-static struct slow slows[4096];
+	for (i = 0; i < *n;) {
+		if (d[i].due_ms <= now_ms && (!owner || d[i].owner == owner)) {
+			be_rpc_req_reply(d[i].req, d[i].buf, d[i].len);
+			d[i] = d[--*n];
+			k++;
+		} else {
+			i++;
+		}
+	}
+	return k;
+}
+
+static struct rt_delayed slows[4096];
 static int nslow;
 
 static void rt_slow(struct be_rpc_req *req, void *buf, size_t len, void *user)
@@ -411,7 +419,9 @@ static void rt_slow(struct be_rpc_req *req, void *buf, size_t len, void *user)
 		be_rpc_buf_free(buf);
 		return;
 	}
-	slows[nslow++] = (struct slow){ user, req, buf, len, rt_ms() + us / 1000 };
+	slows[nslow++] = (struct rt_delayed){
+		.req = req, .buf = buf, .len = len, .due_ms = rt_ms() + us / 1000, .owner = user
+	};
 }
 
 /* One path of a replica: its own worker, be_rpc and listener, so that
@@ -444,18 +454,9 @@ static void path_open(struct rt *t, struct be_ctx *ctx, struct path *p, const ch
 
 static void path_close(struct path *p)
 {
-	int i;
-
 	/* Requests of this path still held by the slow handler are
 	 * answered into the void (their reply is dropped). */
-	for (i = 0; i < nslow;) {
-		if (slows[i].owner == p->rpc) {
-			be_rpc_req_reply(slows[i].req, slows[i].buf, slows[i].len);
-			slows[i] = slows[--nslow];
-		} else {
-			i++;
-		}
-	}
+	rt_reply_due(slows, &nslow, UINT64_MAX, p->rpc);
 	be_rpc_destroy(p->rpc);
 	be_worker_destroy(p->w);
 	p->w = NULL;
@@ -481,7 +482,6 @@ static void replica_main(struct rt *t, const char *transports, int wfd, int rfd)
 	close(wfd);
 	fcntl(rfd, F_SETFL, O_NONBLOCK);
 	for (;;) {
-		uint64_t now;
 		char cmd;
 		ssize_t got;
 		int work = 0;
@@ -489,15 +489,7 @@ static void replica_main(struct rt *t, const char *transports, int wfd, int rfd)
 		for (i = 0; i < n; i++)
 			if (paths[i].w && !paths[i].frozen)
 				work += be_worker_progress(paths[i].w);
-		now = rt_ms();
-		for (i = 0; i < nslow;) {
-			if (slows[i].due_ms <= now) {
-				be_rpc_req_reply(slows[i].req, slows[i].buf, slows[i].len);
-				slows[i] = slows[--nslow];
-			} else {
-				i++;
-			}
-		}
+		rt_reply_due(slows, &nslow, rt_ms(), NULL);
 		if (!work)
 			usleep(50);
 		got = read(rfd, &cmd, 1);

@@ -79,6 +79,20 @@ void rt_hold(struct be_rpc_req *req, void *buf, size_t len, void *user);
 bool rt_held_count(void *arg);
 void rt_held_release(void);
 
+/* Requests a slow handler holds for a later reply with their own buffer,
+ * each due at @due_ms (rt_ms()) and held for @owner. rt_reply_due()
+ * answers those of @d[0..*@n) due by @now_ms and held for @owner (NULL:
+ * any), takes them off the array (*@n shrinks) and returns how many it
+ * answered. */
+struct rt_delayed {
+	struct be_rpc_req *req;
+	void *buf;
+	size_t len;
+	uint64_t due_ms;
+	const void *owner;
+};
+int rt_reply_due(struct rt_delayed *d, int *n, uint64_t now_ms, const void *owner);
+
 /* A client: worker + be_rpc on @ctx. */
 struct rt_client {
 	struct be_worker *w;

@@ -15,14 +15,7 @@
 #define M_WORK 1u
 #define SLOW_MS 300
 
-struct held {
-	struct be_rpc_req *req;
-	void *buf;
-	size_t len;
-	uint64_t due;
-};
-
-static struct held held[4096];
+static struct rt_delayed held[4096];
 static int nheld;
 static struct be_worker *ws[3];
 static struct be_rpc_chan *ch;
@@ -37,22 +30,13 @@ static void fast(struct be_rpc_req *req, void *buf, size_t len, void *user)
 static void slow(struct be_rpc_req *req, void *buf, size_t len, void *user)
 {
 	ASSERT_LT(nheld, 4096);
-	held[nheld++] = (struct held){ req, buf, len, rt_ms() + SLOW_MS };
+	held[nheld++] = (struct rt_delayed){ .req = req, .buf = buf, .len = len,
+					     .due_ms = rt_ms() + SLOW_MS };
 }
 
 static void answer_due(void)
 {
-	uint64_t now = rt_ms();
-	int i;
-
-	for (i = 0; i < nheld;) {
-		if (held[i].due <= now) {
-			be_rpc_req_reply(held[i].req, held[i].buf, held[i].len);
-			held[i] = held[--nheld];
-		} else {
-			i++;
-		}
-	}
+	rt_reply_due(held, &nheld, rt_ms(), NULL);
 }
 
 static void count_cb(int status, void *reply, size_t len, void *arg)

@@ -151,15 +151,9 @@ static int rs_accept(struct be_listener *l, struct be_sock *s, void *user)
 
 static const struct be_sock_cbs rs_cbs = { .on_recv = rs_recv, .on_accept = rs_accept };
 
-static uint64_t rnd = 0x853c49e6748fea9bull;
-
-static uint64_t xr(void)
-{
-	return test_rand(&rnd);
-}
-
 int main(int argc, char **argv)
 {
+	uint64_t rnd = 0x853c49e6748fea9bull;
 	struct rt t;
 	struct rt_server srv;
 	struct rt_client cli;
@@ -234,26 +228,26 @@ int main(int argc, char **argv)
 
 		raw_open(&r, cli.w, srv.addr);
 		for (i = 0; i < 1000; i++) {
-			size_t len = (size_t)(xr() % (BE_RPC_HDR_LEN + 64));
+			size_t len = (size_t)(test_rand(&rnd) % (BE_RPC_HDR_LEN + 64));
 			struct be_rpc_hdr d;
 			uint64_t t0;
 
 			if (i % 3) {
 				memset(&h, 0, sizeof(h));
 				h.type = BE_RPC_T_REQUEST;
-				h.id = xr();
+				h.id = test_rand(&rnd);
 				h.service = RT_SVC;
 				h.method = RT_ECHO;
 				h.deadline_us = 1000000;
-				len = BE_RPC_HDR_LEN + (size_t)(xr() % 64);
+				len = BE_RPC_HDR_LEN + (size_t)(test_rand(&rnd) % 64);
 				h.len = (uint32_t)(len - BE_RPC_HDR_LEN);
 				encode(&h, m);
-				m[xr() % BE_RPC_HDR_LEN] ^= (uint8_t)(1u << (xr() % 8));
+				m[test_rand(&rnd) % BE_RPC_HDR_LEN] ^= (uint8_t)(1u << (test_rand(&rnd) % 8));
 			} else {
 				size_t j;
 
 				for (j = 0; j < len; j++)
-					m[j] = (uint8_t)xr();
+					m[j] = (uint8_t)test_rand(&rnd);
 			}
 			if (be_rpc_hdr_decode(m, len, &d, NULL))
 				bad++;

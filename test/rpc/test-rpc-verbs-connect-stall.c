@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "rtest.h"
+#include "seccomp.h"
 
 #define GATE_PATH "/dev/infiniband/rdma_cm"
 #define GATE_CALLS 50
@@ -180,24 +181,16 @@ static int gate_install(void)
 {
 #if defined(__x86_64__)
 	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		TEST_SECCOMP_HEAD,
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 1, 0),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_open, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
-	long fd;
+	long fd = test_seccomp(f, sizeof(f) / sizeof(f[0]), SECCOMP_FILTER_FLAG_NEW_LISTENER);
 
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		return -errno;
-	fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER,
-		     &prog);
 	if (fd < 0)
-		return -errno;
+		return (int)fd;
 	atomic_store(&gate_fd, (int)fd);
 	return 0;
 #else

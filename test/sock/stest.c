@@ -257,15 +257,22 @@ void st_serve(const struct be_config *cfg, struct st *t, struct st_server *srv,
 	ASSERT_OK(be_listener_addr(*l, addr, len));
 }
 
-void st_serve_end(struct be_ctx *ctx, struct be_worker *w, struct st_server *srv,
-		  struct be_listener *l)
+void st_server_close(struct st_server *srv, struct be_listener *l)
 {
 	int i;
 
 	for (i = 0; i < srv->nsocks; i++)
 		be_sock_close(srv->socks[i]);
-	srv->nsocks = 0;
+	free(srv->socks);
+	srv->socks = NULL;
+	srv->nsocks = srv->cap = 0;
 	be_listener_close(l);
+}
+
+void st_serve_end(struct be_ctx *ctx, struct be_worker *w, struct st_server *srv,
+		  struct be_listener *l)
+{
+	st_server_close(srv, l);
 	st_shutdown(&w, 1);
 	be_worker_destroy(w);
 	ASSERT_OK(be_ctx_destroy(ctx));
@@ -304,12 +311,7 @@ void st_destroy(struct be_worker **ws, int n)
 void st_unpair(struct be_ctx *ctx, struct be_worker *ws[2], struct st_server *srv,
 	       struct be_listener *l)
 {
-	int i;
-
-	for (i = 0; i < srv->nsocks; i++)
-		be_sock_close(srv->socks[i]);
-	free(srv->socks);
-	be_listener_close(l);
+	st_server_close(srv, l);
 	st_destroy(ws, 2);
 	be_ctx_destroy(ctx);
 }

@@ -88,6 +88,9 @@ void st_pair(struct st *t, struct be_ctx **ctx, struct be_worker *ws[2], struct 
  * st_destroy() - st_shutdown(), then destroy them. */
 void st_shutdown(struct be_worker **ws, int n);
 void st_destroy(struct be_worker **ws, int n);
+/* st_server_close() - close the sockets @srv accepted (its array freed,
+ * nsocks back to 0, so that it may serve again), then listener @l. */
+void st_server_close(struct st_server *srv, struct be_listener *l);
 /* st_unpair() - undo st_pair(): close the sockets @srv accepted, then
  * listener @l, both workers (st_destroy) and the context. */
 void st_unpair(struct be_ctx *ctx, struct be_worker *ws[2], struct st_server *srv,

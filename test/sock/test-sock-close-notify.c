@@ -198,10 +198,7 @@ int main(int argc, char **argv)
 		be_worker_destroy(w2[1]);
 		ASSERT_EQ(d.calls, 1);
 		ASSERT_EQ(d.status, -ECANCELED);
-		for (i = 0; i < srv.nsocks; i++)
-			be_sock_close(srv.socks[i]);
-		free(srv.socks);
-		be_listener_close(l);
+		st_server_close(&srv, l);
 		be_worker_destroy(w2[0]);
 		be_ctx_destroy(ctx);
 	}

@@ -163,10 +163,7 @@ int main(int argc, char **argv)
 	ASSERT_LT(cli.close_reason, 0);
 	be_sock_close(dead);
 
-	for (i = 0; i < srv.nsocks; i++)
-		be_sock_close(srv.socks[i]);
-	free(srv.socks);
-	be_listener_close(l);
+	st_server_close(&srv, l);
 	be_worker_destroy(ws[1]);
 	be_worker_destroy(ws[0]);
 	be_ctx_destroy(ctx);

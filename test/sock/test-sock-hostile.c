@@ -248,10 +248,7 @@ static void oneway_three(struct st *t)
 	/* Reaped: the budgets went back. */
 	ASSERT_UEQ(stat_u64(w, "grant_bytes"), 0);
 
-	for (i = 0; i < srv.nsocks; i++)
-		be_sock_close(srv.socks[i]);
-	free(srv.socks);
-	be_listener_close(l);
+	st_server_close(&srv, l);
 	be_worker_destroy(w);
 	be_ctx_destroy(ctx);
 	w = w0;

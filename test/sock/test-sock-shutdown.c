@@ -211,10 +211,7 @@ int main(int argc, char **argv)
 		ASSERT_EQ(be_sock_send(srv.socks[i], NULL, 0, st_send_cb, &ssends), -ENOTCONN);
 	for (i = 0; i < NSOCK + 2; i++)
 		be_sock_close(cs[i]);
-	for (i = 0; i < srv.nsocks; i++)
-		be_sock_close(srv.socks[i]);
-	free(srv.socks);
-	be_listener_close(l);
+	st_server_close(&srv, l);
 	be_worker_destroy(ws[0]);
 	be_worker_destroy(w3);
 

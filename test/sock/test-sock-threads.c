@@ -94,10 +94,7 @@ int main(int argc, char **argv)
 	ASSERT_OK(be_worker_stop(ws));
 	ASSERT_EQ(be_worker_stop(ws), -EINVAL);
 	ASSERT_EQ(srv.recvd, NMSG);
-	for (i = 0; i < srv.nsocks; i++)
-		be_sock_close(srv.socks[i]);
-	free(srv.socks);
-	be_listener_close(l);
+	st_server_close(&srv, l);
 	{
 		struct be_worker *both[2] = { ws, wc };
 

@@ -209,15 +209,23 @@ void xt_side_init(struct xt *t, struct xt_side *s, uint32_t cq_depth, uint32_t s
 	t->sides[t->nsides++] = s;
 }
 
+/* Destroy conns @a and @b and close listener @l, those not NULL. */
+static void xt_close(struct xt *t, struct be_xconn *a, struct be_xconn *b, struct be_xlistener *l)
+{
+	if (a)
+		t->ops->conn_destroy(a);
+	if (b)
+		t->ops->conn_destroy(b);
+	if (l)
+		t->ops->listener_close(l);
+}
+
 void xt_side_fini(struct xt *t, struct xt_side *s)
 {
 	struct be_xwc wc[64];
 	int i;
 
-	if (s->conn)
-		t->ops->conn_destroy(s->conn);
-	if (s->l)
-		t->ops->listener_close(s->l);
+	xt_close(t, s->conn, NULL, s->l);
 	if (s->srq)
 		t->ops->srq_destroy(s->srq);
 	while (t->ops->cq_poll(s->cq, wc, 64) > 0)
@@ -397,12 +405,7 @@ void xt_pair_close(struct xt_pair *p)
 {
 	struct xt *t = &p->t;
 
-	if (p->c)
-		t->ops->conn_destroy(p->c);
-	if (p->s)
-		t->ops->conn_destroy(p->s);
-	if (p->l)
-		t->ops->listener_close(p->l);
+	xt_close(t, p->c, p->s, p->l);
 	/* A test may have taken the sides off the polled list. */
 	t->nsides = 0;
 	t->sides[t->nsides++] = &p->cli;

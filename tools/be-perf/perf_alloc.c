@@ -60,6 +60,20 @@ struct alloc_ops {
 static const struct alloc_ops ops_be = { "bemalloc", be_alloc, be_free };
 static const struct alloc_ops ops_libc = { "malloc", malloc, free };
 
+/* @o's allocation of @size bytes, its first byte written (@i); a failed
+ * one ends the run (exit 1). */
+static void *alloc_touch(const struct alloc_ops *o, size_t size, uint64_t i)
+{
+	char *p = o->alloc(size);
+
+	if (!p) {
+		fprintf(stderr, "be-perf alloc: %s(%zu) failed\n", o->name, size);
+		exit(1);
+	}
+	*(volatile char *)p = (char)i;
+	return p;
+}
+
 /* One run of @iters alloc+free pairs; ns per pair. */
 static double run_pair(const struct alloc_ops *o, size_t size, uint64_t iters)
 {
@@ -68,16 +82,8 @@ static double run_pair(const struct alloc_ops *o, size_t size, uint64_t iters)
 	/* Warm-up: the first allocation may map and register a block. */
 	o->free(o->alloc(size));
 	t0 = perf_now_ns();
-	for (i = 0; i < iters; i++) {
-		char *p = o->alloc(size);
-
-		if (!p) {
-			fprintf(stderr, "be-perf alloc: %s(%zu) failed\n", o->name, size);
-			exit(1);
-		}
-		*(volatile char *)p = (char)i;
-		o->free(p);
-	}
+	for (i = 0; i < iters; i++)
+		o->free(alloc_touch(o, size, i));
 	return (double)(perf_now_ns() - t0) / (double)iters;
 }
 
@@ -126,13 +132,8 @@ static double run_xthread(const struct alloc_ops *o, size_t size, uint64_t iters
 	}
 	t0 = perf_now_ns();
 	for (h = 0; h < iters; h++) {
-		char *p = o->alloc(size);
+		void *p = alloc_touch(o, size, h);
 
-		if (!p) {
-			fprintf(stderr, "be-perf alloc: %s(%zu) failed\n", o->name, size);
-			exit(1);
-		}
-		*(volatile char *)p = (char)h;
 		for (spins = 0;
 		     h - atomic_load_explicit(&q.tail, memory_order_acquire) >= q.cap; spins++)
 			if (spins > 1000)

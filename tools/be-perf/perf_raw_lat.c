@@ -56,6 +56,17 @@ static int raw_lat_wait(struct raw_ctx *c, const struct raw_hello *h, uint64_t i
 	return raw_progress(c, raw_done_mark, &w);
 }
 
+/* Round trip @i: the client sends, then waits for the echo; the server
+ * waits, then echoes. */
+static int raw_lat_round(struct raw_ctx *c, const struct raw_hello *h, uint64_t i, bool client)
+{
+	int rc = client ? raw_lat_send(c, h, i) : raw_lat_wait(c, h, i);
+
+	if (!rc)
+		rc = client ? raw_lat_wait(c, h, i) : raw_lat_send(c, h, i);
+	return rc;
+}
+
 int raw_lat_client(struct raw_ctx *c, const struct raw_hello *h, double *samples)
 {
 	uint64_t i, t, prev = 0;
@@ -64,10 +75,7 @@ int raw_lat_client(struct raw_ctx *c, const struct raw_hello *h, double *samples
 	for (i = 0; i < h->total; i++) {
 		if (i == h->warmup)
 			prev = perf_now_ns();
-		rc = raw_lat_send(c, h, i);
-		if (rc)
-			return rc;
-		rc = raw_lat_wait(c, h, i);
+		rc = raw_lat_round(c, h, i, true);
 		if (rc)
 			return rc;
 		if (i >= h->warmup) {
@@ -86,10 +94,7 @@ int raw_lat_server(struct raw_ctx *c, const struct raw_hello *h)
 	int rc;
 
 	for (i = 0; i < h->total; i++) {
-		rc = raw_lat_wait(c, h, i);
-		if (rc)
-			return rc;
-		rc = raw_lat_send(c, h, i);
+		rc = raw_lat_round(c, h, i, false);
 		if (rc)
 			return rc;
 	}

@@ -641,9 +641,7 @@ static int pr_main(int argc, char **argv, int mode)
 	return perf_peer_run(o.cmd, o.server, o.addr, o.timeout_s, pr_server_fn, pr_client_fn, &o);
 }
 
-PERF_COMMAND_MODE(rpc_cost, "rpc-cost", "software cost of an RPC call, both ends in one thread",
-		  pr_main, PR_COST)
-PERF_COMMAND_MODE(rpc_lat, "rpc-lat", "RPC call round trip beside the Socket ping-pong (same run)",
-		  pr_main, PR_LAT)
-PERF_COMMAND_MODE(rpc_rate, "rpc-rate", "RPC calls per second and per core, --depth in flight",
-		  pr_main, PR_RATE)
+#define PR_COMMAND(id, name, mode, help) PERF_COMMAND_MODE(id, name, help, pr_main, mode)
+PR_COMMAND(rpc_cost, "rpc-cost", PR_COST, "software cost of an RPC call, both ends in one thread")
+PR_COMMAND(rpc_lat, "rpc-lat", PR_LAT, "RPC call round trip beside the Socket ping-pong (same run)")
+PR_COMMAND(rpc_rate, "rpc-rate", PR_RATE, "RPC calls per second and per core, --depth in flight")

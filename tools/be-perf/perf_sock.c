@@ -740,13 +740,9 @@ static int sk_main(int argc, char **argv, int mode)
 	return perf_peer_run(o.cmd, o.server, o.addr, o.timeout_s, sk_server_fn, sk_client_fn, &o);
 }
 
-PERF_COMMAND_MODE(sock_lat, "lat", "Socket ping-pong latency (one-way = RTT/2)", sk_main,
-		  SK_LAT)
-PERF_COMMAND_MODE(sock_bw, "bw", "Socket streaming throughput, --sockets on one Engine", sk_main,
-		  SK_BW)
-PERF_COMMAND_MODE(sock_hol, "hol", "small ping-pong beside a large stream (--no-sched: FIFO)",
-		  sk_main, SK_HOL)
-PERF_COMMAND_MODE(sock_idle, "idle", "CPU of an idle Engine with adaptive polling (--seconds)",
-		  sk_main, SK_IDLE)
-PERF_COMMAND_MODE(sock_mux, "mux", "many sockets on one Engine, a message on each per round",
-		  sk_main, SK_MUX)
+#define SK_COMMAND(id, name, mode, help) PERF_COMMAND_MODE(id, name, help, sk_main, mode)
+SK_COMMAND(sock_lat, "lat", SK_LAT, "Socket ping-pong latency (one-way = RTT/2)")
+SK_COMMAND(sock_bw, "bw", SK_BW, "Socket streaming throughput, --sockets on one Engine")
+SK_COMMAND(sock_hol, "hol", SK_HOL, "small ping-pong beside a large stream (--no-sched: FIFO)")
+SK_COMMAND(sock_idle, "idle", SK_IDLE, "CPU of an idle Engine with adaptive polling (--seconds)")
+SK_COMMAND(sock_mux, "mux", SK_MUX, "many sockets on one Engine, a message on each per round")
