@@ -73,8 +73,10 @@
 
 #define TX_IOV_MAX 128
 /* The first read after a payload read into place: the headers of a few
- * frames, and little of a payload behind them (it is read into place). */
-#define RX_HEAD 256u
+ * frames, and little of a payload behind them (it is read into place).
+ * A read that fills it falls back to whole rbufs, which stage up to 32
+ * KiB of a payload behind small frames: room for a burst of those. */
+#define RX_HEAD 1024u
 _Static_assert(RX_HEAD >= TCP_HDR_LEN && RX_HEAD <= TCP_RBUF_SIZE, "rx head fits rbuf");
 
 void be__tcp_hdr_pack(uint8_t *out, const struct tcp_hdr *h)
