@@ -795,9 +795,10 @@ static inline int call_launch(struct rpc_call *call)
 	return 0;
 }
 
-int be__rpc_call_start(struct be_rpc_chan *ch, int kind, uint32_t service, uint32_t method,
-		       void *req, size_t len, const struct be_rpc_call_opts *o, be_rpc_done_cb cb,
-		       void *arg, bool want_id, struct rpc_call **out)
+/* be__rpc_call_start(), inline in be_rpc_call(). */
+static inline int call_start(struct be_rpc_chan *ch, int kind, uint32_t service, uint32_t method,
+			     void *req, size_t len, const struct be_rpc_call_opts *o,
+			     be_rpc_done_cb cb, void *arg, bool want_id, struct rpc_call **out)
 {
 	struct rpc_call *call;
 	bool own_buf = false;
@@ -827,6 +828,13 @@ err_buf:
 	return rc;
 }
 
+int be__rpc_call_start(struct be_rpc_chan *ch, int kind, uint32_t service, uint32_t method,
+		       void *req, size_t len, const struct be_rpc_call_opts *o, be_rpc_done_cb cb,
+		       void *arg, bool want_id, struct rpc_call **out)
+{
+	return call_start(ch, kind, service, method, req, len, o, cb, arg, want_id, out);
+}
+
 int be_rpc_call(struct be_rpc_chan *ch, uint32_t service, uint32_t method, void *req, size_t len,
 		const struct be_rpc_call_opts *opts, be_rpc_done_cb cb, void *arg, uint64_t *id)
 {
@@ -839,8 +847,8 @@ int be_rpc_call(struct be_rpc_chan *ch, uint32_t service, uint32_t method, void 
 	if (!ch || (opts && be__rpc_opts(&o, opts)) ||
 	    (!cb && !(opts && (o.flags & BE_RPC_ONEWAY))))
 		return -EINVAL;
-	rc = be__rpc_call_start(ch, RPC_CALL_USER, service, method, req, len, opts ? &o : NULL,
-				cb, arg, id != NULL, &call);
+	rc = call_start(ch, RPC_CALL_USER, service, method, req, len, opts ? &o : NULL, cb, arg,
+			id != NULL, &call);
 	if (rc)
 		return rc;
 	if (id)

@@ -461,12 +461,10 @@ struct rpc_replica *be__rpc_pick(struct be_rpc_chan *ch, struct rpc_call *call)
 	return b->outstanding < a->outstanding ? b : a;
 }
 
-void be__rpc_rep_server_state(struct rpc_addr *a, bool draining)
+void be__rpc_rep_server_change(struct rpc_addr *a, bool draining)
 {
 	struct rpc_replica *rep = a->rep;
 
-	if (rep->srv_draining == draining)
-		return;
 	rep->srv_draining = draining;
 	if (draining) {
 		a->c.drains++;

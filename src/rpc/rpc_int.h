@@ -555,7 +555,14 @@ void be__rpc_chan_refresh(struct be_rpc_chan *ch);
 /* failover.c: address health and the path of a replica */
 int be__rpc_addr_conn(struct rpc_addr *a, struct rpc_conn **out);
 void be__rpc_addr_down(struct rpc_addr *a, int err);
-void be__rpc_addr_ok(struct rpc_addr *a, struct rpc_conn *c);
+/* An attempt on @a was answered on @c (inline: every reply does it). */
+void be__rpc_addr_ok_down(struct rpc_addr *a, struct rpc_conn *c);
+static inline void be__rpc_addr_ok(struct rpc_addr *a, struct rpc_conn *c)
+{
+	a->timeouts_row = 0;
+	if (a->state == BE_RPC_ADDR_DOWN)
+		be__rpc_addr_ok_down(a, c);
+}
 void be__rpc_addr_timeout(struct rpc_addr *a, bool silent);
 /* Leave a silent path (keeping its connection); false if @a is not UP or
  * its replica has nowhere else to go. */
@@ -566,12 +573,20 @@ void be__rpc_addr_schedule_probe(struct rpc_addr *a);
 
 /* eject.c */
 void be__rpc_rep_failed(struct rpc_replica *rep);
-void be__rpc_rep_ok(struct rpc_replica *rep);
+static inline void be__rpc_rep_ok(struct rpc_replica *rep)
+{
+	rep->fails_row = 0;
+}
 void be__rpc_rep_probe_done(struct rpc_replica *rep, int status);
 bool be__rpc_rep_usable(const struct rpc_replica *rep);
 /* A reply or notice on @a's connection said its server is @draining, or
- * serving (channel.c). */
-void be__rpc_rep_server_state(struct rpc_addr *a, bool draining);
+ * serving (channel.c; the change out of line). */
+void be__rpc_rep_server_change(struct rpc_addr *a, bool draining);
+static inline void be__rpc_rep_server_state(struct rpc_addr *a, bool draining)
+{
+	if (a->rep->srv_draining != draining)
+		be__rpc_rep_server_change(a, draining);
+}
 
 /* budget.c */
 void be__rpc_budget_deposit(struct rpc_budget *b, uint64_t now);
