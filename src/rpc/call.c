@@ -159,7 +159,7 @@ static void call_finish(struct rpc_call *call, int status, uint64_t now)
 	if (!status) {
 		ch->c.ok++;
 		if (!(call->flags & BE_RPC_ONEWAY))
-			be_rpc_hist_add(&ch->lat, now - call->start_ns);
+			be__rpc_hist_add(&ch->lat, now - call->start_ns);
 	} else {
 		be__rpc_count_error(&ch->c, status);
 	}

@@ -120,10 +120,9 @@ static void rep_free(struct rpc_replica *rep)
 	free(rep);
 }
 
-void be__rpc_replica_maybe_free(struct rpc_replica *rep)
+void be__rpc_replica_free(struct rpc_replica *rep)
 {
-	if (rep->state == BE_RPC_REP_REMOVED && !rep->outstanding)
-		rep_free(rep);
+	rep_free(rep);
 }
 
 /* Take @i out of the set; it drains on the gone list. */
