@@ -312,7 +312,8 @@ static inline void be_rpc_req_info(const struct be_rpc_req *req, struct be_rpc_r
 }
 
 /* be_rpc_req_remaining_us() - how long the caller still waits (<= 0: it
- * stopped waiting; INT64_MAX: no deadline). Threads: worker. */
+ * stopped waiting; INT64_MAX: no deadline), counted down from the first
+ * time the handler asks or returns holding @req. Threads: worker. */
 BE_EXPORT int64_t be_rpc_req_remaining_us(const struct be_rpc_req *req);
 
 /*
@@ -783,7 +784,8 @@ struct be_rpc_chan_stats {
 	struct be_rpc_counters c;
 	uint32_t replicas;        /* in the set now (removed ones still draining excluded) */
 	uint32_t ejected;         /* ejected now */
-	struct be_rpc_hist lat;   /* completion time of successful calls */
+	struct be_rpc_hist lat;   /* completion time of successful calls, from
+				   * the first request's send to the reply */
 };
 
 /* be_rpc_chan_stats() - a snapshot of @ch; be_rpc_chan_replica_stats()

@@ -47,15 +47,16 @@ enum { ATT_FIRST, ATT_RETRY, ATT_HEDGE };
 
 /* ---- objects */
 
+/* A zeroed call: calls on the free list were zeroed when they went there
+ * (call_put()), after their caller was told, not on the way to a send. */
 static struct rpc_call *call_get(struct be_rpc *rpc)
 {
 	struct rpc_call *c = rpc->call_free;
 
-	/* call_new() sets every field. */
-	if (c)
-		rpc->call_free = c->next_free;
-	else
-		c = malloc(sizeof(*c));
+	if (!c)
+		return calloc(1, sizeof(*c));
+	rpc->call_free = c->next_free;
+	c->next_free = NULL;
 	return c;
 }
 
@@ -67,12 +68,11 @@ static void call_put(struct rpc_call *c)
 	if (--c->refs)
 		return;
 	be_rpc_buf_free(c->req);
-	c->req = NULL;
 	if (rpc->destroyed || c->kind == RPC_CALL_SCATTER) {
 		free(c);
 		return;
 	}
-	c->next_free = rpc->call_free;
+	*c = (struct rpc_call){ .next_free = rpc->call_free };
 	rpc->call_free = c;
 }
 
@@ -159,7 +159,7 @@ static void call_finish(struct rpc_call *call, int status, uint64_t now)
 	if (!status) {
 		ch->c.ok++;
 		if (!(call->flags & BE_RPC_ONEWAY))
-			be_rpc_hist_add(&ch->lat, now - call->start_ns);
+			be__rpc_hist_add(&ch->lat, now - call->start_ns);
 	} else {
 		be__rpc_count_error(&ch->c, status);
 	}
@@ -714,14 +714,20 @@ static inline int call_new(struct be_rpc_chan *ch, int kind, uint32_t service, u
 	call = call_get(rpc);
 	if (!call)
 		return -ENOMEM;
-	*call = (struct rpc_call){
-		.kind = kind, .rpc = rpc, .ch = ch, .service = service, .method = method,
-		.flags = flags, .req = req, .len = (uint32_t)len, .refs = 1,
-		.timeout_us = o && o->timeout_us ? o->timeout_us : ch->cfg.timeout_us,
-		.cb = cb, .arg = arg,
-		/* start_ns and deadline_ns: when the first request leaves
-		 * (call_sent()) */
-	};
+	/* What the caller asked; the rest starts at 0 (call_get()), and
+	 * start_ns and deadline_ns are set when the request leaves. */
+	call->kind = kind;
+	call->rpc = rpc;
+	call->ch = ch;
+	call->service = service;
+	call->method = method;
+	call->flags = flags;
+	call->req = req;
+	call->len = (uint32_t)len;
+	call->refs = 1;
+	call->timeout_us = o && o->timeout_us ? o->timeout_us : ch->cfg.timeout_us;
+	call->cb = cb;
+	call->arg = arg;
 	/* A call nobody can name (its caller did not ask for the id) needs
 	 * no entry in the table: id 0 is never issued, and deleting it is a
 	 * no-op. */
@@ -789,9 +795,10 @@ static inline int call_launch(struct rpc_call *call)
 	return 0;
 }
 
-int be__rpc_call_start(struct be_rpc_chan *ch, int kind, uint32_t service, uint32_t method,
-		       void *req, size_t len, const struct be_rpc_call_opts *o, be_rpc_done_cb cb,
-		       void *arg, bool want_id, struct rpc_call **out)
+/* be__rpc_call_start(), inline in be_rpc_call(). */
+static inline int call_start(struct be_rpc_chan *ch, int kind, uint32_t service, uint32_t method,
+			     void *req, size_t len, const struct be_rpc_call_opts *o,
+			     be_rpc_done_cb cb, void *arg, bool want_id, struct rpc_call **out)
 {
 	struct rpc_call *call;
 	bool own_buf = false;
@@ -821,6 +828,13 @@ err_buf:
 	return rc;
 }
 
+int be__rpc_call_start(struct be_rpc_chan *ch, int kind, uint32_t service, uint32_t method,
+		       void *req, size_t len, const struct be_rpc_call_opts *o, be_rpc_done_cb cb,
+		       void *arg, bool want_id, struct rpc_call **out)
+{
+	return call_start(ch, kind, service, method, req, len, o, cb, arg, want_id, out);
+}
+
 int be_rpc_call(struct be_rpc_chan *ch, uint32_t service, uint32_t method, void *req, size_t len,
 		const struct be_rpc_call_opts *opts, be_rpc_done_cb cb, void *arg, uint64_t *id)
 {
@@ -833,8 +847,8 @@ int be_rpc_call(struct be_rpc_chan *ch, uint32_t service, uint32_t method, void 
 	if (!ch || (opts && be__rpc_opts(&o, opts)) ||
 	    (!cb && !(opts && (o.flags & BE_RPC_ONEWAY))))
 		return -EINVAL;
-	rc = be__rpc_call_start(ch, RPC_CALL_USER, service, method, req, len, opts ? &o : NULL,
-				cb, arg, id != NULL, &call);
+	rc = call_start(ch, RPC_CALL_USER, service, method, req, len, opts ? &o : NULL, cb, arg,
+			id != NULL, &call);
 	if (rc)
 		return rc;
 	if (id)

@@ -120,10 +120,9 @@ static void rep_free(struct rpc_replica *rep)
 	free(rep);
 }
 
-void be__rpc_replica_maybe_free(struct rpc_replica *rep)
+void be__rpc_replica_free(struct rpc_replica *rep)
 {
-	if (rep->state == BE_RPC_REP_REMOVED && !rep->outstanding)
-		rep_free(rep);
+	rep_free(rep);
 }
 
 /* Take @i out of the set; it drains on the gone list. */
@@ -461,12 +460,10 @@ struct rpc_replica *be__rpc_pick(struct be_rpc_chan *ch, struct rpc_call *call)
 	return b->outstanding < a->outstanding ? b : a;
 }
 
-void be__rpc_rep_server_state(struct rpc_addr *a, bool draining)
+void be__rpc_rep_server_change(struct rpc_addr *a, bool draining)
 {
 	struct rpc_replica *rep = a->rep;
 
-	if (rep->srv_draining == draining)
-		return;
 	rep->srv_draining = draining;
 	if (draining) {
 		a->c.drains++;

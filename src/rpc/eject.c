@@ -142,7 +142,3 @@ void be__rpc_rep_failed(struct rpc_replica *rep)
 		eject(rep);
 }
 
-void be__rpc_rep_ok(struct rpc_replica *rep)
-{
-	rep->fails_row = 0;
-}

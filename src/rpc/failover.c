@@ -298,13 +298,12 @@ void be__rpc_addr_down(struct rpc_addr *a, int err)
 	be__rpc_replica_maybe_free(rep);
 }
 
-void be__rpc_addr_ok(struct rpc_addr *a, struct rpc_conn *c)
+void be__rpc_addr_ok_down(struct rpc_addr *a, struct rpc_conn *c)
 {
-	a->timeouts_row = 0;
 	/* An answer on the connection of a path left as silent: it is not
 	 * (a false alarm, or it recovered); take it back without waiting
 	 * for the probe. */
-	if (a->state == BE_RPC_ADDR_DOWN && a->conn == c && !a->probe_call) {
+	if (a->conn == c && !a->probe_call) {
 		be__rpc_tmr_cancel(a->rep->ch->rpc, &a->probe_tmr);
 		a->state = BE_RPC_ADDR_UP;
 		a->probe_ms = a->rep->ch->cfg.probe_min_ms;

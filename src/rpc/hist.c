@@ -12,21 +12,8 @@
  */
 #include "rpc/rpc_int.h"
 
-#define SUB_BITS 6
+#define SUB_BITS RPC_HIST_SUB_BITS
 #define SUB (1u << SUB_BITS)
-#define TOP_BIT 37 /* highest power of two with buckets of its own */
-
-static uint32_t hist_index(uint64_t v)
-{
-	uint32_t k;
-
-	if (v < SUB)
-		return (uint32_t)v;
-	k = 63u - (uint32_t)__builtin_clzll(v);
-	if (k > TOP_BIT)
-		return BE_RPC_HIST_BUCKETS - 1;
-	return SUB + (k - SUB_BITS) * SUB + (uint32_t)((v >> (k - SUB_BITS)) - SUB);
-}
 
 /* Lower bound and width of bucket @i. */
 static void hist_bucket(uint32_t i, uint64_t *lo, uint64_t *width)
@@ -46,13 +33,7 @@ static void hist_bucket(uint32_t i, uint64_t *lo, uint64_t *width)
 
 void be_rpc_hist_add(struct be_rpc_hist *h, uint64_t ns)
 {
-	if (!h->count || ns < h->min_ns)
-		h->min_ns = ns;
-	if (ns > h->max_ns)
-		h->max_ns = ns;
-	h->count++;
-	h->sum_ns += ns;
-	h->b[hist_index(ns)]++;
+	be__rpc_hist_add(h, ns);
 }
 
 uint64_t be_rpc_hist_quantile(const struct be_rpc_hist *h, double q)

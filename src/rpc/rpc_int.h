@@ -526,8 +526,21 @@ struct be_rpc {
 /* ---- cross-file internals */
 
 uint64_t be__rpc_rand(struct be_rpc *rpc);
-int be__rpc_method_find(struct be_rpc *rpc, uint32_t service, uint32_t method,
-			struct rpc_method **out);
+/* The method (service, method) in *@out: 0 or -ENOENT. A server mostly
+ * sees one method after another of the same kind: the last one found
+ * first, inline, then the table (server.c). */
+int be__rpc_method_lookup(struct be_rpc *rpc, uint64_t key, struct rpc_method **out);
+static inline int be__rpc_method_find(struct be_rpc *rpc, uint32_t service, uint32_t method,
+				      struct rpc_method **out)
+{
+	uint64_t key = (uint64_t)service << 32 | method;
+
+	if (rpc->mlast && rpc->mlast->key == key) {
+		*out = rpc->mlast;
+		return 0;
+	}
+	return be__rpc_method_lookup(rpc, key, out);
+}
 void be__rpc_server_recv(struct rpc_conn *c, void *buf, size_t len);
 void be__rpc_server_conn_gone(struct rpc_conn *c);
 void be__rpc_req_put_rpc(struct be_rpc *rpc);
@@ -549,13 +562,27 @@ void be__rpc_call_free_all(struct be_rpc *rpc);
 
 /* channel.c */
 struct rpc_replica *be__rpc_pick(struct be_rpc_chan *ch, struct rpc_call *call);
-void be__rpc_replica_maybe_free(struct rpc_replica *rep);
+/* Free @rep if it was removed and nothing of it is in flight (inline:
+ * every completed attempt asks). */
+void be__rpc_replica_free(struct rpc_replica *rep);
+static inline void be__rpc_replica_maybe_free(struct rpc_replica *rep)
+{
+	if (BE_UNLIKELY(rep->state == BE_RPC_REP_REMOVED) && !rep->outstanding)
+		be__rpc_replica_free(rep);
+}
 void be__rpc_chan_refresh(struct be_rpc_chan *ch);
 
 /* failover.c: address health and the path of a replica */
 int be__rpc_addr_conn(struct rpc_addr *a, struct rpc_conn **out);
 void be__rpc_addr_down(struct rpc_addr *a, int err);
-void be__rpc_addr_ok(struct rpc_addr *a, struct rpc_conn *c);
+/* An attempt on @a was answered on @c (inline: every reply does it). */
+void be__rpc_addr_ok_down(struct rpc_addr *a, struct rpc_conn *c);
+static inline void be__rpc_addr_ok(struct rpc_addr *a, struct rpc_conn *c)
+{
+	a->timeouts_row = 0;
+	if (a->state == BE_RPC_ADDR_DOWN)
+		be__rpc_addr_ok_down(a, c);
+}
 void be__rpc_addr_timeout(struct rpc_addr *a, bool silent);
 /* Leave a silent path (keeping its connection); false if @a is not UP or
  * its replica has nowhere else to go. */
@@ -566,12 +593,20 @@ void be__rpc_addr_schedule_probe(struct rpc_addr *a);
 
 /* eject.c */
 void be__rpc_rep_failed(struct rpc_replica *rep);
-void be__rpc_rep_ok(struct rpc_replica *rep);
+static inline void be__rpc_rep_ok(struct rpc_replica *rep)
+{
+	rep->fails_row = 0;
+}
 void be__rpc_rep_probe_done(struct rpc_replica *rep, int status);
 bool be__rpc_rep_usable(const struct rpc_replica *rep);
 /* A reply or notice on @a's connection said its server is @draining, or
- * serving (channel.c). */
-void be__rpc_rep_server_state(struct rpc_addr *a, bool draining);
+ * serving (channel.c; the change out of line). */
+void be__rpc_rep_server_change(struct rpc_addr *a, bool draining);
+static inline void be__rpc_rep_server_state(struct rpc_addr *a, bool draining)
+{
+	if (a->rep->srv_draining != draining)
+		be__rpc_rep_server_change(a, draining);
+}
 
 /* budget.c */
 void be__rpc_budget_deposit(struct rpc_budget *b, uint64_t now);
@@ -610,6 +645,35 @@ int be__rpc_watch_start(struct be_rpc_chan *ch, struct be_rpc_naming *n, const c
 void be__rpc_scatter_leg_done(struct rpc_call *leg, int status, void *reply, size_t len);
 void be__rpc_scatter_notify(struct rpc_call *sc);
 void be__rpc_scatter_cancel(struct rpc_call *sc);
+
+/* hist.c: adding a value is inline, as every call does it: a count of
+ * leading zeros, a shift and the adds. */
+#define RPC_HIST_SUB_BITS 6
+#define RPC_HIST_TOP_BIT 37 /* highest power of two with buckets of its own */
+
+static inline uint32_t be__rpc_hist_index(uint64_t v)
+{
+	const uint32_t sub = 1u << RPC_HIST_SUB_BITS;
+	uint32_t k;
+
+	if (v < sub)
+		return (uint32_t)v;
+	k = 63u - (uint32_t)__builtin_clzll(v);
+	if (k > RPC_HIST_TOP_BIT)
+		return BE_RPC_HIST_BUCKETS - 1;
+	return sub + (k - RPC_HIST_SUB_BITS) * sub + (uint32_t)((v >> (k - RPC_HIST_SUB_BITS)) - sub);
+}
+
+static inline void be__rpc_hist_add(struct be_rpc_hist *h, uint64_t ns)
+{
+	if (!h->count || ns < h->min_ns)
+		h->min_ns = ns;
+	if (ns > h->max_ns)
+		h->max_ns = ns;
+	h->count++;
+	h->sum_ns += ns;
+	h->b[be__rpc_hist_index(ns)]++;
+}
 
 /* stats.c */
 void be__rpc_count_error(struct be_rpc_counters *c, int status);

@@ -46,18 +46,10 @@ static uint32_t method_slot(uint64_t key, uint32_t cap)
 	return (uint32_t)key & (cap - 1);
 }
 
-int be__rpc_method_find(struct be_rpc *rpc, uint32_t service, uint32_t method,
-			struct rpc_method **out)
+int be__rpc_method_lookup(struct be_rpc *rpc, uint64_t key, struct rpc_method **out)
 {
-	uint64_t key = (uint64_t)service << 32 | method;
 	uint32_t i;
 
-	/* A server mostly sees one method after another of the same kind:
-	 * the last one found first, then the table. */
-	if (rpc->mlast && rpc->mlast->key == key) {
-		*out = rpc->mlast;
-		return 0;
-	}
 	if (!rpc->mcap)
 		return -ENOENT;
 	for (i = method_slot(key, rpc->mcap);; i = (i + 1) & (rpc->mcap - 1)) {
