@@ -633,6 +633,11 @@ int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 	pthread_mutex_lock(&be__verbs_lock);
 	be__list_add_head(&dev->evchs, &ch->dev_link);
 	pthread_mutex_unlock(&be__verbs_lock);
+	/* The connect thread now, not at the first connect: starting a
+	 * thread took 30-160 ms in the Soft-RoCE guest, and the engine
+	 * creates a connecting worker's evch off its thread (wdev.c). If
+	 * it does not start, connect() tries again. */
+	cm_thread_start(ch);
 	*out = &ch->c.x;
 	return 0;
 
