@@ -415,6 +415,25 @@ static void engine_on_established(struct be__engine *e, struct be_xevent *ev)
 	be__engine_unref(e);
 }
 
+/* Port @port of @wd's device went down: the Engines of @wd on it fail
+ * now (-ENETDOWN), as be_sock_fail_engine() would end them, rather than
+ * after their QPs' retries (about 2 s) or a keepalive, so the layer
+ * above moves their calls to another port at once. A port that comes
+ * back needs nothing: new connects use it. */
+static void engine_port_down(struct be__wdev *wd, int port)
+{
+	struct be__list *p, *t;
+	char why[96];
+
+	snprintf(why, sizeof(why), "port %d of %s went down", port + 1, wd->cd->attr.name);
+	be__list_for_each_safe(p, t, &wd->w->engines) {
+		struct be__engine *e = be__list_entry(p, struct be__engine, wlink);
+
+		if (e->wd == wd && e->conn && e->conn->port == port && e->state != BE_ES_FAILED)
+			be__engine_fail(e, -ENETDOWN, why);
+	}
+}
+
 void be__engine_on_event(struct be__wdev *wd, struct be_xevent *ev)
 {
 	struct be__engine *e = ev->conn ? ev->conn->user : NULL;
@@ -431,6 +450,8 @@ void be__engine_on_event(struct be__wdev *wd, struct be_xevent *ev)
 		be_log_info("engine: %s event on %s (port %d up %d)",
 			    ev->type == BE_XEV_SRQ_LIMIT ? "srq limit" : "port change",
 			    wd->cd->name, ev->port, ev->up);
+		if (ev->type == BE_XEV_PORT_CHANGE && !ev->up)
+			engine_port_down(wd, ev->port);
 		return;
 	default:
 		break;
