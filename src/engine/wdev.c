@@ -373,18 +373,13 @@ int be__wsetup_start(struct be__wsetup *ws)
 	sigset_t all, old;
 	int rc;
 
-	rc = -pthread_mutex_init(&ws->mu, NULL);
-	if (rc)
-		return rc;
-	rc = -pthread_cond_init(&ws->cv, NULL);
-	if (rc)
-		goto err_mu;
-	rc = -pthread_cond_init(&ws->done, NULL);
-	if (rc)
-		goto err_cv;
+	/* Neither initialiser can fail on Linux: no unwinding. */
+	ws->mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	ws->cv = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
+	ws->done = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
 	rc = -pthread_attr_init(&attr);
 	if (rc)
-		goto err_done;
+		return rc;
 	/* SCHED_BATCH: the thread does not take the CPU from the worker
 	 * when it wakes up to build (where allowed; else as the caller). */
 	if (pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED) ||
@@ -398,32 +393,29 @@ int be__wsetup_start(struct be__wsetup *ws)
 		rc = -pthread_create(&ws->thr, NULL, wdev_setup_main, ws);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
-	if (rc)
-		goto err_done;
-	ws->running = true;
-	return 0;
-
-err_done:
-	pthread_cond_destroy(&ws->done);
-err_cv:
-	pthread_cond_destroy(&ws->cv);
-err_mu:
-	pthread_mutex_destroy(&ws->mu);
+	ws->running = !rc;
 	return rc;
+}
+
+/* Queue @wd on the set-up thread; NULL: ask it to stop once the queue
+ * is empty. */
+static void wsetup_post(struct be__wsetup *ws, struct be__wdev *wd)
+{
+	pthread_mutex_lock(&ws->mu);
+	if (wd)
+		ws->jobs[ws->njobs++] = wd;
+	else
+		ws->stop = true;
+	pthread_cond_signal(&ws->cv);
+	pthread_mutex_unlock(&ws->mu);
 }
 
 void be__wsetup_stop(struct be__wsetup *ws)
 {
 	if (!ws->running)
 		return;
-	pthread_mutex_lock(&ws->mu);
-	ws->stop = true;
-	pthread_cond_signal(&ws->cv);
-	pthread_mutex_unlock(&ws->mu);
+	wsetup_post(ws, NULL);
 	pthread_join(ws->thr, NULL);
-	pthread_cond_destroy(&ws->done);
-	pthread_cond_destroy(&ws->cv);
-	pthread_mutex_destroy(&ws->mu);
 	ws->running = false;
 }
 
@@ -432,16 +424,13 @@ int be__wdev_start(struct be_worker *w, struct be__cdev *cd, struct be__wdev **o
 	struct be__wsetup *ws = &w->setup;
 	struct be__wdev *wd;
 
-	if (!ws->running || ws->njobs == BE_CTX_MAX_DEVS)
+	if (!ws->running)
 		return -EAGAIN;
 	wd = wdev_new(w, cd);
 	if (!wd)
 		return -ENOMEM;
 	wd->building = true;
-	pthread_mutex_lock(&ws->mu);
-	ws->jobs[ws->njobs++] = wd;
-	pthread_cond_signal(&ws->cv);
-	pthread_mutex_unlock(&ws->mu);
+	wsetup_post(ws, wd);
 	*out = wd;
 	return 0;
 }

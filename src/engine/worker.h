@@ -91,7 +91,7 @@ struct be__wsetup {
 	pthread_mutex_t mu;              /* guards jobs, njobs, stop */
 	pthread_cond_t cv;               /* jobs queued or stop */
 	pthread_cond_t done;             /* a wdev was built */
-	struct be__wdev *jobs[BE_CTX_MAX_DEVS];
+	struct be__wdev *jobs[BE_CTX_MAX_DEVS]; /* one wdev per device at most */
 	int njobs;
 	bool stop;
 	bool running;                    /* started, not stopped (worker) */
