@@ -32,14 +32,7 @@ ttl=3
 rate=200
 
 paper_args "$@"
-set -- "${PAPER_REST[@]+"${PAPER_REST[@]}"}"
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--ttl) ttl=$2; shift 2 ;;
-	--rate) rate=$2; shift 2 ;;
-	*) paper_die "unknown option '$1'" ;;
-	esac
-done
+paper_opts --ttl=ttl --rate=rate
 paper_bins be-ps be-ps-load
 etcd_bin=${BE_ETCD_BIN:-/usr/bin/etcd}
 [ -x "$etcd_bin" ] || paper_die "$etcd_bin missing (apt-get install etcd-server)"

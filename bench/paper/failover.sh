@@ -55,6 +55,7 @@
 # deadline), not a failure of the script. Exit status 1 if a run broke (a
 # server did not start, the ranker gave no result), 2 on usage or
 # missing binaries, else 0.
+# shellcheck disable=SC2317 # the measurements run through paper_reps
 set -uo pipefail
 
 prog=failover
@@ -69,16 +70,7 @@ if [ "$quick" = 1 ]; then
 	seconds=4
 	fault_ms=1000
 fi
-set -- "${PAPER_REST[@]+"${PAPER_REST[@]}"}"
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--faults) faults=${2:?}; shift 2 ;;
-	--seconds) seconds=${2:?}; shift 2 ;;
-	--fault-ms) fault_ms=${2:?}; shift 2 ;;
-	--qps) qps=${2:?}; shift 2 ;;
-	*) paper_die "unknown option '$1' (--help)" ;;
-	esac
-done
+paper_opts --faults=faults --seconds=seconds --fault-ms=fault_ms --qps=qps
 paper_bins be-ps be-ps-load bench/paper/tcp-relay
 relay=$build/bench/paper/tcp-relay
 IFS=, read -r -a fl <<<"$faults"
@@ -259,14 +251,14 @@ run() {
 }
 
 rm -f "$out"/failover-*.txt
-load_before=$(paper_load)
-for r in $(seq "$reps"); do
-	paper_log "repetition $r/$reps"
+# One repetition: every fault in turn.
+rep() {
+	local f
 	for f in "${fl[@]}"; do
-		run "$f" "$r" || true
+		run "$f" "$1" || true
 	done
-done
-load_after=$(paper_load)
+}
+paper_reps "$reps" rep
 
 paper_stats_all
 rc=0

@@ -71,22 +71,9 @@ if [ "$quick" = 1 ]; then
 	seconds=1
 	rows=65536
 fi
-set -- "${PAPER_REST[@]+"${PAPER_REST[@]}"}"
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--qps) qps=${2:?}; shift 2 ;;
-	--keys) keys=${2:?}; shift 2 ;;
-	--rows) rows=${2:?}; shift 2 ;;
-	--seconds) seconds=${2:?}; shift 2 ;;
-	--transports) transports=${2:?}; shift 2 ;;
-	--verbs) verbs=1; shift ;;
-	--verbs-only) verbs=1; verbs_only=1; shift ;;
-	--guest-qps) gqps=${2:?}; shift 2 ;;
-	--guest-keys) gkeys=${2:?}; shift 2 ;;
-	--inside-guest) inside=1; shift ;;
-	*) paper_die "unknown option '$1' (--help)" ;;
-	esac
-done
+paper_opts --qps=qps --keys=keys --rows=rows --seconds=seconds \
+	--transports=transports --verbs:verbs=1 --verbs-only:verbs=1,verbs_only=1 \
+	--guest-qps=gqps --guest-keys=gkeys --inside-guest:inside=1
 warmup=1
 [ "$quick" = 1 ] && warmup=0.3
 paper_bins be-ps be-ps-load bench/paper/tcp-fetch
@@ -204,15 +191,17 @@ if [ "$verbs_only" = 1 ]; then
 else
 	reps_host=$reps
 fi
-load_before=$(paper_load)
-for r in $(seq "$reps_host"); do
-	paper_log "repetition $r/$reps"
+# One repetition: be on each transport, then the baselines.
+# shellcheck disable=SC2317 # run by paper_reps
+rep() {
+	local t
 	for t in "${trs[@]}"; do
-		be_run "$t" "$r" || true
+		be_run "$t" "$1" || true
 	done
 	base_run kernel-tcp tcp "$tcpfetch" --conns 4 || true
-	[ $have_grpc = 1 ] && { base_run grpc tcp "$grpc" --verify sample || true; }
-done
+	[ "$have_grpc" = 1 ] && { base_run grpc tcp "$grpc" --verify sample || true; }
+}
+paper_reps "$reps_host" rep
 
 if [ "$verbs" = 1 ]; then
 	runner=$root/test/rxe/rxe-run

@@ -31,6 +31,7 @@
 # p50_us, p99_us, avg_us, big_mb_s (medians, with _min/_max), reps,
 # runs_failed; then one line for the run's conditions.
 # Exit status 1 if a run failed, 2 on usage or missing binaries.
+# shellcheck disable=SC2317 # the measurements run through paper_reps
 set -uo pipefail
 
 prog=hol
@@ -49,18 +50,8 @@ if [ "$quick" = 1 ]; then
 	iters=200
 	big=1M
 fi
-set -- "${PAPER_REST[@]+"${PAPER_REST[@]}"}"
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--frags) frags=${2:?}; shift 2 ;;
-	--transports) transports=${2:?}; shift 2 ;;
-	--size) size=${2:?}; shift 2 ;;
-	--big) big=${2:?}; shift 2 ;;
-	--iters) iters=${2:?}; shift 2 ;;
-	--busy) polling=--busy; shift ;;
-	*) paper_die "unknown option '$1' (--help)" ;;
-	esac
-done
+paper_opts --frags=frags --transports=transports --size=size --big=big \
+	--iters=iters --busy:polling=--busy
 paper_bins be-perf
 
 # bytes SIZE: 16k -> 16384 (default -> 0)
@@ -111,15 +102,15 @@ one() {
 	paper_add "$m.mbs" "$mbs"
 }
 
-load_before=$(paper_load)
-for r in $(seq "$reps"); do
-	paper_log "repetition $r/$reps (${#points[@]} points)"
+# One repetition: every point in turn.
+rep() {
+	local p
 	for p in "${points[@]}"; do
 		# shellcheck disable=SC2086
 		one $p || true
 	done
-done
-load_after=$(paper_load)
+}
+paper_reps "$reps" rep
 
 paper_stats_all
 rc=0

@@ -374,22 +374,9 @@ run_verbs() {
 # ---- main -----------------------------------------------------------------------
 
 paper_args "$@"
-set -- "${PAPER_REST[@]+"${PAPER_REST[@]}"}"
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--transport) transport=$2; shift 2 ;;
-	--trainers) trainers_list=$2; shift 2 ;;
-	--steps) steps=$2; shift 2 ;;
-	--period-ms) period=$2; shift 2 ;;
-	--keys) keys=$2; shift 2 ;;
-	--rate) rate=$2; shift 2 ;;
-	--limit) limit=$2; shift 2 ;;
-	--guests) guests=$2; shift 2 ;;
-	--inside) inside=$2; shift 2 ;;
-	--shared) shared=$2; shift 2 ;;
-	*) paper_die "unknown option '$1'" ;;
-	esac
-done
+paper_opts --transport=transport --trainers=trainers_list --steps=steps \
+	--period-ms=period --keys=keys --rate=rate --limit=limit --guests=guests \
+	--inside=inside --shared=shared
 case "$transport" in tcp|verbs) ;; *) paper_die "--transport tcp|verbs" ;; esac
 case "$guests" in 1|2) ;; *) paper_die "--guests 1|2" ;; esac
 # One file per transport: a verbs run does not overwrite the tcp one.

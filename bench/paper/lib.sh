@@ -4,7 +4,7 @@
 #   prog=fetch
 #   . "$(dirname "$0")/lib.sh"
 #   paper_args "$@"            # common options; the rest in PAPER_REST
-#   for a in "${PAPER_REST[@]}" ...   # the script's own options
+#   paper_opts --qps=qps --busy:polling=--busy   # the script's own options
 #   paper_bins be-ps be-ps-load      # every binary must be built
 #   ... measure: paper_ps_start, paper_spawn, paper_jget, paper_add ...
 #   paper_stats_all; paper_table_add ...; paper_json ...
@@ -83,6 +83,46 @@ paper_args() {
 	work=$(mktemp -d "/tmp/$tag.XXXXXX")
 	trap paper_cleanup EXIT
 	trap 'exit 130' INT TERM
+}
+
+# paper_opts SPEC...: the script's own options, from PAPER_REST, into
+# variables. A SPEC is OPTION=VAR (the option takes a value: VAR=value)
+# or OPTION:VAR=VALUE[,VAR=VALUE...] (a flag: sets each VAR). An option
+# no SPEC names, or one missing its value, is a usage error (exit 2).
+paper_opts() {
+	local i=0 n=${#PAPER_REST[@]} a s f hit
+	while [ "$i" -lt "$n" ]; do
+		a=${PAPER_REST[$i]}
+		hit=0
+		for s in "$@"; do
+			case "$s" in
+			"$a="*)
+				[ $((i + 1)) -lt "$n" ] || paper_die "$a needs a value"
+				i=$((i + 1))
+				printf -v "${s#*=}" '%s' "${PAPER_REST[$i]}"
+				hit=1 ;;
+			"$a:"*)
+				s=${s#*:}
+				for f in ${s//,/ }; do printf -v "${f%%=*}" '%s' "${f#*=}"; done
+				hit=1 ;;
+			esac
+		done
+		[ "$hit" = 1 ] || paper_die "unknown option '$a' (--help)"
+		i=$((i + 1))
+	done
+}
+
+# paper_reps N FN: the measurements: FN REP for REP in 1..N, each
+# announced ("repetition REP/$reps"), with the load averages around them
+# in $load_before and $load_after (paper_conditions reports them).
+paper_reps() {
+	local n=$1 fn=$2 r
+	load_before=$(paper_load)
+	for r in $(seq "$n"); do
+		paper_log "repetition $r/$reps"
+		"$fn" "$r"
+	done
+	load_after=$(paper_load)
 }
 
 # paper_bins NAME...: each of $bin/NAME (or $build/NAME when NAME has a

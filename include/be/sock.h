@@ -161,9 +161,10 @@ struct be_config {
 	 * 0 means conn_timeout_ms. BE_CONNECT_TIMEOUT_MS, default 0. */
 	uint32_t connect_timeout_ms;
 	/* be_worker_wait() polls at most this long before sleeping on
-	 * events: the spin halves after each one that found nothing and
-	 * doubles after one that found work (be_worker_stats_json() shows
-	 * it). BE_SPIN_US, default 50. */
+	 * events: the spin halves after each one that found nothing (or
+	 * found it only after 10 us) and doubles after one that found work
+	 * within 10 us (be_worker_stats_json() shows it; docs/TUNING.md).
+	 * BE_SPIN_US, default 50. */
 	uint32_t spin_us;
 	/* Sockets per Engine, > 0, at most 2^24. BE_MAX_SOCKETS, default
 	 * 65536. */

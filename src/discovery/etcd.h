@@ -240,7 +240,9 @@ int be__etcd_watch_create(struct be_etcd *c, const void *key, size_t key_len, un
 
 /*
  * be__etcd_watch_run() - drive @w for up to @timeout_ms (0: once, without
- * waiting), delivering events to the callback. Returns 0 while the watch
+ * waiting), delivering events to the callback; it returns early, after
+ * the pass that delivered events, so that the caller can act on them
+ * at once (the rest of a burst read in that pass comes with it). Returns 0 while the watch
  * is open, or the error that ended it (from then on, every call returns
  * it): BE_ETCD_ECOMPACTED (read again), BE_ETCD_ENOLEADER, -ECONNREFUSED,
  * -ECONNRESET (etcd closed the stream), -ETIMEDOUT (idle bound),

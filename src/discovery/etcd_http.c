@@ -386,3 +386,22 @@ out:
 	free(b.buf);
 	return rc;
 }
+
+int be__etcd_call_rev(struct be_etcd *c, const char *path, json_t *req, int64_t *revision)
+{
+	struct be_ej x = { &c->lim, c->err, sizeof(c->err) };
+	json_t *resp;
+	int64_t rev;
+	int rc;
+
+	rc = be__etcd_call(c, path, req, false, &resp);
+	if (rc)
+		return rc;
+	rc = be__ej_header(&x, resp, strrchr(path, '/') + 1, true, &rev);
+	json_decref(resp);
+	if (rc)
+		return be__etcd_refuse(c, path, c->err);
+	if (revision)
+		*revision = rev;
+	return 0;
+}

@@ -68,6 +68,15 @@ void be__etcd_easy_setup(const struct be_etcd *c, CURL *h);
  */
 int be__etcd_call(struct be_etcd *c, const char *path, json_t *req, bool stream, json_t **resp);
 
+/*
+ * be__etcd_call_rev() - be__etcd_call() of a write whose answer carries
+ * nothing more than its header: *@revision (NULL: not wanted) the store's
+ * revision after it. The last part of @path ("put" of "/v3/kv/put") names
+ * the response in messages. Returns 0, an error of be__etcd_call(), or
+ * -EBADMSG (a header refused; the reason in c->err).
+ */
+int be__etcd_call_rev(struct be_etcd *c, const char *path, json_t *req, int64_t *revision);
+
 /* Record a refused response of @c: reason, counter, log. Returns -EBADMSG. */
 int be__etcd_refuse(struct be_etcd *c, const char *what, const char *why);
 

@@ -30,10 +30,7 @@ static int kv_check_keys(struct be_ej *x, const struct be_etcd_range *r, const c
 int be__etcd_put(struct be_etcd *c, const void *key, size_t key_len, const void *value,
 		 size_t value_len, int64_t lease, int64_t *revision)
 {
-	struct be_ej x = { &c->lim, c->err, sizeof(c->err) };
-	json_t *req, *resp;
-	int64_t rev;
-	int rc;
+	json_t *req;
 
 	if (!key_len || lease < 0 || (!value && value_len))
 		return -EINVAL;
@@ -45,16 +42,7 @@ int be__etcd_put(struct be_etcd *c, const void *key, size_t key_len, const void 
 	}
 	if (!req)
 		return -ENOMEM;
-	rc = be__etcd_call(c, "/v3/kv/put", req, false, &resp);
-	if (rc)
-		return rc;
-	rc = be__ej_header(&x, resp, "put", true, &rev);
-	json_decref(resp);
-	if (rc)
-		return be__etcd_refuse(c, "/v3/kv/put", c->err);
-	if (revision)
-		*revision = rev;
-	return 0;
+	return be__etcd_call_rev(c, "/v3/kv/put", req, revision);
 }
 
 int be__etcd_get(struct be_etcd *c, const void *key, size_t key_len, unsigned int flags,
@@ -220,10 +208,7 @@ int be__etcd_cas(struct be_etcd *c, const void *key, size_t key_len, const struc
 
 int be__etcd_compact(struct be_etcd *c, int64_t revision)
 {
-	struct be_ej x = { &c->lim, c->err, sizeof(c->err) };
-	json_t *req, *resp;
-	int64_t rev;
-	int rc;
+	json_t *req;
 
 	if (revision <= 0)
 		return -EINVAL;
@@ -231,10 +216,5 @@ int be__etcd_compact(struct be_etcd *c, int64_t revision)
 	req = json_pack("{s:o, s:b}", "revision", be__ej_int(revision), "physical", 1);
 	if (!req)
 		return -ENOMEM;
-	rc = be__etcd_call(c, "/v3/kv/compaction", req, false, &resp);
-	if (rc)
-		return rc;
-	rc = be__ej_header(&x, resp, "compaction", true, &rev);
-	json_decref(resp);
-	return rc ? be__etcd_refuse(c, "/v3/kv/compaction", c->err) : 0;
+	return be__etcd_call_rev(c, "/v3/kv/compaction", req, NULL);
 }

@@ -24,17 +24,22 @@
 /* The longest TTL etcd grants (its MaxLeaseTTL, 9000000000 s). */
 #define ETCD_MAX_TTL 9000000000ll
 
+/* The request {"ID": @id} into *@req. Returns 0, -EINVAL or -ENOMEM. */
+static int lease_req(int64_t id, json_t **req)
+{
+	if (id <= 0)
+		return -EINVAL;
+	*req = json_pack("{s:o}", "ID", be__ej_int(id));
+	return *req ? 0 : -ENOMEM;
+}
+
 /* POST {"ID": @id} to @path; *@resp as be__etcd_call(). */
 static int lease_call(struct be_etcd *c, const char *path, int64_t id, bool stream, json_t **resp)
 {
 	json_t *req;
+	int rc = lease_req(id, &req);
 
-	if (id <= 0)
-		return -EINVAL;
-	req = json_pack("{s:o}", "ID", be__ej_int(id));
-	if (!req)
-		return -ENOMEM;
-	return be__etcd_call(c, path, req, stream, resp);
+	return rc ? rc : be__etcd_call(c, path, req, stream, resp);
 }
 
 /* Check the "ID" of @resp against @id. */
@@ -107,17 +112,10 @@ int be__etcd_lease_keepalive(struct be_etcd *c, int64_t id, int64_t *ttl)
 
 int be__etcd_lease_revoke(struct be_etcd *c, int64_t id)
 {
-	struct be_ej x = { &c->lim, c->err, sizeof(c->err) };
-	json_t *resp;
-	int64_t rev;
-	int rc;
+	json_t *req;
+	int rc = lease_req(id, &req);
 
-	rc = lease_call(c, "/v3/lease/revoke", id, false, &resp);
-	if (rc)
-		return rc;
-	rc = be__ej_header(&x, resp, "revoke", true, &rev);
-	json_decref(resp);
-	return rc ? be__etcd_refuse(c, "/v3/lease/revoke", c->err) : 0;
+	return rc ? rc : be__etcd_call_rev(c, "/v3/lease/revoke", req, NULL);
 }
 
 int be__etcd_lease_ttl(struct be_etcd *c, int64_t id, int64_t *ttl, int64_t *granted)

@@ -54,6 +54,7 @@ struct be_etcd_watch {
 	bool from_now;       /* start_revision 0: learn next_rev from "created" */
 	bool created;
 	bool delivered;      /* an event came on this stream */
+	bool fresh;          /* ... in this be__etcd_watch_run() pass */
 	uint64_t idle_ns;
 	uint64_t last_rx_ns;    /* the last byte from etcd */
 	uint64_t last_probe_ns; /* the last progress_request */
@@ -158,6 +159,7 @@ static void watch_events(struct be_etcd_watch *w, const struct be_etcd_wmsg *m)
 	}
 	w->next_rev = m->events[m->n - 1].kv.mod_revision + 1;
 	w->delivered = true;
+	w->fresh = true;
 	atomic_fetch_add_explicit(&w->c->st.events, m->n, memory_order_relaxed);
 	w->cb(w->arg, m->events, m->n);
 }
@@ -400,6 +402,7 @@ int be__etcd_watch_run(struct be_etcd_watch *w, int timeout_ms)
 	CURLMsg *msg;
 
 	until = now + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+	w->fresh = false;
 	while (!w->status) {
 		if (atomic_load(&w->cancel)) {
 			snprintf(w->err, sizeof(w->err), "watch: canceled");
@@ -414,7 +417,7 @@ int be__etcd_watch_run(struct be_etcd_watch *w, int timeout_ms)
 		while ((msg = curl_multi_info_read(w->m, &left)))
 			if (msg->msg == CURLMSG_DONE)
 				watch_done(w, msg->data.result);
-		if (w->status)
+		if (w->status || w->fresh)
 			break;
 		now = be__now_ns();
 		if (now - w->last_rx_ns >= w->idle_ns) {

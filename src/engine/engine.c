@@ -555,17 +555,9 @@ void be__engine_sock_detach(struct be__engine *e, struct be_sock *s)
 		return;
 	if (s->mine) {
 		e->mine[s->id] = NULL;
-		if (e->nfree_ids == e->cap_free_ids) {
-			uint32_t cap = e->cap_free_ids ? e->cap_free_ids * 2 : 64;
-			uint32_t *ids = realloc(e->free_ids, cap * sizeof(*ids));
-
-			if (ids) {
-				e->free_ids = ids;
-				e->cap_free_ids = cap;
-			}
-		}
 		/* Without memory for the free list the id is just not reused. */
-		if (e->nfree_ids < e->cap_free_ids)
+		if (!be__grow(&e->free_ids, &e->cap_free_ids, e->nfree_ids + 1,
+			      sizeof(*e->free_ids), 64))
 			e->free_ids[e->nfree_ids++] = s->id;
 	} else {
 		e->theirs[s->id] = NULL;

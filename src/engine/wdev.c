@@ -81,15 +81,9 @@ static int wdev_post(struct be__wdev *wd, void *buf)
  * the SRQ (still freed with the wdev), which the counter shows. */
 static void wdev_keep_unposted(struct be__wdev *wd, void *buf)
 {
-	if (wd->nunposted == wd->capunposted) {
-		uint32_t cap = BE_MAX(wd->capunposted * 2, 16u);
-		void **u = realloc(wd->unposted, cap * sizeof(*u));
-
-		if (!u)
-			return;
-		wd->unposted = u;
-		wd->capunposted = cap;
-	}
+	if (be__grow(&wd->unposted, &wd->capunposted, wd->nunposted + 1, sizeof(*wd->unposted),
+		     16))
+		return;
 	wd->unposted[wd->nunposted++] = buf;
 }
 
@@ -148,15 +142,9 @@ static int wdev_grow(struct be__wdev *wd, uint32_t n)
 	uint32_t size = wd->w->ctx->cfg.recv_buf_size, i;
 	int rc;
 
-	if (wd->nbufs + n > wd->capbufs) {
-		uint32_t cap = BE_MAX(wd->capbufs * 2, wd->nbufs + n);
-		void **b = realloc(wd->bufs, cap * sizeof(*b));
-
-		if (!b)
-			return -ENOMEM;
-		wd->bufs = b;
-		wd->capbufs = cap;
-	}
+	rc = be__grow(&wd->bufs, &wd->capbufs, wd->nbufs + n, sizeof(*wd->bufs), wd->nbufs + n);
+	if (rc)
+		return rc;
 	for (i = 0; i < n; i++) {
 		void *buf = be_alloc(size);
 

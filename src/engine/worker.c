@@ -23,7 +23,16 @@
  * The spin adapts between 0 and spin_us: it halves after a spin that
  * found nothing (it was pure cost, and on a shared core it also delays
  * the very peer we wait for) and doubles, from WORKER_SPIN_MIN_NS, after
- * one that found work. A spin shrunk to nothing probes with
+ * one that found work within WORKER_SPIN_WORTH_NS. One that found work
+ * only later halves too: it spent more CPU than the sleep it saved (an
+ * epoll_wait() and a wakeup), and the wakeup's latency is what a
+ * blocking peer pays anyway (a PS pull's 64 KiB reply comes 15-25 us
+ * after its request: spinning for it doubled the caller's CPU and made
+ * the call no faster). Work found by the spin's first poll changes
+ * nothing: it was there before the spin began (on tcp a loopback peer's
+ * reply is often queued by the time the request's sendmsg() returns),
+ * and growing the spin for it made the waits it did not cover spin the
+ * whole spin_us for nothing. A spin shrunk to nothing probes with
  * WORKER_SPIN_MIN_NS every WORKER_SPIN_PROBE waits, so it grows back
  * when answers come fast again; each probe that finds nothing doubles
  * that interval, up to WORKER_SPIN_PROBE_MAX (a probe costs a transport
@@ -54,6 +63,7 @@
  * are then found by polling, so keep that prompt. */
 #define WORKER_UNARMED_SLEEP_MS 1
 #define WORKER_SPIN_MIN_NS 2000ull /* the spin a useful wait grows back from */
+#define WORKER_SPIN_WORTH_NS 10000ull /* a spin that finds work later was not worth it */
 #define WORKER_SPIN_PROBE 8        /* waits without spin between two probes, */
 #define WORKER_SPIN_PROBE_MAX 256  /* doubling up to this while probes fail */
 
@@ -747,7 +757,7 @@ static void worker_spin_adapt(struct be_worker *w, bool useful, bool probe)
 int be__worker_wait(struct be_worker *w, int timeout_ms)
 {
 	struct epoll_event evs[8];
-	uint64_t start = be__now_ns(), now, spin_ns;
+	uint64_t start, now, spin_ns;
 	int n, i, nev, sleep_ms, arm_err = 0, rc;
 	bool probe = false;
 
@@ -765,16 +775,25 @@ int be__worker_wait(struct be_worker *w, int timeout_ms)
 	}
 	if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000ull < spin_ns)
 		spin_ns = (uint64_t)timeout_ms * 1000000ull;
-	while ((now = be__now_ns()) - start < spin_ns) {
-		n = be__worker_progress(w);
-		if (n) {
-			worker_spin_adapt(w, true, probe);
-			goto out;
+	/* No clock read for a wait that does not spin (the usual one once
+	 * answers come slower than WORKER_SPIN_WORTH_NS). */
+	if (spin_ns) {
+		bool polled = false;
+
+		start = be__now_ns();
+		while ((now = be__now_ns()) - start < spin_ns) {
+			n = be__worker_progress(w);
+			/* Work its first poll finds says nothing of the spin:
+			 * the poll after arming would have found it too. */
+			if (n && polled)
+				worker_spin_adapt(w, now - start <= WORKER_SPIN_WORTH_NS, probe);
+			if (n)
+				goto out;
+			polled = true;
+			worker_cpu_relax();
 		}
-		worker_cpu_relax();
-	}
-	if (spin_ns)
 		worker_spin_adapt(w, false, probe);
+	}
 	if (timeout_ms == 0)
 		return 0;
 	for (i = 0; i < w->nopen; i++) {

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "ps/serve.h"
+#include "util/common.h"
 
 #define SERVE_PF 8u /* D: keys between the stages of the pipeline */
 
@@ -208,16 +209,7 @@ int64_t be__ps_shard_pull(struct be__ps_shard *sh, const struct be__ps_msg *req,
 
 static int serve_scratch(struct be__ps_shard *sh, uint32_t n)
 {
-	uint32_t *p;
-
-	if (n <= sh->scratch_cap)
-		return 0;
-	p = realloc(sh->scratch, (size_t)n * sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	sh->scratch = p;
-	sh->scratch_cap = n;
-	return 0;
+	return be__grow(&sh->scratch, &sh->scratch_cap, n, sizeof(*sh->scratch), n);
 }
 
 /* Phase 1 of a push: find every key's row (into @rows) and make room for

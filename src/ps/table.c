@@ -129,15 +129,8 @@ static int slab_add(struct be__ps_store *s)
 {
 	uint8_t *slab;
 
-	if (s->n_slabs == s->slabs_cap) {
-		uint32_t ncap = s->slabs_cap ? s->slabs_cap * 2 : 16;
-		uint8_t **n = realloc(s->slabs, ncap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		s->slabs = n;
-		s->slabs_cap = ncap;
-	}
+	if (be__grow(&s->slabs, &s->slabs_cap, s->n_slabs + 1, sizeof(*s->slabs), 16))
+		return -ENOMEM;
 	slab = store_map(s->slab_bytes);
 	if (!slab)
 		return -ENOMEM;

@@ -89,13 +89,10 @@ static int server_accept(struct be_listener *l, struct be_sock *s, void *user)
 	 * Engines it already has too. */
 	if (rpc->destroyed || !l)
 		return -ECONNREFUSED;
-	c = calloc(1, sizeof(*c));
+	c = malloc(sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->rpc = rpc;
-	c->s = s;
-	c->role = RPC_CONN_SERVER;
-	c->refs = 1;
+	*c = (struct rpc_conn){ .rpc = rpc, .s = s, .role = RPC_CONN_SERVER, .refs = 1 };
 	be__list_init(&c->atts);
 	for (p = rpc->lsts.next; p != &rpc->lsts; p = p->next) {
 		struct rpc_lst *rl = be__list_entry(p, struct rpc_lst, link);

@@ -18,19 +18,6 @@
 
 #include "rpc/rpc_int.h"
 
-/* Header layout (offsets). */
-#define H_MAGIC 0
-#define H_VERSION 2
-#define H_TYPE 3
-#define H_FLAGS 4
-#define H_ATTEMPT 6
-#define H_RSVD 7
-#define H_ID 8
-#define H_SERVICE 16
-#define H_METHOD 20
-#define H_DEADLINE 24 /* requests; replies: status */
-#define H_LEN 28
-
 #define REQ_FLAGS (BE_RPC_ONEWAY | BE_RPC_IDEMPOTENT | BE_RPC_HEDGED | BE_RPC_RETRY)
 
 /* Largest payload: the header's length field is 32 bits. */
@@ -58,20 +45,6 @@ static uint32_t get32(const uint8_t *p)
 
 	memcpy(&v, p, sizeof(v));
 	return le32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return le64toh(v);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	v = htole64(v);
-	memcpy(p, &v, sizeof(v));
 }
 
 bool be__rpc_status_valid(int32_t st)
@@ -125,33 +98,6 @@ static const char *hdr_check(const struct be_rpc_hdr *h)
 	return NULL;
 }
 
-/* The fixed bytes of the header's first word (magic, version, the
- * reserved byte) and, over them, the first words of the two messages of
- * every call: a first attempt with no flags but ONEWAY or IDEMPOTENT,
- * and a reply with no flag but DRAINING. */
-#define W0_FIXED ((uint64_t)RPC_MAGIC | (uint64_t)RPC_VERSION << 16)
-#define W0_REQ_FREE ((uint64_t)(BE_RPC_ONEWAY | BE_RPC_IDEMPOTENT) << 32)
-#define W0_REPLY_FREE ((uint64_t)BE_RPC_F_DRAINING << 32)
-
-/* Every field of a header whose checks are done, from its four words. */
-static void hdr_fill(struct be_rpc_hdr *h, uint64_t w0, uint64_t id, uint64_t w2, uint64_t w3)
-{
-	h->type = (uint8_t)(w0 >> 24);
-	h->flags = (uint16_t)(w0 >> 32);
-	h->attempt = (uint8_t)(w0 >> 48);
-	h->id = id;
-	h->service = (uint32_t)w2;
-	h->method = (uint32_t)(w2 >> 32);
-	if (h->type == BE_RPC_T_REPLY) {
-		h->status = (int32_t)(uint32_t)w3;
-		h->deadline_us = 0;
-	} else {
-		h->status = 0;
-		h->deadline_us = (uint32_t)w3;
-	}
-	h->len = (uint32_t)(w3 >> 32);
-}
-
 /* The field by field checks, for what the one-word test did not accept:
  * a retry or hedge, an error reply, a notice, or a header to refuse
  * (they name the field that is wrong). */
@@ -164,7 +110,7 @@ static const char *hdr_check_slow(uint64_t w0, uint64_t id, uint64_t w2, uint64_
 		return "unknown version";
 	if (w0 >> 56)
 		return "reserved byte set";
-	hdr_fill(h, w0, id, w2, w3);
+	be__rpc_hdr_fill(h, w0, id, w2, w3);
 	return hdr_check(h);
 }
 
@@ -186,10 +132,10 @@ int be_rpc_hdr_decode(const void *msg, size_t len, struct be_rpc_hdr *out, const
 	 * headers of a plain call are each accepted by one comparison of
 	 * the first word (plus, for a reply, its status being 0), and
 	 * anything else goes through the checks that name what is wrong. */
-	w0 = get64(p);
-	id = get64(p + H_ID);
-	w2 = get64(p + H_SERVICE);
-	w3 = get64(p + H_DEADLINE);
+	w0 = be__rpc_get64(p);
+	id = be__rpc_get64(p + RPC_H_ID);
+	w2 = be__rpc_get64(p + RPC_H_SERVICE);
+	w3 = be__rpc_get64(p + RPC_H_DEADLINE);
 	if ((uint64_t)(w3 >> 32) != (uint64_t)len - BE_RPC_HDR_LEN) {
 		bad = (uint16_t)w0 != RPC_MAGIC		 ? "bad magic" :
 		      (uint8_t)(w0 >> 16) != RPC_VERSION ? "unknown version" :
@@ -197,10 +143,8 @@ int be_rpc_hdr_decode(const void *msg, size_t len, struct be_rpc_hdr *out, const
 							   "length field does not match the message";
 		goto fail;
 	}
-	if ((w0 & ~W0_REQ_FREE) == (W0_FIXED | (uint64_t)BE_RPC_T_REQUEST << 24) ||
-	    ((w0 & ~W0_REPLY_FREE) == (W0_FIXED | (uint64_t)BE_RPC_T_REPLY << 24) &&
-	     !(uint32_t)w3)) {
-		hdr_fill(out, w0, id, w2, w3);
+	if (be__rpc_hdr_plain(w0, w3)) {
+		be__rpc_hdr_fill(out, w0, id, w2, w3);
 	} else {
 		bad = hdr_check_slow(w0, id, w2, w3, out);
 		if (bad)
@@ -215,35 +159,17 @@ fail:
 	return BE_EPROTO_PEER;
 }
 
-void be__rpc_hdr_put(void *payload, const struct be_rpc_hdr *h)
-{
-	uint8_t *p = (uint8_t *)payload - BE_RPC_HDR_LEN;
-	uint32_t word = h->type == BE_RPC_T_REPLY ? (uint32_t)h->status : h->deadline_us;
-
-	/* Four stores of whole words, each field at its offset. */
-	put64(p, W0_FIXED | (uint64_t)h->type << 24 | (uint64_t)h->flags << 32 |
-			 (uint64_t)h->attempt << 48);
-	put64(p + H_ID, h->id);
-	put64(p + H_SERVICE, (uint64_t)h->service | (uint64_t)h->method << 32);
-	put64(p + H_DEADLINE, (uint64_t)word | (uint64_t)h->len << 32);
-}
-
-uint64_t be__rpc_hdr_id(const void *msg)
-{
-	return get64((const uint8_t *)msg + H_ID);
-}
-
 int be__rpc_hdr_peek(const void *msg, size_t len, struct be_rpc_hdr *out)
 {
 	const uint8_t *p = msg;
 
-	if (len < BE_RPC_HDR_LEN || get16(p + H_MAGIC) != RPC_MAGIC || p[H_VERSION] != RPC_VERSION)
+	if (len < BE_RPC_HDR_LEN || get16(p) != RPC_MAGIC || p[RPC_H_VERSION] != RPC_VERSION)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
-	out->type = p[H_TYPE];
-	out->id = get64(p + H_ID);
-	out->service = get32(p + H_SERVICE);
-	out->method = get32(p + H_METHOD);
+	out->type = p[RPC_H_TYPE];
+	out->id = be__rpc_get64(p + RPC_H_ID);
+	out->service = get32(p + RPC_H_SERVICE);
+	out->method = get32(p + RPC_H_METHOD);
 	return 0;
 }
 

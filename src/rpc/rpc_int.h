@@ -24,12 +24,14 @@
 #ifndef BE_RPC_RPC_INT_H
 #define BE_RPC_RPC_INT_H
 
+#include <endian.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <be/be.h>
 #include <be/rpc.h>
@@ -61,8 +63,102 @@ static inline int be__rpc_opts(struct be_rpc_call_opts *o, const struct be_rpc_c
 #define RPC_MAGIC 0x5242u /* "BR" little-endian */
 #define RPC_VERSION 1u
 
-/* Fill the header in front of payload @payload. */
-void be__rpc_hdr_put(void *payload, const struct be_rpc_hdr *h);
+/* Header layout (offsets); the header is four little-endian words. */
+#define RPC_H_VERSION 2
+#define RPC_H_TYPE 3
+#define RPC_H_ID 8
+#define RPC_H_SERVICE 16
+#define RPC_H_METHOD 20
+#define RPC_H_DEADLINE 24 /* requests; replies: status; then the length */
+
+/* The fixed bytes of the first word (magic, version, the reserved byte)
+ * and, over them, the first words of the two messages of every call: a
+ * first attempt with no flags but ONEWAY or IDEMPOTENT, and a reply with
+ * no flag but DRAINING. */
+#define RPC_W0_FIXED ((uint64_t)RPC_MAGIC | (uint64_t)RPC_VERSION << 16)
+#define RPC_W0_REQ_FREE ((uint64_t)(BE_RPC_ONEWAY | BE_RPC_IDEMPOTENT) << 32)
+#define RPC_W0_REPLY_FREE ((uint64_t)BE_RPC_F_DRAINING << 32)
+
+/* Little-endian words through memcpy: one load or store each on the
+ * machines we run on, and no alignment assumption about the buffer. */
+static inline uint64_t be__rpc_get64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le64toh(v);
+}
+
+static inline void be__rpc_put64(uint8_t *p, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+/* Fill the header in front of payload @payload: four stores of whole
+ * words. Inline, so a caller's constant fields fold into the words. */
+static inline void be__rpc_hdr_put(void *payload, const struct be_rpc_hdr *h)
+{
+	uint8_t *p = (uint8_t *)payload - BE_RPC_HDR_LEN;
+	uint32_t word = h->type == BE_RPC_T_REPLY ? (uint32_t)h->status : h->deadline_us;
+
+	be__rpc_put64(p, RPC_W0_FIXED | (uint64_t)h->type << 24 | (uint64_t)h->flags << 32 |
+				 (uint64_t)h->attempt << 48);
+	be__rpc_put64(p + RPC_H_ID, h->id);
+	be__rpc_put64(p + RPC_H_SERVICE, (uint64_t)h->service | (uint64_t)h->method << 32);
+	be__rpc_put64(p + RPC_H_DEADLINE, (uint64_t)word | (uint64_t)h->len << 32);
+}
+
+/* A header of the two messages of every call (words @w0 and @w3), valid
+ * once its length matched: one comparison of the first word, and for a
+ * reply its status being 0. Anything else takes the field by field
+ * checks of be_rpc_hdr_decode(). */
+static inline bool be__rpc_hdr_plain(uint64_t w0, uint64_t w3)
+{
+	return (w0 & ~RPC_W0_REQ_FREE) == (RPC_W0_FIXED | (uint64_t)BE_RPC_T_REQUEST << 24) ||
+	       ((w0 & ~RPC_W0_REPLY_FREE) == (RPC_W0_FIXED | (uint64_t)BE_RPC_T_REPLY << 24) &&
+		!(uint32_t)w3);
+}
+
+/* Every field of a header whose checks are done, from its four words. */
+static inline void be__rpc_hdr_fill(struct be_rpc_hdr *h, uint64_t w0, uint64_t id, uint64_t w2,
+				    uint64_t w3)
+{
+	h->type = (uint8_t)(w0 >> 24);
+	h->flags = (uint16_t)(w0 >> 32);
+	h->attempt = (uint8_t)(w0 >> 48);
+	h->id = id;
+	h->service = (uint32_t)w2;
+	h->method = (uint32_t)(w2 >> 32);
+	if (h->type == BE_RPC_T_REPLY) {
+		h->status = (int32_t)(uint32_t)w3;
+		h->deadline_us = 0;
+	} else {
+		h->status = 0;
+		h->deadline_us = (uint32_t)w3;
+	}
+	h->len = (uint32_t)(w3 >> 32);
+}
+
+/* be_rpc_hdr_decode() of a received message @msg of @len bytes: the
+ * plain headers of a call inline, anything else through the function. */
+static inline int be__rpc_hdr_decode(const void *msg, size_t len, struct be_rpc_hdr *out,
+				     const char **why)
+{
+	const uint8_t *p = msg;
+
+	if (BE_LIKELY(len >= BE_RPC_HDR_LEN)) {
+		uint64_t w0 = be__rpc_get64(p), w3 = be__rpc_get64(p + RPC_H_DEADLINE);
+
+		if ((w3 >> 32) == (uint64_t)len - BE_RPC_HDR_LEN && be__rpc_hdr_plain(w0, w3)) {
+			be__rpc_hdr_fill(out, w0, be__rpc_get64(p + RPC_H_ID),
+					 be__rpc_get64(p + RPC_H_SERVICE), w3);
+			return 0;
+		}
+	}
+	return be_rpc_hdr_decode(msg, len, out, why);
+}
+
 /* A status a reply may carry. */
 bool be__rpc_status_valid(int32_t st);
 /* The type, id, service and method of a message whose header failed
@@ -70,7 +166,10 @@ bool be__rpc_status_valid(int32_t st);
  * can name the request); -EINVAL when it does not. */
 int be__rpc_hdr_peek(const void *msg, size_t len, struct be_rpc_hdr *out);
 /* The id field of a header we wrote ourselves. */
-uint64_t be__rpc_hdr_id(const void *msg);
+static inline uint64_t be__rpc_hdr_id(const void *msg)
+{
+	return be__rpc_get64((const uint8_t *)msg + RPC_H_ID);
+}
 
 /* ---- timers (timer.c) */
 
@@ -378,7 +477,7 @@ struct be_rpc_req {
 	struct be_rpc *rpc;
 	struct rpc_conn *conn;
 	struct be_rpc_hdr h;
-	uint64_t deadline_ns;     /* UINT64_MAX: none */
+	uint64_t deadline_ns;     /* UINT64_MAX: none; 0: not started (server.c) */
 	struct be_rpc_req *next_free;
 };
 
@@ -409,6 +508,7 @@ struct be_rpc {
 	struct rpc_attempt *att_free;
 	struct rpc_call *call_free;
 	struct be_rpc_req *req_free;
+	struct be_rpc_req *req_cur;  /* the request whose handler runs, until answered */
 	struct be__list deferred; /* calls completing at the next flush */
 
 	/* server */

@@ -20,6 +20,14 @@
  * caller retries on another replica). Service 0 is ours: method 0 is the
  * ping probes use.
  *
+ * The deadline a request carries is what its caller had left when it
+ * sent it; the server counts it down from when its handler first asks
+ * (be_rpc_req_remaining_us()) or returns still holding the request,
+ * whichever comes first. It does not date every arrival: a handler that
+ * answers at once never needs the time, and a clock read is the dearest
+ * step of a call. What the count leaves out, the time before the handler
+ * asks, adds to what it already leaves out: the request's way here.
+ *
  * Methods live in an open-addressing table keyed by service << 32 |
  * method (never 0: service 0 is not registered), kept at most half full.
  */
@@ -121,19 +129,21 @@ int be_rpc_register(struct be_rpc *rpc, uint32_t service, uint32_t method, be_rp
 
 int be_rpc_listen(struct be_rpc *rpc, const char *addr, struct be_listener **out)
 {
+	struct be_listener *l;
 	struct rpc_lst *rl;
 	int rc;
 
 	if (!rpc || !addr)
 		return -EINVAL;
-	rl = calloc(1, sizeof(*rl));
-	if (!rl)
-		return -ENOMEM;
-	rc = be_listen(rpc->w, addr, &be__rpc_server_cbs, rpc, &rl->l);
-	if (rc) {
-		free(rl);
+	rc = be_listen(rpc->w, addr, &be__rpc_server_cbs, rpc, &l);
+	if (rc)
 		return rc;
+	rl = malloc(sizeof(*rl));
+	if (!rl) {
+		be_listener_close(l);
+		return -ENOMEM;
 	}
+	rl->l = l;
 	be__list_add_tail(&rpc->lsts, &rl->link);
 	if (out)
 		*out = rl->l;
@@ -234,41 +244,37 @@ void be_rpc_drain(struct be_rpc *rpc, int on)
 		notice_send(rpc, be__list_entry(p, struct rpc_conn, link));
 }
 
-/* Send the reply at @payload (an RPC buffer, taken) for header @rh on
- * @c. Returns 0 or -ENOTCONN (dropped). */
-static int reply_send(struct be_rpc *rpc, struct rpc_conn *c, const struct be_rpc_hdr *rh,
-		      void *payload)
+/* Send the reply to request @rq on @c: @len bytes at @payload (an RPC
+ * buffer, taken) with @status, its header written in place. Returns 0
+ * or -ENOTCONN (dropped). */
+static int reply_send(struct be_rpc *rpc, struct rpc_conn *c, const struct be_rpc_hdr *rq,
+		      int status, void *payload, uint32_t len)
 {
-	struct be_rpc_hdr h = *rh;
-	int rc;
+	struct be_rpc_hdr h = { .type = BE_RPC_T_REPLY,
+				.flags = rpc->draining ? BE_RPC_F_DRAINING : 0,
+				.id = rq->id, .service = rq->service, .method = rq->method,
+				.status = status, .len = len };
 
-	if (!c->s) {
-		rpc->ss.replies_dropped++;
-		be_rpc_buf_free(payload);
-		return -ENOTCONN;
-	}
-	if (rpc->draining)
-		h.flags |= BE_RPC_F_DRAINING;
+	if (!c->s)
+		goto drop;
 	be__rpc_hdr_put(payload, &h);
-	rc = be_sock_send(c->s, (uint8_t *)payload - BE_RPC_HDR_LEN,
-			  (size_t)rh->len + BE_RPC_HDR_LEN, reply_sent, NULL);
-	if (rc) {
-		rpc->ss.replies_dropped++;
-		be_rpc_buf_free(payload);
-		return -ENOTCONN;
-	}
+	if (be_sock_send(c->s, (uint8_t *)payload - BE_RPC_HDR_LEN, (size_t)len + BE_RPC_HDR_LEN,
+			 reply_sent, NULL))
+		goto drop;
 	rpc->ss.replies++;
-	if (h.status)
+	if (status)
 		rpc->ss.errors++;
 	return 0;
+drop:
+	rpc->ss.replies_dropped++;
+	be_rpc_buf_free(payload);
+	return -ENOTCONN;
 }
 
 /* A header-only reply with @status to request @h on @c. */
 static int reply_status(struct be_rpc *rpc, struct rpc_conn *c, const struct be_rpc_hdr *h,
 			int status)
 {
-	struct be_rpc_hdr rh = { .type = BE_RPC_T_REPLY, .id = h->id, .service = h->service,
-				 .method = h->method, .status = status };
 	void *p;
 
 	if (h->flags & BE_RPC_ONEWAY)
@@ -279,13 +285,15 @@ static int reply_status(struct be_rpc *rpc, struct rpc_conn *c, const struct be_
 		rpc->ss.replies_dropped++;
 		return -ENOMEM;
 	}
-	return reply_send(rpc, c, &rh, p);
+	return reply_send(rpc, c, h, status, p, 0);
 }
 
 static void req_release(struct be_rpc_req *req)
 {
 	struct be_rpc *rpc = req->rpc;
 
+	if (rpc->req_cur == req)
+		rpc->req_cur = NULL;
 	be__rpc_conn_put(req->conn);
 	rpc->ss.in_flight--;
 	req->next_free = rpc->req_free;
@@ -296,8 +304,6 @@ static void req_release(struct be_rpc_req *req)
 int be_rpc_req_reply(struct be_rpc_req *req, void *buf, size_t len)
 {
 	struct be_rpc *rpc = req->rpc;
-	struct be_rpc_hdr rh = { .type = BE_RPC_T_REPLY, .id = req->h.id,
-				 .service = req->h.service, .method = req->h.method };
 	int rc;
 
 	if (req->h.flags & BE_RPC_ONEWAY) {
@@ -321,8 +327,7 @@ int be_rpc_req_reply(struct be_rpc_req *req, void *buf, size_t len)
 			return rc;
 		}
 	}
-	rh.len = (uint32_t)len;
-	rc = reply_send(rpc, req->conn, &rh, buf);
+	rc = reply_send(rpc, req->conn, &req->h, 0, buf, (uint32_t)len);
 	req_release(req);
 	return rc;
 }
@@ -341,11 +346,24 @@ int be_rpc_req_fail(struct be_rpc_req *req, int status)
 	return rc;
 }
 
+/* Start @req's deadline at @now unless it started; its end. */
+static uint64_t req_date(struct be_rpc_req *req, uint64_t now)
+{
+	if (!req->deadline_ns)
+		req->deadline_ns = now + (uint64_t)req->h.deadline_us * 1000ull;
+	return req->deadline_ns;
+}
+
 int64_t be_rpc_req_remaining_us(const struct be_rpc_req *req)
 {
+	uint64_t now;
+
 	if (req->deadline_ns == UINT64_MAX)
 		return INT64_MAX;
-	return ((int64_t)req->deadline_ns - (int64_t)rpc_now()) / 1000;
+	now = rpc_now();
+	/* The handle is the library's: dating it is no change the
+	 * application can see but the answer. */
+	return ((int64_t)req_date((struct be_rpc_req *)req, now) - (int64_t)now) / 1000;
 }
 
 void be_rpc_req_info_sized(const struct be_rpc_req *req, struct be_rpc_req_info *out)
@@ -385,12 +403,7 @@ static void server_builtin(struct be_rpc *rpc, struct rpc_conn *c, const struct 
 		return;
 	}
 	/* Answer with the request's own buffer, emptied. */
-	{
-		struct be_rpc_hdr rh = { .type = BE_RPC_T_REPLY, .id = h->id,
-					 .service = h->service, .method = h->method };
-
-		reply_send(rpc, c, &rh, payload);
-	}
+	reply_send(rpc, c, h, 0, payload, 0);
 }
 
 void be__rpc_server_recv(struct rpc_conn *c, void *buf, size_t len)
@@ -398,12 +411,11 @@ void be__rpc_server_recv(struct rpc_conn *c, void *buf, size_t len)
 	struct be_rpc *rpc = c->rpc;
 	void *payload = (uint8_t *)buf + BE_RPC_HDR_LEN;
 	struct rpc_method *m;
-	struct be_rpc_req *req;
+	struct be_rpc_req *req, *prev;
 	struct be_rpc_hdr h;
 	const char *why;
-	uint64_t now;
 
-	if (be_rpc_hdr_decode(buf, len, &h, &why)) {
+	if (be__rpc_hdr_decode(buf, len, &h, &why)) {
 		rpc->ss.proto_errors++;
 		be__log(BE_LOG_WARN, "rpc server: malformed request: %s", why);
 		/* Our header with a bad field: the caller learns which request
@@ -460,18 +472,22 @@ void be__rpc_server_recv(struct rpc_conn *c, void *buf, size_t len)
 		reply_status(rpc, c, &h, -ENOMEM);
 		return;
 	}
-	now = rpc_now();
 	req->rpc = rpc;
 	req->conn = c;
 	req->h = h;
-	req->deadline_ns = h.deadline_us == BE_RPC_NO_DEADLINE ?
-				   UINT64_MAX :
-				   now + (uint64_t)h.deadline_us * 1000ull;
+	/* 0: the deadline starts when first asked for, or when the handler
+	 * returns holding the request (see the top of the file). */
+	req->deadline_ns = h.deadline_us == BE_RPC_NO_DEADLINE ? UINT64_MAX : 0;
 	c->refs++;
 	rpc->refs++;
 	rpc->ss.in_flight++;
 	rpc->ss.requests++;
+	prev = rpc->req_cur;
+	rpc->req_cur = req;
 	RPC_APP_CB(rpc, m->fn(req, payload, h.len, m->user));
+	if (rpc->req_cur == req)
+		req_date(req, rpc_now());
+	rpc->req_cur = prev;
 }
 
 void be__rpc_server_free(struct be_rpc *rpc)

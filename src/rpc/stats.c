@@ -68,32 +68,27 @@ void be_rpc_chan_stats_sized(struct be_rpc_chan *ch, struct be_rpc_chan_stats *o
 int be_rpc_chan_replica_stats_sized(struct be_rpc_chan *ch, unsigned int i,
 				    struct be_rpc_replica_stats *user)
 {
-	struct be_rpc_replica_stats st, *out = &st;
 	const struct rpc_replica *rep;
+	struct be_rpc_replica_stats st;
 	uint32_t j;
 
 	if (i >= ch->nreps)
 		return -ENOENT;
 	rep = ch->reps[i];
-	memset(out, 0, sizeof(*out));
-	out->size = sizeof(*out);
-	memcpy(out->name, rep->rec.replica, sizeof(out->name));
-	out->state = rep->state;
-	out->path = rep->path;
-	out->version = rep->rec.version;
-	out->epoch = rep->rec.epoch;
-	out->naddrs = rep->rec.naddrs;
-	out->outstanding = rep->outstanding;
-	out->ejections = rep->ejections;
-	out->returns = rep->returns;
-	out->fails_in_row = rep->fails_row;
-	out->server_draining = rep->srv_draining;
+	st = (struct be_rpc_replica_stats){
+		.size = sizeof(st), .state = rep->state, .path = rep->path,
+		.version = rep->rec.version, .epoch = rep->rec.epoch, .naddrs = rep->rec.naddrs,
+		.outstanding = rep->outstanding, .ejections = rep->ejections,
+		.returns = rep->returns, .fails_in_row = rep->fails_row,
+		.server_draining = rep->srv_draining,
+	};
+	memcpy(st.name, rep->rec.replica, sizeof(st.name));
 	for (j = 0; j < rep->rec.naddrs; j++) {
-		memcpy(out->addrs[j].addr, rep->addrs[j].str, sizeof(out->addrs[j].addr));
-		out->addrs[j].state = rep->addrs[j].state;
-		out->addrs[j].c = rep->addrs[j].c;
+		memcpy(st.addrs[j].addr, rep->addrs[j].str, sizeof(st.addrs[j].addr));
+		st.addrs[j].state = rep->addrs[j].state;
+		st.addrs[j].c = rep->addrs[j].c;
 	}
-	be__abi_write(user, out, sizeof(*out), RPC_REPLICA_STATS_V1);
+	be__abi_write(user, &st, sizeof(st), RPC_REPLICA_STATS_V1);
 	return 0;
 }
 

@@ -1,5 +1,5 @@
 /*
- * misc.c - clock, size parsing, error strings, version.
+ * misc.c - clock, array growth, size parsing, error strings, version.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,6 +15,29 @@ uint64_t be__now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int be__grow(void *arr, uint32_t *cap, uint32_t need, size_t size, uint32_t first)
+{
+	uint64_t n;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	n = *cap ? (uint64_t)*cap * 2 : BE_MAX(first, 1u);
+	while (n < need)
+		n *= 2;
+	if (n > UINT32_MAX)
+		n = UINT32_MAX;
+	if (n > SIZE_MAX / size)
+		return -ENOMEM;
+	memcpy(&p, arr, sizeof(p));
+	p = realloc(p, (size_t)n * size);
+	if (!p)
+		return -ENOMEM;
+	memcpy(arr, &p, sizeof(p));
+	*cap = (uint32_t)n;
+	return 0;
 }
 
 int be__parse_size(const char *s, uint64_t *out)

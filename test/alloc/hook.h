@@ -135,11 +135,13 @@ static inline void th_init(struct th_dev *d, const char *name, uint32_t id)
 	pthread_mutex_init(&d->mu, NULL);
 }
 
-static inline struct be_alloc_reg_hook th_hook(struct th_dev *d)
+/* Attach @d (th_init() first) to the allocator: be_alloc_attach_device()
+ * with a hook of th_reg/th_dereg on it; returns what that returns. */
+static inline int th_attach(struct th_dev *d)
 {
 	struct be_alloc_reg_hook h = { d->name, th_reg, th_dereg, d };
 
-	return h;
+	return be_alloc_attach_device(&h);
 }
 
 /* The reg() record of the region holding @p, or NULL. */

@@ -17,7 +17,6 @@ int main(void)
 {
 	const size_t block = 1u << 20;
 	struct be_alloc_config cfg = { .block_size = block };
-	struct be_alloc_reg_hook h;
 	struct be_alloc_region r;
 	struct be_alloc_stats st;
 	void *p[8], *huge, *more;
@@ -37,8 +36,7 @@ int main(void)
 	ASSERT_UEQ(st.registered_bytes, 0);
 
 	th_init(&dev, "late", 5);
-	h = th_hook(&dev);
-	d = be_alloc_attach_device(&h);
+	d = th_attach(&dev);
 	ASSERT_OK(d);
 	ASSERT_EQ(atomic_load(&dev.nreg), 5);
 	be_alloc_stats(&st);

@@ -53,14 +53,12 @@ int main(void)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = { (unsigned short)(sizeof(f) / sizeof(f[0])), f };
-	struct be_alloc_reg_hook h;
 	struct be_alloc_stats st;
 	int fds;
 	void *p;
 
 	th_init(&dev, "dontfork", 1);
-	h = th_hook(&dev);
-	ASSERT_OK(be_alloc_attach_device(&h));
+	ASSERT_OK(th_attach(&dev));
 	ASSERT_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
 	ASSERT_EQ(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog), 0);
 	/* The filter works: */

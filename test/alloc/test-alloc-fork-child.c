@@ -11,6 +11,7 @@
  * file), and the parent's device hook is never called. The parent then
  * finds its buffers, keys and counters as they were.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -26,26 +27,34 @@
 static struct th_dev pdev, cdev;
 static const size_t psizes[NP] = { 64, 3000, 200000, (5u << 20) + 1, 100 };
 
+/* Every counter of @st is 0 (devices too: a uint32_t, read as such). */
 static void stats_zero(const struct be_alloc_stats *st)
 {
-	ASSERT_UEQ(st->blocks, 0);
-	ASSERT_UEQ(st->huge_regions, 0);
-	ASSERT_UEQ(st->mapped_bytes, 0);
-	ASSERT_UEQ(st->registered_bytes, 0);
-	ASSERT_UEQ(st->bytes_in_use, 0);
-	ASSERT_UEQ(st->allocations, 0);
-	ASSERT_UEQ(st->frees, 0);
-	ASSERT_UEQ(st->registrations, 0);
-	ASSERT_UEQ(st->deregistrations, 0);
-	ASSERT_UEQ(st->failures, 0);
-	ASSERT_UEQ(st->reg_failures, 0);
+#define ZF(f) { #f, offsetof(struct be_alloc_stats, f) }
+	static const struct {
+		const char *name;
+		size_t off;
+	} u64[] = {
+		ZF(blocks), ZF(huge_regions), ZF(mapped_bytes), ZF(registered_bytes),
+		ZF(bytes_in_use), ZF(allocations), ZF(frees), ZF(registrations),
+		ZF(deregistrations), ZF(failures), ZF(reg_failures),
+	};
+#undef ZF
+	size_t i;
+
+	for (i = 0; i < sizeof(u64) / sizeof(u64[0]); i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)st + u64[i].off, sizeof(v));
+		if (v)
+			TEST_FAIL("%s is %llu, not 0", u64[i].name, (unsigned long long)v);
+	}
 	ASSERT_UEQ(st->devices, 0);
 }
 
 static int child(void *const *pbufs, ino_t parent_ino)
 {
 	int preg = atomic_load(&pdev.nreg), pdereg = atomic_load(&pdev.ndereg);
-	struct be_alloc_reg_hook h;
 	struct be_alloc_region r;
 	struct be_alloc_stats st;
 	void *mine[64];
@@ -59,8 +68,7 @@ static int child(void *const *pbufs, ino_t parent_ino)
 	ASSERT_EQ(be_alloc_detach_device(0), -EINVAL);
 
 	th_init(&cdev, "child", 2);
-	h = th_hook(&cdev);
-	d = be_alloc_attach_device(&h);
+	d = th_attach(&cdev);
 	ASSERT_EQ(d, 0);
 	ASSERT_EQ(atomic_load(&cdev.nreg), 0); /* nothing to register yet */
 
@@ -114,7 +122,6 @@ static int child(void *const *pbufs, ino_t parent_ino)
 
 int main(void)
 {
-	struct be_alloc_reg_hook h;
 	struct be_alloc_stats before, after;
 	struct be_alloc_region r, r2;
 	void *p[NP], *cached;
@@ -123,8 +130,7 @@ int main(void)
 	pid_t pid;
 
 	th_init(&pdev, "parent", 1);
-	h = th_hook(&pdev);
-	d = be_alloc_attach_device(&h);
+	d = th_attach(&pdev);
 	ASSERT_EQ(d, 0);
 	cached = be_alloc(7u << 20);
 	ASSERT(cached);

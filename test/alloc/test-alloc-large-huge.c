@@ -55,8 +55,7 @@ int main(void)
 
 	ASSERT_OK(be_alloc_configure(&cfg));
 	th_init(&dev, "test0", 1);
-	struct be_alloc_reg_hook hook = th_hook(&dev);
-	d = be_alloc_attach_device(&hook);
+	d = th_attach(&dev);
 	ASSERT_OK(d);
 	for (i = 0; i < N; i++) {
 		p[i] = be_alloc(sizes[i]);

@@ -19,15 +19,13 @@ int main(void)
 	enum { N = 600 };
 	static void *p[N];
 	static size_t n[N];
-	struct be_alloc_reg_hook h;
 	struct be_alloc_region r;
 	unsigned seed = 7;
 	int d, i, j, stack_var = 0;
 	void *m;
 
 	th_init(&dev, "lookup", 3);
-	h = th_hook(&dev);
-	d = be_alloc_attach_device(&h);
+	d = th_attach(&dev);
 	ASSERT_OK(d);
 	for (i = 0; i < N; i++) {
 		unsigned x = (unsigned)rand_r(&seed);

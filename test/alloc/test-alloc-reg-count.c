@@ -16,14 +16,12 @@ int main(void)
 {
 	enum { OPS = 1000000, WINDOW = 1024 };
 	static void *p[WINDOW];
-	struct be_alloc_reg_hook h;
 	struct be_alloc_stats st;
 	unsigned seed = 42;
 	int i;
 
 	th_init(&dev, "count", 1);
-	h = th_hook(&dev);
-	ASSERT_OK(be_alloc_attach_device(&h));
+	ASSERT_OK(th_attach(&dev));
 	for (i = 0; i < OPS; i++) {
 		int k = rand_r(&seed) % WINDOW;
 		unsigned r = (unsigned)rand_r(&seed);

@@ -18,7 +18,6 @@ int main(void)
 {
 	const size_t block = 1u << 20;
 	struct be_alloc_config cfg = { .block_size = block };
-	struct be_alloc_reg_hook hg, hb, hl;
 	struct be_alloc_stats st;
 	void *p[64];
 	int n, i, dg, db, rc;
@@ -28,11 +27,9 @@ int main(void)
 	th_init(&bad, "flaky", 2);
 	bad.fail_at = 3;
 	bad.fail_errno = EAGAIN;
-	hg = th_hook(&good);
-	hb = th_hook(&bad);
-	dg = be_alloc_attach_device(&hg);
+	dg = th_attach(&good);
 	ASSERT_OK(dg);
-	db = be_alloc_attach_device(&hb);
+	db = th_attach(&bad);
 	ASSERT_OK(db);
 	ASSERT_NE(dg, db);
 
@@ -70,8 +67,7 @@ int main(void)
 	/* Attach fails on its 2nd region: nothing stays registered. */
 	th_init(&late, "late", 3);
 	late.fail_at = 2;
-	hl = th_hook(&late);
-	rc = be_alloc_attach_device(&hl);
+	rc = th_attach(&late);
 	ASSERT_LT(rc, 0);
 	ASSERT_EQ(rc, -ENOMEM);
 	ASSERT(strstr(be_alloc_last_error(), "late") != NULL);

@@ -28,7 +28,6 @@ int main(void)
 {
 	const size_t block = 4u << 20;
 	struct be_alloc_config cfg = { .block_size = block };
-	struct be_alloc_reg_hook h;
 	struct be_alloc_stats st;
 	void *small[10], *med[3], *large[2], *huge;
 	char json[8192], want[128];
@@ -37,8 +36,7 @@ int main(void)
 
 	ASSERT_OK(be_alloc_configure(&cfg));
 	th_init(&dev, "stats", 1);
-	h = th_hook(&dev);
-	ASSERT_OK(be_alloc_attach_device(&h));
+	ASSERT_OK(th_attach(&dev));
 	be_alloc_stats(&st);
 	ASSERT_UEQ(st.bytes_in_use, 0);
 	ASSERT_UEQ(st.blocks, 0);

@@ -17,7 +17,6 @@ int main(void)
 {
 	const size_t block = 1u << 20;
 	struct be_alloc_config cfg = { .block_size = block };
-	struct be_alloc_reg_hook ha, hb;
 	struct be_alloc_stats st;
 	void *p[40], *keep, *huge;
 	uintptr_t keep_base;
@@ -27,10 +26,8 @@ int main(void)
 	ASSERT_OK(be_alloc_configure(&cfg));
 	th_init(&da, "A", 1);
 	th_init(&db, "B", 2);
-	ha = th_hook(&da);
-	hb = th_hook(&db);
-	ASSERT_OK(be_alloc_attach_device(&ha));
-	ASSERT_OK(be_alloc_attach_device(&hb));
+	ASSERT_OK(th_attach(&da));
+	ASSERT_OK(th_attach(&db));
 	for (i = 0; i < 40; i++) { /* 20 blocks */
 		p[i] = be_alloc(512u << 10);
 		ASSERT(p[i] != NULL);

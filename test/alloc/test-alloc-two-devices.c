@@ -17,7 +17,6 @@ int main(void)
 {
 	const size_t block = 1u << 20;
 	struct be_alloc_config cfg = { .block_size = block };
-	struct be_alloc_reg_hook ha, hb;
 	struct be_alloc_region ra, rb;
 	struct be_alloc_stats st;
 	void *p[6], *q;
@@ -26,10 +25,8 @@ int main(void)
 	ASSERT_OK(be_alloc_configure(&cfg));
 	th_init(&da, "devA", 1);
 	th_init(&db, "devB", 2);
-	ha = th_hook(&da);
-	hb = th_hook(&db);
-	a = be_alloc_attach_device(&ha);
-	b = be_alloc_attach_device(&hb);
+	a = th_attach(&da);
+	b = th_attach(&db);
 	ASSERT_OK(a);
 	ASSERT_OK(b);
 	for (i = 0; i < 6; i++) { /* 3 blocks */
@@ -65,7 +62,7 @@ int main(void)
 	ASSERT_EQ(st.devices, 1);
 	ASSERT_UEQ(st.registered_bytes, st.mapped_bytes);
 
-	a = be_alloc_attach_device(&ha);
+	a = th_attach(&da);
 	ASSERT_OK(a);
 	ASSERT_EQ(atomic_load(&da.nreg), 7);
 	ASSERT_EQ(atomic_load(&da.live), 4);

@@ -74,13 +74,29 @@ static void guarded_free(struct guarded *g)
 		p_;                                                          \
 	})
 
+/* An output struct of type @T declared at @sz bytes (size field set),
+ * which the statement @get fills through p_; checks that nothing past
+ * @sz bytes was written and evaluates to a copy of it (0 beyond). */
+#define GUARDED_OUT(T, sz, get)                                              \
+	({                                                                   \
+		struct guarded g_;                                           \
+		T *p_ = guarded_new(&g_, sz), c_;                            \
+		memset(&c_, 0, sizeof(c_));                                  \
+		p_->size = (uint32_t)(sz);                                   \
+		get;                                                         \
+		guarded_check(&g_, sz);                                      \
+		memcpy(&c_, p_, sz);                                         \
+		guarded_free(&g_);                                           \
+		c_;                                                          \
+	})
+
 static void check_alloc(void)
 {
 	const size_t v1c = BE__V1_SIZE(struct be_alloc_config, limit_bytes);
 	const size_t v1s = BE__V1_SIZE(struct be_alloc_stats, class_in_use);
 	const size_t mid = offsetof(struct be_alloc_stats, frees);
 	struct be_alloc_config cfg = { 0 }, *c;
-	struct be_alloc_stats *st;
+	struct be_alloc_stats *st, out;
 	struct guarded g;
 	void *buf;
 
@@ -97,20 +113,11 @@ static void check_alloc(void)
 
 	buf = be_alloc(100);
 	ASSERT(buf);
-	st = guarded_new(&g, v1s);
-	st->size = (uint32_t)v1s;
-	be_alloc_stats_sized(st);
-	guarded_check(&g, v1s);
-	ASSERT_GE(st->allocations, 1);
-	ASSERT_GE(st->bytes_in_use, 100);
-	guarded_free(&g);
-
-	st = guarded_new(&g, mid);
-	st->size = (uint32_t)mid;
-	be_alloc_stats_sized(st);
-	guarded_check(&g, mid);
-	ASSERT_GE(st->allocations, 1);
-	guarded_free(&g);
+	out = GUARDED_OUT(struct be_alloc_stats, v1s, be_alloc_stats_sized(p_));
+	ASSERT_GE(out.allocations, 1);
+	ASSERT_GE(out.bytes_in_use, 100);
+	out = GUARDED_OUT(struct be_alloc_stats, mid, be_alloc_stats_sized(p_));
+	ASSERT_GE(out.allocations, 1);
 
 	st = guarded_new(&g, v1s);
 	st->size = 0; /* 0: the v1 layout */
@@ -171,48 +178,27 @@ static void check_sock(struct rt *t)
 	const size_t v1s = BE__V1_SIZE(struct be_sock_stats, queued);
 	const size_t v1e = BE__V1_SIZE(struct be_engine_stats, error);
 	const size_t mide = offsetof(struct be_engine_stats, fragments);
-	const struct be_sock_cbs ccbs = { 0 };
-	struct be_engine_stats *es;
-	struct be_sock_stats *ss;
-	struct st_server srv = { 0 };
-	struct be_worker *ws[2];
-	struct be_listener *l;
-	struct be_sock *c;
-	struct be_ctx *ctx;
+	struct be_engine_stats es;
+	struct be_sock_stats ss;
 	struct st_sends sends = { 0 };
-	struct guarded g;
-	char addr[160];
-	struct st st = { .transport = t->transport };
+	struct be_sock *c;
+	struct st_fx f;
 
-	st_init(&st, 0, NULL);
-	st.transport = t->transport;
-	st_pair(&st, &ctx, ws, &srv, &l, addr, sizeof(addr));
-	ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &c));
-	st_send_recvd(ws, c, 100, 1, &sends, &srv, 1);
+	st_fx_init(&f, 0, NULL);
+	f.t.transport = t->transport;
+	st_fx_pair(&f);
+	c = st_fx_connect(&f, NULL, NULL);
+	st_send_recvd(f.ws, c, 100, 1, &sends, &f.srv, 1);
 
-	ss = guarded_new(&g, v1s);
-	ss->size = (uint32_t)v1s;
-	ASSERT_OK(be_sock_stats_sized(c, ss));
-	guarded_check(&g, v1s);
-	ASSERT_UEQ(ss->msgs_sent, 1);
-	guarded_free(&g);
-
-	es = guarded_new(&g, v1e);
-	es->size = (uint32_t)v1e;
-	ASSERT_OK(be_sock_engine_stats_sized(c, es));
-	guarded_check(&g, v1e);
-	ASSERT_EQ(es->state, 1);
-	guarded_free(&g);
-
-	es = guarded_new(&g, mide);
-	es->size = (uint32_t)mide;
-	ASSERT_OK(be_sock_engine_stats_sized(c, es));
-	guarded_check(&g, mide);
-	ASSERT_UEQ(es->msgs_sent, 1);
-	guarded_free(&g);
+	ss = GUARDED_OUT(struct be_sock_stats, v1s, ASSERT_OK(be_sock_stats_sized(c, p_)));
+	ASSERT_UEQ(ss.msgs_sent, 1);
+	es = GUARDED_OUT(struct be_engine_stats, v1e, ASSERT_OK(be_sock_engine_stats_sized(c, p_)));
+	ASSERT_EQ(es.state, 1);
+	es = GUARDED_OUT(struct be_engine_stats, mide, ASSERT_OK(be_sock_engine_stats_sized(c, p_)));
+	ASSERT_UEQ(es.msgs_sent, 1);
 
 	be_sock_close(c);
-	st_unpair(ctx, ws, &srv, l);
+	st_fx_unpair(&f);
 }
 
 /* ---- the RPC layer: call options in, request info and stats out */
@@ -242,15 +228,15 @@ static void check_rpc(struct rt *t)
 	const size_t v1s = BE__V1_SIZE(struct be_rpc_server_stats, conns);
 	const size_t midc = offsetof(struct be_rpc_chan_stats, lat);
 	struct be_rpc_call_opts opts = { .timeout_us = 10000000 }, *o;
-	struct be_rpc_chan_stats *cs;
-	struct be_rpc_replica_stats *rs;
-	struct be_rpc_server_stats *ss;
+	struct be_rpc_chan_stats cs;
+	struct be_rpc_replica_stats rs;
+	struct be_rpc_server_stats ss;
 	struct be_rpc_scatter_item it[1];
 	struct rt_server srv;
 	struct rt_client cli;
 	struct be_rpc_chan *ch;
 	struct rt_result r = { 0 };
-	struct guarded g, go;
+	struct guarded go;
 	struct be_worker *ws[2];
 
 	rt_server_start(t, &srv, NULL);
@@ -282,47 +268,24 @@ static void check_rpc(struct rt *t)
 	guarded_check(&go, (uint32_t)v1o - 4);
 	guarded_free(&go);
 
-	cs = guarded_new(&g, v1c);
-	cs->size = (uint32_t)v1c;
-	be_rpc_chan_stats_sized(ch, cs);
-	guarded_check(&g, v1c);
-	ASSERT_UEQ(cs->c.ok, 1);
-	ASSERT_UEQ(cs->lat.count, 1);
-	guarded_free(&g);
-
-	cs = guarded_new(&g, midc);
-	cs->size = (uint32_t)midc;
-	be_rpc_chan_stats_sized(ch, cs);
-	guarded_check(&g, midc);
-	ASSERT_UEQ(cs->c.ok, 1);
-	guarded_free(&g);
-
-	rs = guarded_new(&g, v1r);
-	rs->size = (uint32_t)v1r;
-	ASSERT_OK(be_rpc_chan_replica_stats_sized(ch, 0, rs));
-	guarded_check(&g, v1r);
-	ASSERT_EQ(rs->naddrs, 1);
-	guarded_free(&g);
-
-	ss = guarded_new(&g, v1s);
-	ss->size = (uint32_t)v1s;
-	be_rpc_server_stats_sized(srv.rpc, ss);
-	guarded_check(&g, v1s);
-	ASSERT_UEQ(ss->requests, 1);
-	guarded_free(&g);
-
+	cs = GUARDED_OUT(struct be_rpc_chan_stats, v1c, be_rpc_chan_stats_sized(ch, p_));
+	ASSERT_UEQ(cs.c.ok, 1);
+	ASSERT_UEQ(cs.lat.count, 1);
+	cs = GUARDED_OUT(struct be_rpc_chan_stats, midc, be_rpc_chan_stats_sized(ch, p_));
+	ASSERT_UEQ(cs.c.ok, 1);
+	rs = GUARDED_OUT(struct be_rpc_replica_stats, v1r,
+			 ASSERT_OK(be_rpc_chan_replica_stats_sized(ch, 0, p_)));
+	ASSERT_EQ(rs.naddrs, 1);
+	ss = GUARDED_OUT(struct be_rpc_server_stats, v1s, be_rpc_server_stats_sized(srv.rpc, p_));
+	ASSERT_UEQ(ss.requests, 1);
 	{
 		const size_t v1n = BE__V1_SIZE(struct be_rpc_naming_stats, errors);
-		struct be_rpc_naming_stats *ns;
+		struct be_rpc_naming_stats ns;
 		struct be_rpc_naming *nm;
 
 		ASSERT_OK(be_rpc_naming_create(&nm));
-		ns = guarded_new(&g, v1n);
-		ns->size = (uint32_t)v1n;
-		be_rpc_naming_stats_sized(nm, ns);
-		guarded_check(&g, v1n);
-		ASSERT_UEQ(ns->records, 0);
-		guarded_free(&g);
+		ns = GUARDED_OUT(struct be_rpc_naming_stats, v1n, be_rpc_naming_stats_sized(nm, p_));
+		ASSERT_UEQ(ns.records, 0);
 		be_rpc_naming_destroy(nm);
 	}
 

@@ -264,6 +264,15 @@ void eh_restart(struct eh *h, int i, int wait)
 		TEST_FAIL("etcd member %d not healthy after a restart (logs in %s)", i, h->dir);
 }
 
+void eh_client_close(struct be_etcd *c)
+{
+	struct be_etcd_stats st;
+
+	be__etcd_stats(c, &st);
+	ASSERT_EQ(st.refused, 0);
+	be__etcd_destroy(c);
+}
+
 void eh_stop(struct eh *h)
 {
 	int i;

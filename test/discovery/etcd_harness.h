@@ -50,6 +50,10 @@ int eh_healthy(const struct eh *h, int i, int timeout_ms);
  * timeout of EH_REQUEST_MS. */
 struct be_etcd *eh_client(const struct eh *h, int i);
 
+/* Check that client @c refused no response (stats.refused) and destroy
+ * it. */
+void eh_client_close(struct be_etcd *c);
+
 /* Run @w until *@n (which its callback raises) reaches @want; fails the
  * test if the watch ends or after EH_WAIT_S. */
 void eh_watch_until(struct be_etcd_watch *w, const int *n, int want);

@@ -262,7 +262,7 @@ int main(void)
 	test_compact(c);
 	test_huge_value(c, eh_url(h, 0));
 	test_errors(c, eh_url(h, 0));
-	be__etcd_destroy(c);
+	eh_client_close(c);
 	eh_stop(h);
 	return 0;
 }

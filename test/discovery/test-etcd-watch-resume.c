@@ -16,65 +16,58 @@
 
 #define MAX_EV 64
 
-struct seen {
+/* Events in order: those the watch delivered, and those the test wrote
+ * (the expected ones). */
+struct events {
 	int n;
 	int64_t rev[MAX_EV];
 	int del[MAX_EV];
 	char key[MAX_EV][16];
 	char val[MAX_EV][16];
 };
+
+static void add(struct events *e, int64_t rev, int del, const char *k, size_t klen,
+		const char *v, size_t vlen)
+{
+	ASSERT_LT(e->n, MAX_EV);
+	ASSERT_LT(klen, 16);
+	ASSERT_LT(vlen, 16);
+	e->rev[e->n] = rev;
+	e->del[e->n] = del;
+	memcpy(e->key[e->n], k, klen);
+	e->key[e->n][klen] = '\0';
+	memcpy(e->val[e->n], v, vlen);
+	e->val[e->n][vlen] = '\0';
+	e->n++;
+}
 
 static void on_events(void *arg, const struct be_etcd_event *ev, size_t n)
 {
-	struct seen *s = arg;
 	size_t i;
 
-	for (i = 0; i < n; i++) {
-		ASSERT_LT(s->n, MAX_EV);
-		s->rev[s->n] = ev[i].kv.mod_revision;
-		s->del[s->n] = ev[i].type == BE_ETCD_EV_DELETE;
-		ASSERT_LT(ev[i].kv.key_len, 16);
-		ASSERT_LT(ev[i].kv.value_len, 16);
-		memcpy(s->key[s->n], ev[i].kv.key, ev[i].kv.key_len + 1);
-		memcpy(s->val[s->n], ev[i].kv.value, ev[i].kv.value_len + 1);
-		s->n++;
-	}
+	for (i = 0; i < n; i++)
+		add(arg, ev[i].kv.mod_revision, ev[i].type == BE_ETCD_EV_DELETE,
+		    (const char *)ev[i].kv.key, ev[i].kv.key_len, (const char *)ev[i].kv.value,
+		    ev[i].kv.value_len);
 }
 
-/* What the test wrote, in order: the expected events. */
-struct wrote {
-	int n;
-	int64_t rev[MAX_EV];
-	int del[MAX_EV];
-	char key[MAX_EV][16];
-	char val[MAX_EV][16];
-};
-
-static void put(struct be_etcd *c, struct wrote *w, const char *k, const char *v)
+static void put(struct be_etcd *c, struct events *w, const char *k, const char *v)
 {
 	int64_t rev;
 
 	ASSERT_OK(be__etcd_put(c, k, strlen(k), v, strlen(v), 0, &rev));
 	if (strncmp(k, "svc/", 4))
 		return; /* outside the prefix: must not be seen */
-	w->rev[w->n] = rev;
-	w->del[w->n] = 0;
-	snprintf(w->key[w->n], 16, "%s", k);
-	snprintf(w->val[w->n], 16, "%s", v);
-	w->n++;
+	add(w, rev, 0, k, strlen(k), v, strlen(v));
 }
 
-static void del(struct be_etcd *c, struct wrote *w, const char *k)
+static void del(struct be_etcd *c, struct events *w, const char *k)
 {
 	int64_t rev, n;
 
 	ASSERT_OK(be__etcd_delete(c, k, strlen(k), 0, &n, &rev));
 	ASSERT_EQ(n, 1);
-	w->rev[w->n] = rev;
-	w->del[w->n] = 1;
-	snprintf(w->key[w->n], 16, "%s", k);
-	w->val[w->n][0] = '\0';
-	w->n++;
+	add(w, rev, 1, k, strlen(k), "", 0);
 }
 
 int main(void)
@@ -84,8 +77,8 @@ int main(void)
 	struct be_etcd_watch_opts wo = { 0 };
 	struct be_etcd_watch *wt;
 	struct be_etcd_range r;
-	struct wrote w = { 0 };
-	struct seen s = { 0 };
+	struct events w = { 0 };
+	struct events s = { 0 };
 	int64_t next;
 	int i, rc;
 
@@ -138,7 +131,7 @@ int main(void)
 		if (i)
 			ASSERT_GT(s.rev[i], s.rev[i - 1]);
 	}
-	be__etcd_destroy(c);
+	eh_client_close(c);
 	eh_stop(h);
 	return 0;
 }

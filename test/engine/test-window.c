@@ -57,30 +57,49 @@ static void window_reopen(struct be__window *w, const uint64_t *signaled, int *h
 	ASSERT_GT(got, 0);
 }
 
-/* Random pushes of fragments; completions only for signaled WRs. */
-static void test_signal_progress(void)
+/*
+ * Random pushes of fragments of 1..@maxn bytes (rand() seeded with
+ * @seed) into a fresh window of 1 MiB; completions only for signaled
+ * WRs. With @soft, a soft limit of 128 KiB goes on and off every 1000
+ * pushes and a fragment goes only when it fits it too. Checks after each
+ * push that nothing ends above a limit; the caller checks the counters
+ * and frees @w.
+ */
+static void random_progress(struct be__window *w, unsigned seed, uint32_t maxn, bool soft)
 {
-	struct be__window w;
 	uint64_t signaled[4096];
 	int ns = 0, hs = 0, i;
 
-	srand(3);
-	ASSERT_EQ(be__window_init(&w, 64, 1 << 20), 0);
+	srand(seed);
+	ASSERT_EQ(be__window_init(w, 64, 1 << 20), 0);
+	if (soft)
+		be__window_set_soft(w, 128 << 10);
 	for (i = 0; i < 100000; i++) {
-		uint32_t n = 1 + (uint32_t)(rand() % 70000);
+		uint32_t n = 1 + (uint32_t)(rand() % maxn);
 		bool sig;
 
-		if (be__window_fits(&w, n)) {
-			uint64_t seq = be__window_push(&w, BE_WR_FRAG, n, NULL, &sig);
+		if (soft && i % 1000 == 0)
+			w->soft_on = !w->soft_on;
+		if (be__window_fits(w, n) && (!soft || be__window_soft_fits(w, n))) {
+			uint64_t seq = be__window_push(w, BE_WR_FRAG, n, NULL, &sig);
 
 			if (sig)
 				signaled[ns++ % 4096] = seq;
-			ASSERT(w.in_flight <= w.limit || w.count == 1);
-			ASSERT(w.count <= w.cap);
+			ASSERT(w->in_flight <= w->limit || (!soft && w->count == 1));
+			ASSERT(w->count <= w->cap);
+			ASSERT(!w->soft_on || w->in_flight <= w->soft_limit);
 		} else {
-			window_reopen(&w, signaled, &hs, ns);
+			window_reopen(w, signaled, &hs, ns);
 		}
 	}
+}
+
+/* Fragments up to 70000 bytes; completions only for signaled WRs. */
+static void test_signal_progress(void)
+{
+	struct be__window w;
+
+	random_progress(&w, 3, 70000, false);
 	ASSERT(w.max_in_flight <= w.limit);
 	be__window_free(&w);
 }
@@ -129,35 +148,14 @@ static void test_soft(void)
 }
 
 /* Random fragments (at most 3/4 of the soft limit) while the soft limit
- * goes on and off; completions only for signaled WRs. While it is on,
- * what passes soft_fits never ends above it, even when it was turned on
- * with more in flight (that drains first). */
+ * goes on and off. While it is on, what passes soft_fits never ends
+ * above it, even when it was turned on with more in flight (that drains
+ * first). */
 static void test_soft_progress(void)
 {
 	struct be__window w;
-	uint64_t signaled[4096];
-	int ns = 0, hs = 0, i;
 
-	srand(5);
-	ASSERT_EQ(be__window_init(&w, 64, 1 << 20), 0);
-	be__window_set_soft(&w, 128 << 10);
-	for (i = 0; i < 100000; i++) {
-		uint32_t n = 1 + (uint32_t)(rand() % (96 << 10));
-		bool sig;
-
-		if (i % 1000 == 0)
-			w.soft_on = !w.soft_on;
-		if (be__window_fits(&w, n) && be__window_soft_fits(&w, n)) {
-			uint64_t seq = be__window_push(&w, BE_WR_FRAG, n, NULL, &sig);
-
-			if (sig)
-				signaled[ns++ % 4096] = seq;
-			ASSERT(w.in_flight <= w.limit);
-			ASSERT(!w.soft_on || w.in_flight <= w.soft_limit);
-		} else {
-			window_reopen(&w, signaled, &hs, ns);
-		}
-	}
+	random_progress(&w, 5, 96 << 10, true);
 	ASSERT_GT(w.soft_stalls, 0);
 	ASSERT_LE(w.soft_max, w.soft_limit);
 	be__window_free(&w);

@@ -81,6 +81,16 @@ const struct be_sock_cbs ft_client_cbs = {
 	.on_close = ft_cli_close,
 };
 
+struct be_sock *ft_connect_send(struct be_worker *w, const char *addr, struct ft_client *cli,
+				size_t len, uint32_t seed, struct st_sends *sends)
+{
+	struct be_sock *c;
+
+	ASSERT_OK(be_sock_connect(w, addr, &ft_client_cbs, cli, &c));
+	ASSERT_OK(be_sock_send(c, st_msg(len, seed), len, st_send_cb, sends));
+	return c;
+}
+
 void ft_check_srq(struct be_worker *w)
 {
 	struct be__wdev *wd;

@@ -44,6 +44,11 @@ struct ft_client {
 	int recvd;
 };
 extern const struct be_sock_cbs ft_client_cbs; /* user: struct ft_client */
+/* Connect @w to @addr (ft_client_cbs, user @cli) and queue one message
+ * st_msg(@len, @seed) on the new socket (st_send_cb into @sends); returns
+ * the socket. Fails the test on an error. */
+struct be_sock *ft_connect_send(struct be_worker *w, const char *addr, struct ft_client *cli,
+				size_t len, uint32_t seed, struct st_sends *sends);
 
 /* Check that every receive buffer of @w's fake queues is back: posted on
  * its SRQ or waiting to be posted again, none lost. Call when nothing is

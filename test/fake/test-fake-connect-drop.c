@@ -16,21 +16,6 @@ static struct st_server srv, srv2;
 static struct ft_client cli, cli2, cli3;
 static struct st_sends sends, sends2, sends3;
 
-static bool timed_out(void *arg)
-{
-	return cli.closes && sends.done == 1;
-}
-
-static bool delivered(void *arg)
-{
-	return srv.recvd == 1 && sends2.ok == 1;
-}
-
-static bool delivered2(void *arg)
-{
-	return srv2.recvd == 1 && sends3.ok == 1;
-}
-
 int main(int argc, char **argv)
 {
 	struct be_worker *ws[2], *wq[3];
@@ -56,9 +41,8 @@ int main(int argc, char **argv)
 	wq[1] = ws[0];
 	wq[2] = ws[1];
 	ASSERT_OK(be__fake_event_rule(BE_XEV_CONNECT_REQUEST, 1, -1));
-	ASSERT_OK(be_sock_connect(wq[0], addr, &ft_client_cbs, &cli, &c));
-	ASSERT_OK(be_sock_send(c, st_msg(100, 1), 100, st_send_cb, &sends));
-	st_pump(wq, 3, timed_out, NULL);
+	c = ft_connect_send(wq[0], addr, &cli, 100, 1, &sends);
+	ST_PUMP_WHILE(wq, 3, !cli.closes || sends.done != 1);
 	be__fake_stats(&fs);
 	ASSERT_EQ(fs.ev_dropped, 1);
 	ASSERT_EQ(cli.closes, 1);
@@ -71,18 +55,16 @@ int main(int argc, char **argv)
 	be_ctx_destroy(qctx);
 
 	/* 2: the next connect to the same listener works. */
-	ASSERT_OK(be_sock_connect(ws[1], addr, &ft_client_cbs, &cli2, &c2));
-	ASSERT_OK(be_sock_send(c2, st_msg(100, 2), 100, st_send_cb, &sends2));
-	st_pump(ws, 2, delivered, NULL);
+	c2 = ft_connect_send(ws[1], addr, &cli2, 100, 2, &sends2);
+	ST_PUMP_WHILE(ws, 2, srv.recvd != 1 || sends2.ok != 1);
 	ASSERT_EQ(cli2.closes, 0);
 
 	/* 3: both ESTABLISHED events of a new Engine come 50 polls late:
 	 * nothing is lost. */
 	ft_listen(&t, ws[0], &srv2, &l2, addr2, sizeof(addr2));
 	ASSERT_OK(be__fake_event_rule(BE_XEV_ESTABLISHED, 2, 50));
-	ASSERT_OK(be_sock_connect(ws[1], addr2, &ft_client_cbs, &cli3, &c3));
-	ASSERT_OK(be_sock_send(c3, st_msg(100, 3), 100, st_send_cb, &sends3));
-	st_pump(ws, 2, delivered2, NULL);
+	c3 = ft_connect_send(ws[1], addr2, &cli3, 100, 3, &sends3);
+	ST_PUMP_WHILE(ws, 2, srv2.recvd != 1 || sends3.ok != 1);
 	be__fake_stats(&fs);
 	ASSERT_EQ(fs.ev_delayed, 2);
 	ASSERT_EQ(cli3.closes, 0);

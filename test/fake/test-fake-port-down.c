@@ -18,26 +18,6 @@ static struct st_server srv;
 static struct ft_client cli, cli2, cli3;
 static struct st_sends sends, sends2, sends3;
 
-static bool warm(void *arg)
-{
-	return srv.recvd == 1 && sends.ok == 1;
-}
-
-static bool both_failed(void *arg)
-{
-	return cli.closes && srv.closed && sends.done == *(int *)arg;
-}
-
-static bool refused(void *arg)
-{
-	return cli2.closes && sends2.done == 1;
-}
-
-static bool delivered(void *arg)
-{
-	return srv.recvd == *(int *)arg && sends3.ok == 1;
-}
-
 static int port_up(struct be_ctx *ctx)
 {
 	struct be_xdev_attr a;
@@ -67,17 +47,15 @@ int main(int argc, char **argv)
 
 	ft_init(&t, argc, argv);
 	ft_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
-	ASSERT_OK(be_sock_connect(ws[1], addr, &ft_client_cbs, &cli, &c));
-	ASSERT_OK(be_sock_send(c, st_msg(MSG, 1), MSG, st_send_cb, &sends));
-	st_pump(ws, 2, warm, NULL);
+	c = ft_connect_send(ws[1], addr, &cli, MSG, 1, &sends);
+	ST_PUMP_WHILE(ws, 2, srv.recvd != 1 || sends.ok != 1);
 	ASSERT_EQ(port_up(ctx), 1);
 
 	ASSERT_OK(be__fake_port(0, false));
 	ASSERT_EQ(port_up(ctx), 0);
 	for (i = 0; i < 5; i++)
 		ASSERT_OK(be_sock_send(c, st_msg(MSG, 10 + i), MSG, st_send_cb, &sends));
-	want = 6;
-	st_pump(ws, 2, both_failed, &want);
+	ST_PUMP_WHILE(ws, 2, !cli.closes || !srv.closed || sends.done != 6);
 	ASSERT_EQ(cli.closes, 1);
 	ASSERT(is_err(cli.reason));
 	ASSERT_EQ(srv.closed, 1);
@@ -86,9 +64,8 @@ int main(int argc, char **argv)
 	ASSERT_EQ(sends.ok + sends.other, 6);
 
 	/* Down: a connect cannot reach anything. */
-	ASSERT_OK(be_sock_connect(ws[1], addr, &ft_client_cbs, &cli2, &c2));
-	ASSERT_OK(be_sock_send(c2, st_msg(MSG, 2), MSG, st_send_cb, &sends2));
-	st_pump(ws, 2, refused, NULL);
+	c2 = ft_connect_send(ws[1], addr, &cli2, MSG, 2, &sends2);
+	ST_PUMP_WHILE(ws, 2, !cli2.closes || sends2.done != 1);
 	ASSERT_EQ(cli2.closes, 1);
 	ASSERT_EQ(cli2.reason, -ENETDOWN);
 	ASSERT_EQ(sends2.last_err, -ENETDOWN);
@@ -97,9 +74,8 @@ int main(int argc, char **argv)
 	ASSERT_OK(be__fake_port(0, true));
 	ASSERT_EQ(port_up(ctx), 1);
 	want = srv.recvd + 1;
-	ASSERT_OK(be_sock_connect(ws[1], addr, &ft_client_cbs, &cli3, &c3));
-	ASSERT_OK(be_sock_send(c3, st_msg(MSG, 3), MSG, st_send_cb, &sends3));
-	st_pump(ws, 2, delivered, &want);
+	c3 = ft_connect_send(ws[1], addr, &cli3, MSG, 3, &sends3);
+	ST_PUMP_WHILE(ws, 2, srv.recvd != want || sends3.ok != 1);
 	ASSERT_EQ(cli3.closes, 0);
 	st_pump_ms(ws, 2, 20);
 	ft_check_srq(ws[0]);

@@ -18,16 +18,6 @@ static struct st_server srv;
 static struct ft_client cli, cli2;
 static struct st_sends sends;
 
-static bool recvd(void *arg)
-{
-	return srv.recvd == *(int *)arg;
-}
-
-static bool failed(void *arg)
-{
-	return srv.closed == 1 && cli.closes == 1 && sends.done == *(int *)arg;
-}
-
 int main(int argc, char **argv)
 {
 	struct be_worker *ws[2];
@@ -38,20 +28,16 @@ int main(int argc, char **argv)
 	struct be__fake_stats fs;
 	char addr[160], json[4096];
 	struct ft t;
-	int want;
 
 	ft_init(&t, argc, argv);
 	ft_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
-	ASSERT_OK(be_sock_connect(ws[1], addr, &ft_client_cbs, &cli, &c));
-	ASSERT_OK(be_sock_send(c, st_msg(MSG, 1), MSG, st_send_cb, &sends));
-	want = 1;
-	st_pump(ws, 2, recvd, &want);
+	c = ft_connect_send(ws[1], addr, &cli, MSG, 1, &sends);
+	ST_PUMP_WHILE(ws, 2, srv.recvd != 1);
 	ASSERT_OK(be__worker_wdev(ws[0], "fake", NULL, false, &wd));
 
 	be__fake_srq_post_fail(1, -ENOMEM);
 	ASSERT_OK(be_sock_send(c, st_msg(MSG, 2), MSG, st_send_cb, &sends));
-	want = 2;
-	st_pump(ws, 2, failed, &want);
+	ST_PUMP_WHILE(ws, 2, srv.closed != 1 || cli.closes != 1 || sends.done != 2);
 	be__fake_stats(&fs);
 	ASSERT_EQ(fs.srq_post_failed, 1);
 	ASSERT_EQ(srv.recvd, 2); /* the message itself was delivered */
@@ -64,10 +50,8 @@ int main(int argc, char **argv)
 	/* The SRQ takes buffers again: a new connection works, and the
 	 * refused buffer is posted again. */
 	be_sock_close(c);
-	ASSERT_OK(be_sock_connect(ws[1], addr, &ft_client_cbs, &cli2, &c2));
-	ASSERT_OK(be_sock_send(c2, st_msg(MSG, 3), MSG, st_send_cb, &sends));
-	want = 3;
-	st_pump(ws, 2, recvd, &want);
+	c2 = ft_connect_send(ws[1], addr, &cli2, MSG, 3, &sends);
+	ST_PUMP_WHILE(ws, 2, srv.recvd != 3);
 	st_pump_ms(ws, 2, 20);
 	ASSERT_EQ(wd->nunposted, 0);
 	ft_check_srq(ws[0]);

@@ -62,20 +62,34 @@ static int handle(struct be__ps_server *s, uint32_t method, const uint8_t *buf, 
 	return r;
 }
 
-static int pull1(struct be__ps_server *s, uint32_t shard, uint64_t minv, uint64_t key,
-		 float *out, uint64_t *version)
+/* Hand the request in req (@len bytes) to @s as @method and decode its
+ * reply into @m; the reply's buffer in *@rep for the caller to free
+ * (t_free). Returns what the handler did (no reply unless 0). */
+static int call1(struct be__ps_server *s, uint32_t method, size_t len, struct be__ps_msg *m,
+		 void **rep)
 {
-	struct be__ps_msg q, m;
+	struct be__ps_msg q;
 	const char *why;
-	size_t len = pt_pull(req, sizeof(req), shard, 0, minv, 0, 4, &key, 1), rlen;
-	void *rep;
-	int r;
+	size_t rlen;
+	int r = handle(s, method, req, len, NULL, rep, &rlen);
 
-	r = handle(s, BE_PS_M_PULL, req, len, NULL, &rep, &rlen);
 	if (r)
 		return r;
 	pt_decode(req, len, &cfg, &q);
-	ASSERT_OK(be__ps_reply_decode(rep, rlen, &q, &m, &why));
+	ASSERT_OK(be__ps_reply_decode(*rep, rlen, &q, m, &why));
+	return 0;
+}
+
+static int pull1(struct be__ps_server *s, uint32_t shard, uint64_t minv, uint64_t key,
+		 float *out, uint64_t *version)
+{
+	struct be__ps_msg m;
+	void *rep;
+	int r = call1(s, BE_PS_M_PULL, pt_pull(req, sizeof(req), shard, 0, minv, 0, 4, &key, 1),
+		      &m, &rep);
+
+	if (r)
+		return r;
 	ASSERT_EQ(m.status, 0);
 	memcpy(out, m.sec[0].vals, 16);
 	*version = m.version;
@@ -87,17 +101,13 @@ static int push1(struct be__ps_server *s, uint32_t shard, uint64_t seq, uint64_t
 		 uint64_t *version)
 {
 	float grads[4] = { g, g, g, g };
-	struct be__ps_msg q, m;
-	const char *why;
-	size_t len = pt_push(req, sizeof(req), shard, 9, seq, 0, 4, &key, grads, 1), rlen;
+	struct be__ps_msg m;
 	void *rep;
-	int r;
+	int r = call1(s, BE_PS_M_PUSH,
+		      pt_push(req, sizeof(req), shard, 9, seq, 0, 4, &key, grads, 1), &m, &rep);
 
-	r = handle(s, BE_PS_M_PUSH, req, len, NULL, &rep, &rlen);
 	if (r)
 		return r;
-	pt_decode(req, len, &cfg, &q);
-	ASSERT_OK(be__ps_reply_decode(rep, rlen, &q, &m, &why));
 	*version = m.version;
 	t_free(rep, NULL);
 	return m.status;

@@ -280,6 +280,30 @@ bool rt_late_replies(void *arg)
 	return cs.c.late_replies >= l->n;
 }
 
+uint32_t rt_chan_replicas(struct be_rpc_chan *ch)
+{
+	struct be_rpc_chan_stats cs;
+
+	be_rpc_chan_stats(ch, &cs);
+	return cs.replicas;
+}
+
+struct be_rpc_replica_stats rt_chan_replica(struct be_rpc_chan *ch, unsigned int i)
+{
+	struct be_rpc_replica_stats rs;
+
+	ASSERT_OK(be_rpc_chan_replica_stats(ch, i, &rs));
+	return rs;
+}
+
+uint64_t rt_naming_errors(struct be_rpc_naming *nm)
+{
+	struct be_rpc_naming_stats ns;
+
+	be_rpc_naming_stats(nm, &ns);
+	return ns.errors;
+}
+
 /* ---- streams */
 
 #define RT_MAX_CALLS (1u << 22)

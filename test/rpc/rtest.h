@@ -129,6 +129,12 @@ struct rt_late {
 	uint64_t n;
 };
 bool rt_late_replies(void *arg); /* arg: struct rt_late */
+/* The replicas in @ch's set, and the errors the naming source @nm has
+ * counted: what ST_PUMP_WHILE() conditions on membership read. */
+uint32_t rt_chan_replicas(struct be_rpc_chan *ch);
+/* The stats of replica @i of @ch (fails the test if there is none). */
+struct be_rpc_replica_stats rt_chan_replica(struct be_rpc_chan *ch, unsigned int i);
+uint64_t rt_naming_errors(struct be_rpc_naming *nm);
 
 /* ---- replicas in child processes */
 

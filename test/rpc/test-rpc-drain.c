@@ -25,14 +25,6 @@ struct goal {
 	uint64_t each_ok;         /* every replica answered at least this many */
 };
 
-static struct be_rpc_replica_stats rstats(struct be_rpc_chan *ch, unsigned int i)
-{
-	struct be_rpc_replica_stats rs;
-
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, i, &rs));
-	return rs;
-}
-
 static bool reached(void *arg)
 {
 	struct goal *g = arg;
@@ -41,12 +33,12 @@ static bool reached(void *arg)
 	rt_stream_fill(g->st);
 	if (g->st->done < g->done)
 		return false;
-	if (g->draining >= 0 && rstats(g->ch, 0).server_draining != g->draining)
+	if (g->draining >= 0 && rt_chan_replica(g->ch, 0).server_draining != g->draining)
 		return false;
-	if (rstats(g->ch, 0).addrs[0].c.ok < g->r0_ok)
+	if (rt_chan_replica(g->ch, 0).addrs[0].c.ok < g->r0_ok)
 		return false;
 	for (i = 0; i < NR; i++)
-		if (rstats(g->ch, i).addrs[0].c.ok < g->each_ok)
+		if (rt_chan_replica(g->ch, i).addrs[0].c.ok < g->each_ok)
 			return false;
 	return true;
 }
@@ -86,11 +78,11 @@ int main(int argc, char **argv)
 	rt_replica_ctl(&reps[0], 'd');
 	g = (struct goal){ &st, e.ch, 0, 1, 0, 0 };
 	rt_pump(&e.w, 1, reached, &g);
-	sent = rstats(e.ch, 0).addrs[0].c.calls;
+	sent = rt_chan_replica(e.ch, 0).addrs[0].c.calls;
 	g = (struct goal){ &st, e.ch, st.done + 1000, 1, 0, 0 };
 	rt_pump(&e.w, 1, reached, &g);
-	ASSERT_EQ(rstats(e.ch, 0).addrs[0].c.calls, sent);
-	ASSERT_EQ(rstats(e.ch, 0).state, BE_RPC_REP_ACTIVE);
+	ASSERT_EQ(rt_chan_replica(e.ch, 0).addrs[0].c.calls, sent);
+	ASSERT_EQ(rt_chan_replica(e.ch, 0).state, BE_RPC_REP_ACTIVE);
 	no_failure(&st);
 	be_rpc_chan_stats(e.ch, &cs);
 	ASSERT_EQ(cs.c.drains, 1);
@@ -99,7 +91,7 @@ int main(int argc, char **argv)
 
 	/* Drain off: r0 says so and takes calls again. */
 	rt_replica_ctl(&reps[0], 'u');
-	g = (struct goal){ &st, e.ch, 0, 0, rstats(e.ch, 0).addrs[0].c.ok + 20, 0 };
+	g = (struct goal){ &st, e.ch, 0, 0, rt_chan_replica(e.ch, 0).addrs[0].c.ok + 20, 0 };
 	rt_pump(&e.w, 1, reached, &g);
 	no_failure(&st);
 
@@ -118,10 +110,10 @@ int main(int argc, char **argv)
 	rt_stream_init(&st2, ch2, RT_ECHO, 0, 16);
 	g = (struct goal){ &st2, ch2, 0, 1, 0, 0 };
 	rt_pump(&e.w, 1, reached, &g);
-	sent = rstats(ch2, 0).addrs[0].c.calls;
+	sent = rt_chan_replica(ch2, 0).addrs[0].c.calls;
 	g = (struct goal){ &st2, ch2, st2.done + 1000, 1, 0, 0 };
 	rt_pump(&e.w, 1, reached, &g);
-	ASSERT_EQ(rstats(ch2, 0).addrs[0].c.calls, sent);
+	ASSERT_EQ(rt_chan_replica(ch2, 0).addrs[0].c.calls, sent);
 	rt_stream_drain(&st2, &e.w, 1);
 	no_failure(&st2);
 	ASSERT_GT(st2.done, 1000);

@@ -53,30 +53,17 @@ static void keep_streaming(void)
 	}
 }
 
-struct cond {
-	int what;
-	uint64_t v;
-};
-
-static bool cond_met(void *arg)
+/* Keep the stream going, then the replica's stats: what the waits of
+ * this test read (ST_PUMP_WHILE conditions). */
+static struct be_rpc_replica_stats streaming(void)
 {
-	struct cond *c = arg;
-	struct be_rpc_replica_stats rs;
-	struct be_rpc_chan_stats cs;
-
 	keep_streaming();
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, 0, &rs));
-	be_rpc_chan_stats(ch, &cs);
-	switch (c->what) {
-	case 0: /* path is address v */
-		return rs.path == (int)c->v;
-	case 1: /* probes of address 0 failed at least v times */
-		return rs.addrs[0].c.probe_failures >= c->v;
-	case 2: /* address v served calls since */
-		return ndone >= 200;
-	}
-	return false;
+	return rt_chan_replica(ch, 0);
 }
+
+/* Progress the workers still running (the last @nws of ws) while @cond
+ * holds, the stream going on. */
+#define STREAM_WHILE(cond) ST_PUMP_WHILE(ws + 3 - nws, nws, (cond))
 
 static bool held_arrived(void *arg)
 {
@@ -94,7 +81,6 @@ int main(int argc, char **argv)
 	struct be_ctx *ctx;
 	char a1[BE_RPC_ADDR_MAX], target[2 * BE_RPC_ADDR_MAX + 2];
 	bool fallback;
-	struct cond c;
 	uint64_t calls_a0;
 
 	rt_init(&t, argc, argv);
@@ -120,9 +106,8 @@ int main(int argc, char **argv)
 
 	/* Healthy: everything on the preferred address. */
 	ndone = 0;
-	c.what = 2;
-	rt_pump(ws + 3 - nws, nws, cond_met, &c);
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, 0, &rs));
+	STREAM_WHILE((keep_streaming(), ndone < 200));
+	rs = rt_chan_replica(ch, 0);
 	ASSERT_EQ(rs.path, 0);
 	ASSERT_EQ(rs.addrs[1].c.calls, 0);
 
@@ -143,13 +128,9 @@ int main(int argc, char **argv)
 	}
 	/* The stream goes on over the second address; probes of the first
 	 * fail while nothing listens there. */
-	c.what = 0;
-	c.v = 1;
-	rt_pump(ws + 3 - nws, nws, cond_met, &c);
-	c.what = 1;
-	c.v = 2;
-	rt_pump(ws + 3 - nws, nws, cond_met, &c);
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, 0, &rs));
+	STREAM_WHILE(streaming().path != 1);
+	STREAM_WHILE(streaming().addrs[0].c.probe_failures < 2);
+	rs = rt_chan_replica(ch, 0);
 	ASSERT_EQ(rs.addrs[0].state == BE_RPC_ADDR_DOWN || rs.addrs[0].state == BE_RPC_ADDR_PROBING,
 		  1);
 	ASSERT_GT(rs.addrs[1].c.calls, 0);
@@ -163,13 +144,10 @@ int main(int argc, char **argv)
 	rt_server_start_at(&t, &sa, ctx, a1);
 	ws[0] = sa.w;
 	nws = 3;
-	c.what = 0;
-	c.v = 0;
-	rt_pump(ws + 3 - nws, nws, cond_met, &c);
+	STREAM_WHILE(streaming().path != 0);
 	ndone = 0;
-	c.what = 2;
-	rt_pump(ws + 3 - nws, nws, cond_met, &c);
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, 0, &rs));
+	STREAM_WHILE((keep_streaming(), ndone < 200));
+	rs = rt_chan_replica(ch, 0);
 	ASSERT_GT(rs.addrs[0].c.calls, calls_a0);
 	ASSERT_EQ(rs.addrs[0].state, BE_RPC_ADDR_UP);
 	be_rpc_chan_stats(ch, &cs);

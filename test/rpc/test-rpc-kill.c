@@ -26,27 +26,24 @@ static bool step(void *arg)
 	return st.done >= goal;
 }
 
+/* The stream going on, every replica has answered a call. */
 static bool all_serving(void *arg)
 {
-	struct be_rpc_replica_stats rs;
 	unsigned int i;
 
 	rt_stream_fill(&st);
-	for (i = 0; i < NR; i++) {
-		ASSERT_OK(be_rpc_chan_replica_stats(ch, i, &rs));
-		if (!rs.addrs[0].c.ok)
-			return false;
-	}
-	return true;
+	for (i = 0; i < NR && rt_chan_replica(ch, i).addrs[0].c.ok; i++)
+		;
+	return i == NR;
 }
 
 static bool victim_down(void *arg)
 {
-	struct be_rpc_replica_stats rs;
+	int state;
 
 	rt_stream_fill(&st);
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, 1, &rs));
-	return rs.addrs[0].state == BE_RPC_ADDR_DOWN || rs.addrs[0].state == BE_RPC_ADDR_PROBING;
+	state = rt_chan_replica(ch, 1).addrs[0].state;
+	return state == BE_RPC_ADDR_DOWN || state == BE_RPC_ADDR_PROBING;
 }
 
 int main(int argc, char **argv)
@@ -84,14 +81,13 @@ int main(int argc, char **argv)
 	rt_replica_kill(&reps[1], SIGKILL);
 	rt_pump(&e.w, 1, victim_down, NULL);
 	t_down = rt_us();
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, 1, &rs));
-	ok_victim = rs.addrs[0].c.ok;
+	ok_victim = rt_chan_replica(ch, 1).addrs[0].c.ok;
 	goal = st.done + 600;
 	rt_pump(&e.w, 1, step, NULL);
 	rt_stream_drain(&st, &e.w, 1);
 
 	be_rpc_chan_stats(ch, &cs);
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, 1, &rs));
+	rs = rt_chan_replica(ch, 1);
 	fprintf(stderr,
 		"kill -9: down after %.1f ms, calls in flight done after %.1f ms; calls %llu ok %llu "
 		"timeouts %llu other %llu retries %llu\n",

@@ -37,20 +37,6 @@ static void record(struct be_rpc_record *r, const char *svc, const char *name, i
 	snprintf(r->addrs[0], sizeof(r->addrs[0]), "%s", srv[i].addr);
 }
 
-struct nreps {
-	struct be_rpc_chan *ch;
-	uint32_t n;
-};
-
-static bool has_nreps(void *arg)
-{
-	struct nreps *x = arg;
-	struct be_rpc_chan_stats cs;
-
-	be_rpc_chan_stats(x->ch, &cs);
-	return cs.replicas == x->n;
-}
-
 static void write_file(const char *path, const char *text)
 {
 	char tmp[256];
@@ -151,7 +137,6 @@ int main(int argc, char **argv)
 		char path[128], text[4096];
 		struct be_rpc_naming *nm;
 		struct be_rpc_naming_stats ns;
-		struct nreps x;
 		int len;
 
 		snprintf(path, sizeof(path), "/tmp/be-rt-naming-%d.txt", (int)getpid());
@@ -167,9 +152,7 @@ int main(int argc, char **argv)
 		snprintf(text, sizeof(text), "file://%s", path);
 		ASSERT_OK(be_rpc_naming_open(text, 20, &nm));
 		ASSERT_OK(be_rpc_chan_watch(cli.rpc, nm, "ps.embed", 5, &ch));
-		x.ch = ch;
-		x.n = 2;
-		ASSERT(has_nreps(&x));
+		ASSERT_EQ(rt_chan_replicas(ch), 2);
 		stream(ch, 100, per);
 		ASSERT_EQ(per[2], 0);
 		ASSERT_GT(per[0], 0);
@@ -181,20 +164,14 @@ int main(int argc, char **argv)
 			 "ps.embed c shards=0-19 addr=%s\n",
 			 srv[0].addr, srv[1].addr, srv[2].addr);
 		write_file(path, text);
-		x.n = 3;
-		rt_pump(ws, NS + 1, has_nreps, &x);
+		ST_PUMP_WHILE(ws, NS + 1, rt_chan_replicas(ch) != 3);
 		stream(ch, 300, per);
 		ASSERT_GT(per[2], 0);
 		/* A malformed file is refused whole; the set stays. */
 		write_file(path, "ps.embed a shards=0-9\nthis is not a record\n");
-		for (;;) {
-			be_rpc_naming_stats(nm, &ns);
-			if (ns.errors)
-				break;
-			rt_pump_ms(ws, NS + 1, 5);
-		}
+		ST_PUMP_WHILE(ws, NS + 1, !rt_naming_errors(nm));
 		rt_pump_ms(ws, NS + 1, 50);
-		ASSERT(has_nreps(&x));
+		ASSERT_EQ(rt_chan_replicas(ch), 3);
 		stream(ch, 30, per);
 		/* One fewer. */
 		snprintf(text, sizeof(text),
@@ -202,8 +179,7 @@ int main(int argc, char **argv)
 			 "ps.embed c shards=0-19 addr=%s\n",
 			 srv[0].addr, srv[2].addr);
 		write_file(path, text);
-		x.n = 2;
-		rt_pump(ws, NS + 1, has_nreps, &x);
+		ST_PUMP_WHILE(ws, NS + 1, rt_chan_replicas(ch) != 2);
 		stream(ch, 60, per);
 		ASSERT_EQ(per[1], 0);
 		be_rpc_naming_stats(nm, &ns);
@@ -219,7 +195,6 @@ int main(int argc, char **argv)
 	{
 		struct be_rpc_naming *nm;
 		struct be_rpc_record got[4];
-		struct nreps x;
 
 		ASSERT_OK(be_rpc_naming_create(&nm));
 		record(&recs[0], "k", "r0", 0);
@@ -227,19 +202,15 @@ int main(int argc, char **argv)
 		recs[1].epoch = 5;
 		ASSERT_OK(be_rpc_naming_set(nm, "k", recs, 2));
 		ASSERT_OK(be_rpc_chan_watch(cli.rpc, nm, "k", BE_RPC_ANY_SHARD, &ch));
-		x.ch = ch;
-		x.n = 2;
-		ASSERT(has_nreps(&x));
+		ASSERT_EQ(rt_chan_replicas(ch), 2);
 		recs[1].epoch = 4;
 		ASSERT_EQ(be_rpc_naming_put(nm, &recs[1]), -ESTALE);
 		record(&recs[2], "k", "r2", 2);
 		ASSERT_OK(be_rpc_naming_put(nm, &recs[2]));
-		x.n = 3;
-		rt_pump(ws, NS + 1, has_nreps, &x);
+		ST_PUMP_WHILE(ws, NS + 1, rt_chan_replicas(ch) != 3);
 		ASSERT_OK(be_rpc_naming_del(nm, "k", "r0"));
 		ASSERT_EQ(be_rpc_naming_del(nm, "k", "r0"), -ENOENT);
-		x.n = 2;
-		rt_pump(ws, NS + 1, has_nreps, &x);
+		ST_PUMP_WHILE(ws, NS + 1, rt_chan_replicas(ch) != 2);
 		ASSERT_EQ(be_rpc_naming_get(nm, "k", got, 4), 2);
 		ASSERT_EQ(be_rpc_naming_get(nm, "k", got, 1), 2);
 		stream(ch, 60, per);

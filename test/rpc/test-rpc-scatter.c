@@ -49,7 +49,8 @@ static bool s_done(void *arg)
 	return ((struct sres *)arg)->calls > 0;
 }
 
-static void fill(struct be_rpc_scatter_item *it, struct be_rpc_chan **chs, uint32_t method)
+/* Every leg an echo of its own length and pattern on chs[i]. */
+static void fill(struct be_rpc_scatter_item *it, struct be_rpc_chan **chs)
 {
 	int i;
 
@@ -61,7 +62,23 @@ static void fill(struct be_rpc_scatter_item *it, struct be_rpc_chan **chs, uint3
 		it[i].len = 100u + (size_t)i * 3000;
 		it[i].req = rt_req(it[i].len, (uint32_t)(50 + i));
 	}
-	(void)method;
+}
+
+/* Leg @i calls method @m of service SVC instead. */
+static void leg_calls(struct be_rpc_scatter_item *it, int i, uint32_t m)
+{
+	it[i].service = SVC;
+	it[i].method = m;
+}
+
+/* Scatter @it over @rpc with @o and pump until it called back (into @r);
+ * returns its status. */
+static int scatter_wait(struct be_rpc *rpc, struct be_rpc_scatter_item *it,
+			const struct be_rpc_call_opts *o, struct sres *r)
+{
+	ASSERT_OK(be_rpc_scatter(rpc, it, NS, o, scatter_cb, r, NULL));
+	rt_pump(ws, NS + 1, s_done, r);
+	return r->status;
 }
 
 static void free_replies(struct be_rpc_scatter_item *it, int n)
@@ -72,6 +89,22 @@ static void free_replies(struct be_rpc_scatter_item *it, int n)
 		be_rpc_buf_free(it[i].reply);
 }
 
+/* The late replies counted on @chs[0..NS) in all; checks that none of
+ * them has a call outstanding. */
+static uint64_t late_replies(struct be_rpc_chan **chs)
+{
+	struct be_rpc_chan_stats cs;
+	uint64_t n = 0;
+	int i;
+
+	for (i = 0; i < NS; i++) {
+		be_rpc_chan_stats(chs[i], &cs);
+		n += cs.c.late_replies;
+		ASSERT_EQ(cs.c.outstanding, 0);
+	}
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	struct rt t;
@@ -80,7 +113,6 @@ int main(int argc, char **argv)
 	struct be_rpc_chan *chs[NS], *dead;
 	struct be_rpc_scatter_item it[NS];
 	struct be_rpc_record rec;
-	struct be_rpc_chan_stats cs;
 	struct be_ctx *ctx;
 	uint64_t late = 0, id;
 	int i, want;
@@ -98,10 +130,8 @@ int main(int argc, char **argv)
 	{
 		struct sres r = { 0 };
 
-		fill(it, chs, RT_ECHO);
-		ASSERT_OK(be_rpc_scatter(cli.rpc, it, NS, NULL, scatter_cb, &r, NULL));
-		rt_pump(ws, NS + 1, s_done, &r);
-		ASSERT_OK(r.status);
+		fill(it, chs);
+		ASSERT_OK(scatter_wait(cli.rpc, it, NULL, &r));
 		ASSERT_PTR_EQ(r.items, it);
 		ASSERT_EQ(r.n, NS);
 		for (i = 0; i < NS; i++) {
@@ -116,12 +146,9 @@ int main(int argc, char **argv)
 	{
 		struct sres r = { 0 };
 
-		fill(it, chs, RT_ECHO);
-		it[2].service = SVC;
-		it[2].method = M_FAIL;
-		ASSERT_OK(be_rpc_scatter(cli.rpc, it, NS, NULL, scatter_cb, &r, NULL));
-		rt_pump(ws, NS + 1, s_done, &r);
-		ASSERT_EQ(r.status, -EPERM);
+		fill(it, chs);
+		leg_calls(it, 2, M_FAIL);
+		ASSERT_EQ(scatter_wait(cli.rpc, it, NULL, &r), -EPERM);
 		for (i = 0; i < NS; i++) {
 			if (i == 2) {
 				ASSERT_EQ(it[i].status, -EPERM);
@@ -138,14 +165,11 @@ int main(int argc, char **argv)
 		struct be_rpc_call_opts o = { .flags = BE_RPC_SCATTER_FAIL_FAST };
 		struct sres r = { 0 };
 
-		fill(it, chs, RT_ECHO);
-		it[0].service = it[1].service = SVC;
-		it[0].method = it[1].method = M_HOLD;
-		it[3].service = SVC;
-		it[3].method = M_FAIL;
-		ASSERT_OK(be_rpc_scatter(cli.rpc, it, NS, &o, scatter_cb, &r, NULL));
-		rt_pump(ws, NS + 1, s_done, &r);
-		ASSERT_EQ(r.status, -EPERM);
+		fill(it, chs);
+		leg_calls(it, 0, M_HOLD);
+		leg_calls(it, 1, M_HOLD);
+		leg_calls(it, 3, M_FAIL);
+		ASSERT_EQ(scatter_wait(cli.rpc, it, &o, &r), -EPERM);
 		ASSERT_EQ(it[3].status, -EPERM);
 		/* The held legs were stopped; leg 2 answered or was stopped. */
 		ASSERT_EQ(it[0].status, -ECANCELED);
@@ -162,12 +186,9 @@ int main(int argc, char **argv)
 		struct be_rpc_call_opts o = { .timeout_us = 100000 };
 		struct sres r = { 0 };
 
-		fill(it, chs, RT_ECHO);
-		it[1].service = SVC;
-		it[1].method = M_HOLD;
-		ASSERT_OK(be_rpc_scatter(cli.rpc, it, NS, &o, scatter_cb, &r, NULL));
-		rt_pump(ws, NS + 1, s_done, &r);
-		ASSERT_EQ(r.status, -ETIMEDOUT);
+		fill(it, chs);
+		leg_calls(it, 1, M_HOLD);
+		ASSERT_EQ(scatter_wait(cli.rpc, it, &o, &r), -ETIMEDOUT);
 		ASSERT_EQ(it[1].status, -ETIMEDOUT);
 		ASSERT_OK(it[0].status);
 		ASSERT_OK(it[2].status);
@@ -187,11 +208,9 @@ int main(int argc, char **argv)
 	{
 		struct sres r = { 0 };
 
-		fill(it, chs, RT_ECHO);
+		fill(it, chs);
 		it[1].ch = dead;
-		ASSERT_OK(be_rpc_scatter(cli.rpc, it, NS, NULL, scatter_cb, &r, NULL));
-		rt_pump(ws, NS + 1, s_done, &r);
-		ASSERT_EQ(r.status, -EHOSTUNREACH);
+		ASSERT_EQ(scatter_wait(cli.rpc, it, NULL, &r), -EHOSTUNREACH);
 		ASSERT_EQ(it[1].status, -EHOSTUNREACH);
 		ASSERT_OK(it[0].status);
 		free_replies(it, NS);
@@ -200,7 +219,7 @@ int main(int argc, char **argv)
 	{
 		struct sres r = { 0 };
 
-		fill(it, chs, RT_ECHO);
+		fill(it, chs);
 		for (i = 0; i < NS; i++)
 			it[i].ch = dead;
 		ASSERT_OK(be_rpc_scatter(cli.rpc, it, NS, NULL, scatter_cb, &r, NULL));
@@ -212,11 +231,9 @@ int main(int argc, char **argv)
 	{
 		struct sres r = { 0 };
 
-		fill(it, chs, RT_ECHO);
-		for (i = 0; i < NS; i++) {
-			it[i].service = SVC;
-			it[i].method = M_HOLD;
-		}
+		fill(it, chs);
+		for (i = 0; i < NS; i++)
+			leg_calls(it, i, M_HOLD);
 		ASSERT_OK(be_rpc_scatter(cli.rpc, it, NS, NULL, scatter_cb, &r, &id));
 		want = NS;
 		rt_pump(ws, NS + 1, rt_held_count, &want);
@@ -231,7 +248,7 @@ int main(int argc, char **argv)
 		late += NS;
 	}
 	/* Bad arguments take nothing. */
-	fill(it, chs, RT_ECHO);
+	fill(it, chs);
 	ASSERT_EQ(be_rpc_scatter(cli.rpc, it, 0, NULL, scatter_cb, NULL, NULL), -EINVAL);
 	ASSERT_EQ(be_rpc_scatter(cli.rpc, it, NS, NULL, NULL, NULL, NULL), -EINVAL);
 	it[2].ch = NULL;
@@ -240,19 +257,8 @@ int main(int argc, char **argv)
 		be_rpc_buf_free(it[i].req);
 
 	/* Every late reply arrived and was counted. */
-	for (;;) {
-		uint64_t n = 0;
-
-		rt_pump_ms(ws, NS + 1, 5);
-		for (i = 0; i < NS; i++) {
-			be_rpc_chan_stats(chs[i], &cs);
-			n += cs.c.late_replies;
-			ASSERT_EQ(cs.c.outstanding, 0);
-		}
-		if (n == late)
-			break;
-		ASSERT_LT(n, late + 1);
-	}
+	ST_PUMP_WHILE(ws, NS + 1, late_replies(chs) < late);
+	ASSERT_UEQ(late_replies(chs), late);
 	be_rpc_chan_destroy(dead);
 	for (i = 0; i < NS; i++)
 		be_rpc_chan_destroy(chs[i]);

@@ -25,7 +25,7 @@ static bool reached(void *arg)
 	struct be_rpc_replica_stats rs;
 
 	rt_stream_fill(&st);
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, 2, &rs));
+	rs = rt_chan_replica(ch, 2);
 	return st.done >= g->done && rs.ejections >= g->ejections && rs.returns >= g->returns &&
 	       rs.addrs[0].c.ok >= g->victim_ok;
 }
@@ -59,7 +59,7 @@ int main(int argc, char **argv)
 
 	/* Under a loaded machine a healthy replica may have been overtaken
 	 * and ejected before: count from here. */
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, 2, &rs));
+	rs = rt_chan_replica(ch, 2);
 	ej0 = rs.ejections;
 	ret0 = rs.returns;
 	t_stop = rt_ms();
@@ -67,12 +67,12 @@ int main(int argc, char **argv)
 	g = (struct goal){ st.done + 100, ej0 + 1, 0, 0 };
 	rt_pump(&e.w, 1, reached, &g);
 	t_eject = rt_ms();
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, 2, &rs));
+	rs = rt_chan_replica(ch, 2);
 	ASSERT(rs.state == BE_RPC_REP_EJECTED || rs.state == BE_RPC_REP_PROBING);
 	/* Frozen for a while: probes fail, it stays out. */
 	g = (struct goal){ st.done + 500, ej0 + 1, 0, 0 };
 	rt_pump(&e.w, 1, reached, &g);
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, 2, &rs));
+	rs = rt_chan_replica(ch, 2);
 	ej_before_cont = rs.ejections - ej0;
 
 	t_cont = rt_ms();
@@ -93,7 +93,7 @@ int main(int argc, char **argv)
 	ASSERT_EQ(st.other, 0);
 	ASSERT_EQ(st.refused, 0);
 	ASSERT_EQ(st.ok + st.timeouts, st.done);
-	ASSERT_OK(be_rpc_chan_replica_stats(ch, 2, &rs));
+	rs = rt_chan_replica(ch, 2);
 	ASSERT_GE(rs.returns, ret0 + 1);
 	ASSERT_EQ(cs.c.ok, st.ok);
 	rt_env_close(&e);

@@ -201,14 +201,50 @@ const struct be_sock_cbs st_server_cbs = {
 	.on_accept = st_srv_accept,
 };
 
-void st_pair(struct st *t, struct be_ctx **ctx, struct be_worker *ws[2], struct st_server *srv,
-	     struct be_listener **l, char *addr, size_t len)
+/* st_pair() with listener callbacks @cbs (user @user). */
+static void pair(struct st *t, const struct be_sock_cbs *cbs, void *user, struct be_ctx **ctx,
+		 struct be_worker *ws[2], struct be_listener **l, char *addr, size_t len)
 {
 	ASSERT_OK(be_ctx_create(&t->cfg, ctx));
 	ASSERT_OK(be_worker_create(*ctx, &ws[0]));
 	ASSERT_OK(be_worker_create(*ctx, &ws[1]));
-	ASSERT_OK(be_listen(ws[0], st_listen_addr(t), &st_server_cbs, srv, l));
+	ASSERT_OK(be_listen(ws[0], st_listen_addr(t), cbs, user, l));
 	ASSERT_OK(be_listener_addr(*l, addr, len));
+}
+
+void st_pair(struct st *t, struct be_ctx **ctx, struct be_worker *ws[2], struct st_server *srv,
+	     struct be_listener **l, char *addr, size_t len)
+{
+	pair(t, &st_server_cbs, srv, ctx, ws, l, addr, len);
+}
+
+void st_fx_init(struct st_fx *f, int argc, char **argv)
+{
+	memset(f, 0, sizeof(*f));
+	st_init(&f->t, argc, argv);
+}
+
+void st_fx_pair(struct st_fx *f)
+{
+	if (!f->scbs) {
+		f->scbs = &st_server_cbs;
+		f->suser = &f->srv;
+	}
+	pair(&f->t, f->scbs, f->suser, &f->ctx, f->ws, &f->l, f->addr, sizeof(f->addr));
+}
+
+struct be_sock *st_fx_connect(struct st_fx *f, const struct be_sock_cbs *cbs, void *user)
+{
+	static const struct be_sock_cbs none;
+	struct be_sock *c;
+
+	ASSERT_OK(be_sock_connect(f->ws[1], f->addr, cbs ? cbs : &none, user, &c));
+	return c;
+}
+
+void st_fx_unpair(struct st_fx *f)
+{
+	st_unpair(f->ctx, f->ws, &f->srv, f->l);
 }
 
 void st_serve(const struct be_config *cfg, struct st *t, struct st_server *srv,

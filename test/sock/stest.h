@@ -94,6 +94,29 @@ void st_unpair(struct be_ctx *ctx, struct be_worker *ws[2], struct st_server *sr
 	       struct be_listener *l);
 
 /*
+ * struct st_fx - the usual two-worker fixture in one place: st_fx_init()
+ * is st_init() into f->t (the test may then adjust f->t.cfg, or set
+ * f->scbs and f->suser to listen with callbacks of its own), st_fx_pair()
+ * is st_pair() into the other fields, st_fx_connect() connects a client
+ * socket of ws[1] to the listener (callbacks @cbs, NULL for none, user
+ * @user), st_fx_unpair() is st_unpair(). All fail the test on any error.
+ */
+struct st_fx {
+	struct st t;
+	const struct be_sock_cbs *scbs; /* the listener's (NULL: st_server_cbs, user srv) */
+	void *suser;
+	struct be_ctx *ctx;
+	struct be_worker *ws[2];  /* ws[0] listens on l (user srv); ws[1] connects */
+	struct be_listener *l;
+	struct st_server srv;
+	char addr[160];           /* l's address */
+};
+void st_fx_init(struct st_fx *f, int argc, char **argv);
+void st_fx_pair(struct st_fx *f);
+struct be_sock *st_fx_connect(struct st_fx *f, const struct be_sock_cbs *cbs, void *user);
+void st_fx_unpair(struct st_fx *f);
+
+/*
  * st_serve() - a server on a context of its own: a context from @cfg
  * (t->cfg or a variant of it), worker *@w with listener *@l on a fresh
  * address (callbacks st_server_cbs, user @srv); the listener's address

@@ -145,11 +145,7 @@ int main(int argc, char **argv)
 
 	st_init(&t, argc, argv);
 	t.cfg.frag_size = 64 << 10;
-	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &ws[0]));
-	ASSERT_OK(be_worker_create(ctx, &ws[1]));
-	ASSERT_OK(be_listen(ws[0], st_listen_addr(&t), &st_server_cbs, &srv, &l));
-	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
+	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
 
 	/* 1: close before the Engine is established: all cancelled. */
 	ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &a));

@@ -8,34 +8,28 @@
 
 #include "stest.h"
 
-static struct st_server srv;
+static struct st_fx f;
 
 int main(int argc, char **argv)
 {
-	const struct be_sock_cbs ccbs = { 0 };
-	struct be_worker *ws[2];
 	struct st_sends sends = { 0 };
-	struct be_listener *l;
 	struct be_sock *c;
-	struct be_ctx *ctx;
-	char addr[160];
-	struct st t;
 
-	st_init(&t, argc, argv);
-	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
-	ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &c));
-	st_send_recvd(ws, c, 64, 1, &sends, &srv, 1);
+	st_fx_init(&f, argc, argv);
+	st_fx_pair(&f);
+	c = st_fx_connect(&f, NULL, NULL);
+	st_send_recvd(f.ws, c, 64, 1, &sends, &f.srv, 1);
 
-	ASSERT_EQ(be_ctx_destroy(ctx), -EBUSY);
+	ASSERT_EQ(be_ctx_destroy(f.ctx), -EBUSY);
 	/* Nothing was closed: a large message still goes through. */
-	st_send_recvd(ws, c, 1 << 20, 2, &sends, &srv, 2);
+	st_send_recvd(f.ws, c, 1 << 20, 2, &sends, &f.srv, 2);
 
 	be_sock_close(c);
-	st_shutdown(ws, 2); /* together: each waits for the other's answers */
-	ASSERT_EQ(be_worker_destroy(ws[1]), 0);
-	ASSERT_EQ(be_ctx_destroy(ctx), -EBUSY); /* one worker left */
-	ASSERT_EQ(be_worker_destroy(ws[0]), 0);
-	ASSERT_EQ(be_ctx_destroy(ctx), 0);
-	free(srv.socks);
+	st_shutdown(f.ws, 2); /* together: each waits for the other's answers */
+	ASSERT_EQ(be_worker_destroy(f.ws[1]), 0);
+	ASSERT_EQ(be_ctx_destroy(f.ctx), -EBUSY); /* one worker left */
+	ASSERT_EQ(be_worker_destroy(f.ws[0]), 0);
+	ASSERT_EQ(be_ctx_destroy(f.ctx), 0);
+	free(f.srv.socks);
 	return 0;
 }

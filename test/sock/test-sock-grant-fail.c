@@ -18,7 +18,7 @@
 #define BIG (4u << 20)
 
 static int fails_left = NFAIL;
-static struct st_server srv;
+static struct st_fx f;
 
 static bool both_sent(void *arg)
 {
@@ -36,39 +36,33 @@ static int grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey)
 
 int main(int argc, char **argv)
 {
-	const struct be_sock_cbs ccbs = { 0 };
 	struct be_engine_stats es;
 	struct be_xport_ops *ops;
-	struct be_worker *ws[2];
 	struct st_sends sends = { 0 };
-	struct be_listener *l;
 	struct be_sock *c;
-	struct be_ctx *ctx;
-	char addr[160];
-	struct st t;
 
-	st_init(&t, argc, argv);
-	t.cfg.max_grant_bytes = 4 * BIG; /* a one-way budget (tcp) of BIG / 2 */
-	t.cfg.nomem_backoff_us = 100;
-	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
-	ops = st_ops_override(&t, ctx);
+	st_fx_init(&f, argc, argv);
+	f.t.cfg.max_grant_bytes = 4 * BIG; /* a one-way budget (tcp) of BIG / 2 */
+	f.t.cfg.nomem_backoff_us = 100;
+	st_fx_pair(&f);
+	ops = st_ops_override(&f.t, f.ctx);
 	if (!ops->grant) {
-		fprintf(stderr, "%s has no grant op: skipped\n", t.transport);
-		st_unpair(ctx, ws, &srv, l);
+		fprintf(stderr, "%s has no grant op: skipped\n", f.t.transport);
+		st_fx_unpair(&f);
 		return 77;
 	}
 	ops->grant = grant;
 
-	ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &c));
-	st_send_recvd(ws, c, 64, 1, &sends, &srv, 1);
-	st_send_recvd(ws, c, BIG, 2, &sends, &srv, 2);
+	c = st_fx_connect(&f, NULL, NULL);
+	st_send_recvd(f.ws, c, 64, 1, &sends, &f.srv, 1);
+	st_send_recvd(f.ws, c, BIG, 2, &sends, &f.srv, 2);
 	ASSERT_EQ(fails_left, 0);
-	ASSERT_UEQ(srv.bytes, 64 + BIG);
-	st_pump(ws, 2, both_sent, &sends);
+	ASSERT_UEQ(f.srv.bytes, 64 + BIG);
+	st_pump(f.ws, 2, both_sent, &sends);
 	ASSERT_EQ(sends.ok, 2);
 
-	ASSERT_EQ(srv.nsocks, 1);
-	ASSERT_OK(be_sock_engine_stats(srv.socks[0], &es));
+	ASSERT_EQ(f.srv.nsocks, 1);
+	ASSERT_OK(be_sock_engine_stats(f.srv.socks[0], &es));
 	ASSERT_UEQ(es.grant_key_short, NFAIL);
 	ASSERT(es.nomem_sent >= NFAIL);
 	ASSERT_OK(be_sock_engine_stats(c, &es));
@@ -76,6 +70,6 @@ int main(int argc, char **argv)
 	ASSERT_UEQ(es.oneway_sent, 0);
 
 	be_sock_close(c);
-	st_unpair(ctx, ws, &srv, l);
+	st_fx_unpair(&f);
 	return 0;
 }

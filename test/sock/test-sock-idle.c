@@ -32,45 +32,27 @@ static void cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
 
 static struct be_worker *ws[2];
 
-static bool echoed(void *arg)
+static uint64_t keepalives(struct be_sock *s)
 {
-	return got == *(int *)arg;
-}
-
-static bool engines_gone(void *arg)
-{
-	return be_worker_engine_count(ws[0]) == 0 && be_worker_engine_count(ws[1]) == 0;
-}
-
-struct ka_wait {
-	struct be_sock *s;
-	uint64_t until;
-};
-
-static bool keepalives_reached(void *arg)
-{
-	struct ka_wait *k = arg;
 	struct be_engine_stats es;
 
-	st_engine_stats(k->s, &es);
-	return es.keepalives_sent >= k->until;
+	st_engine_stats(s, &es);
+	return es.keepalives_sent;
 }
 
 /* Progress until the Engine of @s (an idle one) sent keepalives for five
  * idle periods: its worker's timers ran through them. */
 static void idle_periods(struct be_sock *s)
 {
-	struct ka_wait k = { .s = s };
-	struct be_engine_stats es;
+	uint64_t until = keepalives(s) + 5 * IDLE_MS / KEEPALIVE_MS;
 
-	st_engine_stats(s, &es);
-	k.until = es.keepalives_sent + 5 * IDLE_MS / KEEPALIVE_MS;
-	st_pump(ws, 2, keepalives_reached, &k);
+	ST_PUMP_WHILE(ws, 2, keepalives(s) < until);
 }
 
-static bool server_closed(void *arg)
+/* Progress until both workers' Engines are gone. */
+static void engines_gone(void)
 {
-	return srv.closed == *(int *)arg;
+	ST_PUMP_WHILE(ws, 2, be_worker_engine_count(ws[0]) || be_worker_engine_count(ws[1]));
 }
 
 /* The client closed socket number @n: wait for the server's on_close and
@@ -78,7 +60,7 @@ static bool server_closed(void *arg)
 static void close_pair(struct be_sock *s, int n)
 {
 	be_sock_close(s);
-	st_pump(ws, 2, server_closed, &n);
+	ST_PUMP_WHILE(ws, 2, srv.closed != n);
 	ASSERT_EQ(srv.nsocks, n);
 	be_sock_close(srv.socks[n - 1]);
 }
@@ -92,7 +74,7 @@ static struct be_sock *echo_once(const char *addr)
 
 	ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &s));
 	ASSERT_OK(be_sock_send(s, st_msg(64, 7), 64, st_send_cb, &sends));
-	st_pump(ws, 2, echoed, &want);
+	ST_PUMP_WHILE(ws, 2, got != want);
 	return s;
 }
 
@@ -119,13 +101,13 @@ int main(int argc, char **argv)
 
 	/* The last Socket closed: both Engines go. */
 	close_pair(s, 1);
-	st_pump(ws, 2, engines_gone, NULL);
+	engines_gone();
 
 	/* Connecting again opens a new Engine, which works. */
 	s = echo_once(addr);
 	ASSERT_EQ(be_worker_engine_count(ws[1]), 1);
 	close_pair(s, 2);
-	st_pump(ws, 2, engines_gone, NULL);
+	engines_gone();
 	ASSERT_EQ(sends.ok, 2);
 	ASSERT_EQ(sends.done, 2);
 

@@ -17,7 +17,7 @@ static struct be_sock *socks[NSOCK];
 static size_t sizes[NSOCK][NMSG];
 static int got[NSOCK], bad;
 static struct st_sends sends;
-static struct st_server srv;
+static struct st_fx f;
 
 static int sock_index(struct be_sock *s)
 {
@@ -38,8 +38,8 @@ static int srv_idx_of(struct be_sock *s)
 {
 	int i;
 
-	for (i = 0; i < srv.nsocks; i++)
-		if (srv.socks[i] == s)
+	for (i = 0; i < f.srv.nsocks; i++)
+		if (f.srv.socks[i] == s)
 			return i;
 	return -1;
 }
@@ -54,7 +54,7 @@ static void check_recv(struct be_sock *s, void *buf, size_t len, void *user)
 	if (!st_check(buf, len, (uint32_t)(i * 1000 + got[i])))
 		bad++;
 	got[i]++;
-	srv.recvd++;
+	f.srv.recvd++;
 	be_free(buf);
 }
 
@@ -65,34 +65,27 @@ static int srv_accept(struct be_listener *l, struct be_sock *s, void *user)
 
 static bool all_done(void *arg)
 {
-	return srv.recvd == NSOCK * NMSG && sends.done == NSOCK * NMSG;
+	return f.srv.recvd == NSOCK * NMSG && sends.done == NSOCK * NMSG;
 }
 
 int main(int argc, char **argv)
 {
 	struct be_sock_cbs scbs = { .on_recv = check_recv, .on_accept = srv_accept };
 	struct be_sock_cbs ccbs = { .on_recv = srv_recv };
-	struct be_worker *ws[2];
 	struct be_engine_stats ec, es;
-	struct be_listener *l;
-	struct be_ctx *ctx;
-	char addr[160];
-	struct st t;
 	int i, j;
 
-	st_init(&t, argc, argv);
-	t.cfg.send_window = 512 << 10;
-	t.cfg.credits = 8;
-	t.cfg.frag_size = 64 << 10;
-	ASSERT_OK(be_ctx_create(&t.cfg, &ctx));
-	ASSERT_OK(be_worker_create(ctx, &ws[0]));
-	ASSERT_OK(be_worker_create(ctx, &ws[1]));
-	ASSERT_OK(be_listen(ws[0], st_listen_addr(&t), &scbs, &srv, &l));
-	ASSERT_OK(be_listener_addr(l, addr, sizeof(addr)));
+	st_fx_init(&f, argc, argv);
+	f.t.cfg.send_window = 512 << 10;
+	f.t.cfg.credits = 8;
+	f.t.cfg.frag_size = 64 << 10;
+	f.scbs = &scbs;
+	f.suser = &f.srv;
+	st_fx_pair(&f);
 
 	srand(42);
 	for (i = 0; i < NSOCK; i++) {
-		ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, (void *)(intptr_t)i, &socks[i]));
+		ASSERT_OK(be_sock_connect(f.ws[1], f.addr, &ccbs, (void *)(intptr_t)i, &socks[i]));
 		ASSERT_EQ(sock_index(socks[i]), i);
 		for (j = 0; j < NMSG; j++) {
 			int r = rand() % 100;
@@ -114,15 +107,15 @@ int main(int argc, char **argv)
 
 			ASSERT_OK(be_sock_send(socks[i], m, sizes[i][j], st_send_cb, &sends));
 		}
-	st_pump(ws, 2, all_done, NULL);
+	st_pump(f.ws, 2, all_done, NULL);
 	ASSERT_EQ(bad, 0);
 	ASSERT_EQ(sends.ok, NSOCK * NMSG);
-	ASSERT_EQ(srv.accepted, NSOCK);
-	ASSERT_EQ(be_worker_engine_count(ws[0]), 1);
-	ASSERT_EQ(be_worker_engine_count(ws[1]), 1);
+	ASSERT_EQ(f.srv.accepted, NSOCK);
+	ASSERT_EQ(be_worker_engine_count(f.ws[0]), 1);
+	ASSERT_EQ(be_worker_engine_count(f.ws[1]), 1);
 
 	st_engine_stats(socks[0], &ec);
-	st_engine_stats(srv.socks[0], &es);
+	st_engine_stats(f.srv.socks[0], &es);
 	st_check_limits(&ec);
 	st_check_limits(&es);
 	ASSERT_EQ(ec.credits_granted, 8);
@@ -142,6 +135,6 @@ int main(int argc, char **argv)
 
 	for (i = 0; i < NSOCK; i++)
 		be_sock_close(socks[i]);
-	st_unpair(ctx, ws, &srv, l);
+	st_fx_unpair(&f);
 	return 0;
 }

@@ -13,7 +13,7 @@
 static struct be_sock **socks;
 static int echoed;
 static struct st_sends sends;
-static struct st_server srv;
+static struct st_fx f;
 
 static void cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
 {
@@ -30,54 +30,49 @@ static bool all_echoed(void *arg)
 
 static bool all_closed(void *arg)
 {
-	return srv.closed == NSOCK;
+	return f.srv.closed == NSOCK;
 }
 
 int main(int argc, char **argv)
 {
 	struct be_sock_cbs ccbs = { .on_recv = cli_recv };
-	struct be_worker *ws[2];
 	struct be_engine_stats es;
-	struct be_listener *l;
-	struct be_ctx *ctx;
-	char addr[160];
-	struct st t;
 	int i;
 
-	st_init(&t, argc, argv);
+	st_fx_init(&f, argc, argv);
 	socks = calloc(NSOCK, sizeof(*socks));
-	srv.echo = true;
-	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
+	f.srv.echo = true;
+	st_fx_pair(&f);
 	for (i = 0; i < NSOCK; i++) {
 		int *m = be_alloc(sizeof(int));
 
 		ASSERT(m);
 		*m = i;
-		ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, (void *)(intptr_t)i, &socks[i]));
+		ASSERT_OK(be_sock_connect(f.ws[1], f.addr, &ccbs, (void *)(intptr_t)i, &socks[i]));
 		ASSERT_OK(be_sock_send(socks[i], m, sizeof(int), st_send_cb, &sends));
 	}
-	st_pump(ws, 2, all_echoed, NULL);
-	ASSERT_EQ(srv.accepted, NSOCK);
-	ASSERT_EQ(be_worker_engine_count(ws[0]), 1);
-	ASSERT_EQ(be_worker_engine_count(ws[1]), 1);
+	st_pump(f.ws, 2, all_echoed, NULL);
+	ASSERT_EQ(f.srv.accepted, NSOCK);
+	ASSERT_EQ(be_worker_engine_count(f.ws[0]), 1);
+	ASSERT_EQ(be_worker_engine_count(f.ws[1]), 1);
 	st_engine_stats(socks[0], &es);
 	st_check_limits(&es);
 	ASSERT_EQ(es.sockets, NSOCK);
 	ASSERT_GT(es.frames_batched, 0); /* many frames shared SENDs */
 	for (i = 0; i < NSOCK; i++)
 		be_sock_close(socks[i]);
-	st_pump(ws, 2, all_closed, NULL);
+	st_pump(f.ws, 2, all_closed, NULL);
 	{
 		static char json[16384];
 
 		/* The server's sockets are detached (the peer closed them); the
 		 * engine lives on with none. */
-		ASSERT_EQ(be_sock_engine_stats(srv.socks[0], &es), -ENOTCONN);
-		ASSERT_LT(be_worker_stats_json(ws[0], json, sizeof(json)), (int)sizeof(json));
+		ASSERT_EQ(be_sock_engine_stats(f.srv.socks[0], &es), -ENOTCONN);
+		ASSERT_LT(be_worker_stats_json(f.ws[0], json, sizeof(json)), (int)sizeof(json));
 		ASSERT(strstr(json, "\"sockets\":0,"));
 		ASSERT(strstr(json, "\"sockets_opened\":10000,"));
 	}
 	free(socks);
-	st_unpair(ctx, ws, &srv, l);
+	st_fx_unpair(&f);
 	return 0;
 }

@@ -17,7 +17,7 @@
 
 #define NSILENT ((int)SHM_MAX_HANDSHAKE_UID + 8)
 
-static struct st_server srv;
+static struct st_fx f;
 static int fds[NSILENT];
 static bool gone[NSILENT];
 
@@ -65,29 +65,24 @@ static bool all_closed(void *arg)
 
 int main(int argc, char **argv)
 {
-	struct be_worker *ws[2];
-	struct be_listener *l;
-	struct be_ctx *ctx;
-	char addr[160];
-	struct st t;
 	int i;
 
-	st_init(&t, argc, argv);
-	if (strcmp(t.transport, "shm") != 0)
+	st_fx_init(&f, argc, argv);
+	if (strcmp(f.t.transport, "shm") != 0)
 		return 77;
-	srv.echo = true;
-	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
+	f.srv.echo = true;
+	st_fx_pair(&f);
 	for (i = 0; i < NSILENT; i++)
-		fds[i] = raw_connect(addr + strlen("shm://"));
+		fds[i] = raw_connect(f.addr + strlen("shm://"));
 	/* Beyond the cap of one uid: closed at once. */
-	st_pump(ws, 1, over_cap_closed, NULL);
+	st_pump(f.ws, 1, over_cap_closed, NULL);
 	/* The rest: closed by the deadline. */
-	st_pump(ws, 1, all_closed, NULL);
+	st_pump(f.ws, 1, all_closed, NULL);
 	for (i = 0; i < NSILENT; i++)
 		close(fds[i]);
 	/* And the listener serves. */
-	ASSERT_EQ(st_try_client(&t.cfg, ws[0], addr), 0);
-	ASSERT_EQ(srv.accepted, 1);
-	st_unpair(ctx, ws, &srv, l);
+	ASSERT_EQ(st_try_client(&f.t.cfg, f.ws[0], f.addr), 0);
+	ASSERT_EQ(f.srv.accepted, 1);
+	st_fx_unpair(&f);
 	return 0;
 }

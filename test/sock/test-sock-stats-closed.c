@@ -8,7 +8,7 @@
 
 #include "stest.h"
 
-static struct st_server srv;
+static struct st_fx f;
 static int closed = 1;
 
 static void cli_close(struct be_sock *s, int reason, void *user)
@@ -18,7 +18,7 @@ static void cli_close(struct be_sock *s, int reason, void *user)
 
 static bool echoed(void *arg)
 {
-	return srv.recvd == 1 && *(int *)arg == 1;
+	return f.srv.recvd == 1 && *(int *)arg == 1;
 }
 
 static bool peer_closed(void *arg)
@@ -37,26 +37,21 @@ int main(int argc, char **argv)
 	const struct be_sock_cbs ccbs = { .on_close = cli_close };
 	struct be_sock_stats st;
 	struct be_engine_stats es;
-	struct be_worker *ws[2];
-	struct be_listener *l;
 	struct be_sock *c;
-	struct be_ctx *ctx;
-	char addr[160];
-	struct st t;
 	int sent = 0;
 
-	st_init(&t, argc, argv);
-	st_pair(&t, &ctx, ws, &srv, &l, addr, sizeof(addr));
-	ASSERT_OK(be_sock_connect(ws[1], addr, &ccbs, NULL, &c));
+	st_fx_init(&f, argc, argv);
+	st_fx_pair(&f);
+	c = st_fx_connect(&f, &ccbs, NULL);
 	ASSERT_OK(be_sock_send(c, st_msg(100, 1), 100, done_cb, &sent));
-	st_pump(ws, 2, echoed, &sent);
+	st_pump(f.ws, 2, echoed, &sent);
 	ASSERT_EQ(be_sock_stats(c, &st), 0);
 	ASSERT_UEQ(st.msgs_sent, 1);
 
 	/* The server closes its end: the client's socket loses its Engine. */
-	be_sock_close(srv.socks[0]);
-	srv.nsocks = 0;
-	st_pump(ws, 2, peer_closed, NULL);
+	be_sock_close(f.srv.socks[0]);
+	f.srv.nsocks = 0;
+	st_pump(f.ws, 2, peer_closed, NULL);
 	ASSERT_EQ(closed, 0);
 	memset(&st, 0, sizeof(st));
 	ASSERT_EQ(be_sock_stats(c, &st), -ENOTCONN);
@@ -64,6 +59,6 @@ int main(int argc, char **argv)
 	ASSERT_UEQ(st.bytes_sent, 100);
 	ASSERT_EQ(be_sock_engine_stats(c, &es), -ENOTCONN);
 	be_sock_close(c);
-	st_unpair(ctx, ws, &srv, l);
+	st_fx_unpair(&f);
 	return 0;
 }

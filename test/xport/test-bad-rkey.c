@@ -104,12 +104,7 @@ int main(int argc, char **argv)
 		rkey = xt_grant(t, s, target);
 		xt_post(t, c, BE_XWR_WRITE, 1, src, 8, BE_XWR_F_SIGNALED,
 			(uint64_t)(uintptr_t)target, rkey, 0);
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = 2;
-		wr.opcode = BE_XWR_WRITE;
-		wr.flags = BE_XWR_F_SIGNALED;
-		wr.sg_list = &sge;
-		wr.num_sge = 1;
+		wr = xt_wr(BE_XWR_WRITE, 2, BE_XWR_F_SIGNALED, &sge, 1);
 		wr.remote_addr = (uint64_t)(uintptr_t)target;
 		wr.rkey = rkey;
 		ASSERT_OK(t->ops->post_send(c, &wr, &bad));

@@ -37,6 +37,29 @@ static int readable(int fd, int ms)
 			TEST_FAIL("%s never became readable", #fd);           \
 	} while (0)
 
+/*
+ * Poll @cq until it gives a completion (up to 4 into @wc; at most 1000
+ * polls), sleeping on its fd between polls: with @must_wake the fd must
+ * become readable each time (wait_fd), otherwise up to 10 ms (an ack
+ * already cleared it). Returns how many came.
+ */
+static int poll_wait(struct xt *t, struct be_xcq *cq, struct be_xwc *wc, bool must_wake)
+{
+	int i, n = 0;
+
+	for (i = 0; i < 1000 && n == 0; i++) {
+		n = t->ops->cq_poll(cq, wc, 4);
+		ASSERT_OK(n);
+		if (n)
+			break;
+		if (must_wake)
+			wait_fd(t->ops->cq_fd(cq));
+		else
+			readable(t->ops->cq_fd(cq), 10);
+	}
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	struct xt_pair p;
@@ -108,28 +131,14 @@ int main(int argc, char **argv)
 	xt_post(t, p.c, BE_XWR_SEND, 1, src, 100, BE_XWR_F_SIGNALED, 0, 0, 0);
 	wait_fd(t->ops->cq_fd(p.srv.cq));
 	ASSERT_OK(t->ops->cq_ack(p.srv.cq));
-	n = 0;
-	for (i = 0; i < 1000 && n == 0; i++) {
-		n = t->ops->cq_poll(p.srv.cq, wc, 4);
-		ASSERT_OK(n);
-		if (!n)
-			readable(t->ops->cq_fd(p.srv.cq), 10);
-	}
-	ASSERT_EQ(n, 1);
+	ASSERT_EQ(poll_wait(t, p.srv.cq, wc, false), 1);
 	ASSERT_EQ(wc[0].opcode, BE_XWC_RECV);
 	ASSERT_EQ(wc[0].byte_len, 100);
 	/* The receiver goes to sleep (arm sends the ack it owes); the
 	 * sender's completion wakes the sender. */
 	ASSERT_OK(t->ops->cq_arm(p.srv.cq));
 	ASSERT_OK(t->ops->cq_arm(p.cli.cq));
-	n = 0;
-	for (i = 0; i < 1000 && n == 0; i++) {
-		n = t->ops->cq_poll(p.cli.cq, wc, 4);
-		ASSERT_OK(n);
-		if (!n)
-			wait_fd(t->ops->cq_fd(p.cli.cq));
-	}
-	ASSERT_EQ(n, 1);
+	ASSERT_EQ(poll_wait(t, p.cli.cq, wc, true), 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
 	ASSERT_OK(t->ops->cq_ack(p.cli.cq));
 

@@ -121,12 +121,7 @@ static void run_lkey(void)
 
 	xt_sides_open(&xt, &a, &b, 64, &ma, &mb, 4096, 16);
 	sge.lkey = mb.mr.lkey; /* the key of another region */
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 3;
-	wr.opcode = BE_XWR_SEND;
-	wr.flags = BE_XWR_F_SIGNALED;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
+	wr = xt_wr(BE_XWR_SEND, 3, BE_XWR_F_SIGNALED, &sge, 1);
 	xt_mem_recv(&a, &ma, 0, 4096, 1);
 	ASSERT_OK(ops->post_send(b.conn, &wr, &bad));
 	xt_side_wc(&b, wc, 1);

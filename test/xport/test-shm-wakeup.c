@@ -28,6 +28,27 @@ static void arm_clear(struct xt_side *s)
 	ASSERT_OK(ops->cq_arm(s->cq));
 }
 
+/* Both sides cleared and armed: neither fd readable. */
+static void both_asleep(struct xt_side *a, struct xt_side *b)
+{
+	arm_clear(a);
+	arm_clear(b);
+	ASSERT_EQ(readable(a), 0);
+	ASSERT_EQ(readable(b), 0);
+}
+
+/* The receiver @a's next poll acknowledges what it took: the sender @b
+ * wakes and completes its signaled WR @wr_id. */
+static void sender_wakes(struct xt_side *a, struct xt_side *b, uint64_t wr_id)
+{
+	struct be_xwc wc;
+
+	xt_side_ack(a);
+	ASSERT_EQ(readable(b), 1);
+	xt_side_wc(b, &wc, 1);
+	ASSERT_UEQ(wc.wr_id, wr_id);
+}
+
 int main(int argc, char **argv)
 {
 	struct xt_side a, b;
@@ -44,10 +65,7 @@ int main(int argc, char **argv)
 		xt_mem_recv(&a, &ma, 1024 * (uint64_t)i, 1024, (uint64_t)i);
 
 	/* Receiver asleep, sender posts. */
-	arm_clear(&a);
-	arm_clear(&b);
-	ASSERT_EQ(readable(&a), 0);
-	ASSERT_EQ(readable(&b), 0);
+	both_asleep(&a, &b);
 	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_SEND, &mb, 0, 10, 0, 0, 0, BE_XWR_F_SIGNALED, 1));
 	ASSERT_EQ(readable(&a), 1);
 	ASSERT_EQ(readable(&b), 0);
@@ -58,14 +76,8 @@ int main(int argc, char **argv)
 	/* The receiver took the signaled SEND; its next poll acknowledges
 	 * it, and the sender wakes. */
 	ASSERT_EQ(readable(&b), 0);
-	xt_side_ack(&a);
-	ASSERT_EQ(readable(&b), 1);
-	xt_side_wc(&b, wc, 1);
-	ASSERT_UEQ(wc[0].wr_id, 1);
-	arm_clear(&a);
-	arm_clear(&b);
-	ASSERT_EQ(readable(&a), 0);
-	ASSERT_EQ(readable(&b), 0);
+	sender_wakes(&a, &b, 1);
+	both_asleep(&a, &b);
 
 	/* A WRITE wakes the receiver, which places it (no completion there);
 	 * its next poll acknowledges it and wakes the writer. */
@@ -76,14 +88,8 @@ int main(int argc, char **argv)
 	ASSERT_EQ(readable(&b), 0);
 	xt_side_ack(&a);
 	ASSERT_EQ(ma.p[63], 0x3c);
-	xt_side_ack(&a);
-	ASSERT_EQ(readable(&b), 1);
-	xt_side_wc(&b, wc, 1);
-	ASSERT_UEQ(wc[0].wr_id, 2);
-	arm_clear(&a);
-	arm_clear(&b);
-	ASSERT_EQ(readable(&a), 0);
-	ASSERT_EQ(readable(&b), 0);
+	sender_wakes(&a, &b, 2);
+	both_asleep(&a, &b);
 
 	/* WRITE_IMM wakes the receiver too. */
 	ASSERT_OK(xt_mem_post(b.conn, BE_XWR_WRITE_IMM, &mb, 0, 64, xt_mem_addr(&ma, 0), rkey, 9, 0, 3));

@@ -68,12 +68,8 @@ int main(int argc, char **argv)
 	/* SEND, inline when the device allows it. */
 	memset(mem.p + SRC_OFF, 'a', 100);
 	sge[0] = (struct be_xsge){ (uintptr_t)(mem.p + SRC_OFF), 100, mem.mr.lkey };
-	memset(w, 0, sizeof(w));
-	w[0].wr_id = 1;
-	w[0].opcode = BE_XWR_SEND;
-	w[0].flags = BE_XWR_F_SIGNALED | (e.attr.max_inline >= 100 ? BE_XWR_F_INLINE : 0);
-	w[0].sg_list = sge;
-	w[0].num_sge = 1;
+	w[0] = xt_wr(BE_XWR_SEND, 1,
+		     BE_XWR_F_SIGNALED | (e.attr.max_inline >= 100 ? BE_XWR_F_INLINE : 0), sge, 1);
 	ASSERT_OK(e.ops->post_send(cc, w, &bad));
 	if (w[0].flags & BE_XWR_F_INLINE)
 		memset(mem.p + SRC_OFF, 'z', 100); /* inline: the buffer is free again */
@@ -97,12 +93,7 @@ int main(int argc, char **argv)
 	for (i = 0; i < 8192; i++)
 		mem.p[SRC_OFF + i] = (char)(i * 7);
 	sge[0] = (struct be_xsge){ (uintptr_t)(mem.p + SRC_OFF), 8192, mem.mr.lkey };
-	memset(w, 0, sizeof(w));
-	w[0].wr_id = 2;
-	w[0].opcode = BE_XWR_WRITE_IMM;
-	w[0].flags = BE_XWR_F_SIGNALED;
-	w[0].sg_list = sge;
-	w[0].num_sge = 1;
+	w[0] = xt_wr(BE_XWR_WRITE_IMM, 2, BE_XWR_F_SIGNALED, sge, 1);
 	w[0].remote_addr = (uintptr_t)(mem.p + DST_OFF);
 	w[0].rkey = mem.mr.rkey;
 	w[0].imm = 0xdeadbeef;
@@ -127,21 +118,13 @@ int main(int argc, char **argv)
 
 	/* An unsignaled WRITE then a signaled SEND of two SGEs: one
 	 * completion on the sender, in posting order. */
-	memset(w, 0, sizeof(w));
 	sge[0] = (struct be_xsge){ (uintptr_t)(mem.p + SRC_OFF), 16, mem.mr.lkey };
 	sge[1] = (struct be_xsge){ (uintptr_t)(mem.p + SRC_OFF + 1000), 16, mem.mr.lkey };
-	w[0].wr_id = 3;
-	w[0].opcode = BE_XWR_WRITE;
-	w[0].sg_list = sge;
-	w[0].num_sge = 1;
+	w[0] = xt_wr(BE_XWR_WRITE, 3, 0, sge, 1);
 	w[0].remote_addr = (uintptr_t)(mem.p + DST_OFF + 65536);
 	w[0].rkey = mem.mr.rkey;
 	w[0].next = &w[1];
-	w[1].wr_id = 4;
-	w[1].opcode = BE_XWR_SEND;
-	w[1].flags = BE_XWR_F_SIGNALED;
-	w[1].sg_list = sge;
-	w[1].num_sge = 2;
+	w[1] = xt_wr(BE_XWR_SEND, 4, BE_XWR_F_SIGNALED, sge, 2);
 	ASSERT_OK(e.ops->post_send(cc, w, &bad));
 	xt_side_wc(&cli, wc, 1);
 	ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
@@ -154,13 +137,8 @@ int main(int argc, char **argv)
 	ASSERT_EQ(e.ops->cq_poll(cli.cq, wc, 4), 0);
 
 	/* Inline larger than the conn allows: refused, nothing posted. */
-	memset(w, 0, sizeof(w));
 	sge[0] = (struct be_xsge){ (uintptr_t)(mem.p + SRC_OFF), 4096, mem.mr.lkey };
-	w[0].wr_id = 5;
-	w[0].opcode = BE_XWR_SEND;
-	w[0].flags = BE_XWR_F_SIGNALED | BE_XWR_F_INLINE;
-	w[0].sg_list = sge;
-	w[0].num_sge = 1;
+	w[0] = xt_wr(BE_XWR_SEND, 5, BE_XWR_F_SIGNALED | BE_XWR_F_INLINE, sge, 1);
 	bad = NULL;
 	ASSERT_EQ(e.ops->post_send(cc, w, &bad), -EINVAL);
 	ASSERT((const void *)(bad) == (const void *)(&w[0]));
@@ -169,12 +147,7 @@ int main(int argc, char **argv)
 	 * both ends, the server's memory is untouched. */
 	memset(mem.p + DST_OFF + 131072, 0x5a, 64);
 	sge[0] = (struct be_xsge){ (uintptr_t)(mem.p + SRC_OFF), 64, mem.mr.lkey };
-	memset(w, 0, sizeof(w));
-	w[0].wr_id = 6;
-	w[0].opcode = BE_XWR_WRITE;
-	w[0].flags = BE_XWR_F_SIGNALED;
-	w[0].sg_list = sge;
-	w[0].num_sge = 1;
+	w[0] = xt_wr(BE_XWR_WRITE, 6, BE_XWR_F_SIGNALED, sge, 1);
 	w[0].remote_addr = (uintptr_t)(mem.p + DST_OFF + 131072);
 	w[0].rkey = mem.mr.rkey ^ 0x5a5a00;
 	ASSERT_OK(e.ops->post_send(cc, w, &bad));

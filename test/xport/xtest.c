@@ -461,22 +461,27 @@ void xt_dead_addr(struct xt *t, char *buf, size_t len)
 	xt_side_fini(t, &s);
 }
 
+struct be_xsend_wr xt_wr(enum be_xwr_opcode op, uint64_t wr_id, unsigned int flags,
+			 struct be_xsge *sg, int n)
+{
+	struct be_xsend_wr wr;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.opcode = op;
+	wr.flags = flags;
+	wr.sg_list = sg;
+	wr.num_sge = n;
+	return wr;
+}
+
 int xt_try_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t wr_id,
 		void *buf, uint32_t len, unsigned flags, uint64_t raddr, uint32_t rkey,
 		uint32_t imm)
 {
-	struct be_xsend_wr wr, *bad;
-	struct be_xsge sge;
+	struct be_xsge sge = { (uint64_t)(uintptr_t)buf, len, buf ? xt_lkey(t, buf) : 0 };
+	struct be_xsend_wr wr = xt_wr(op, wr_id, flags, &sge, buf ? 1 : 0), *bad;
 
-	memset(&wr, 0, sizeof(wr));
-	sge.addr = (uint64_t)(uintptr_t)buf;
-	sge.length = len;
-	sge.lkey = buf ? xt_lkey(t, buf) : 0;
-	wr.wr_id = wr_id;
-	wr.opcode = op;
-	wr.flags = flags;
-	wr.sg_list = &sge;
-	wr.num_sge = buf ? 1 : 0;
 	wr.remote_addr = raddr;
 	wr.rkey = rkey;
 	wr.imm = imm;
@@ -493,19 +498,11 @@ void xt_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t w
 void xt_post_on_error(struct xt *t, struct xt_side *s, struct be_xconn *c, uint64_t wr_id,
 		      void *buf)
 {
-	struct be_xsend_wr wr, *bad = NULL;
-	struct be_xsge sge;
+	struct be_xsge sge = { (uint64_t)(uintptr_t)buf, 8, xt_lkey(t, buf) };
+	struct be_xsend_wr wr = xt_wr(BE_XWR_SEND, wr_id, 0, &sge, 1), *bad = NULL;
 	struct be_xwc wc;
 	int r;
 
-	memset(&wr, 0, sizeof(wr));
-	sge.addr = (uint64_t)(uintptr_t)buf;
-	sge.length = 8;
-	sge.lkey = xt_lkey(t, buf);
-	wr.wr_id = wr_id;
-	wr.opcode = BE_XWR_SEND;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
 	r = t->ops->post_send(c, &wr, &bad);
 	if (r < 0) {
 		ASSERT_PTR_EQ(bad, &wr);
@@ -753,14 +750,8 @@ int xt_mem_post(struct be_xconn *c, enum be_xwr_opcode op, struct xt_mem *m, uin
 		uint64_t wr_id)
 {
 	struct be_xsge sge = { .addr = xt_mem_addr(m, off), .length = len, .lkey = m->mr.lkey };
-	struct be_xsend_wr wr, *bad = NULL;
+	struct be_xsend_wr wr = xt_wr(op, wr_id, flags, &sge, 1), *bad = NULL;
 
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = wr_id;
-	wr.opcode = op;
-	wr.flags = flags;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
 	wr.remote_addr = raddr;
 	wr.rkey = rkey;
 	wr.imm = imm;

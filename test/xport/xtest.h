@@ -166,6 +166,11 @@ void xt_expect_wc(struct xt *t, struct xt_side *s, uint64_t wr_id, enum be_xwc_s
 /* An address where nobody listens (for UNREACHABLE). */
 void xt_dead_addr(struct xt *t, char *buf, size_t len);
 
+/* A send WR: @op, @wr_id and @flags on the @n sges at @sg, every other
+ * field 0 (remote_addr, rkey, imm, next: the caller sets what it needs). */
+struct be_xsend_wr xt_wr(enum be_xwr_opcode op, uint64_t wr_id, unsigned int flags,
+			 struct be_xsge *sg, int n);
+
 /* Post a single WR (@buf NULL: no sge); xt_try_post() returns what
  * post_send returns, xt_post() fails the test unless it is 0. */
 int xt_try_post(struct xt *t, struct be_xconn *c, enum be_xwr_opcode op, uint64_t wr_id,

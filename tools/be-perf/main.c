@@ -88,6 +88,11 @@ static struct perf_cmd *find_cmd(const char *name)
 	return NULL;
 }
 
+static int run_cmd(const struct perf_cmd *c, int argc, char **argv)
+{
+	return c->run ? c->run(argc, argv) : c->run_mode(argc, argv, c->mode);
+}
+
 int main(int argc, char **argv)
 {
 	struct perf_cmd *c;
@@ -106,7 +111,7 @@ int main(int argc, char **argv)
 
 		c = find_cmd(argv[2]);
 		if (c)
-			return c->run(2, help_argv);
+			return run_cmd(c, 2, help_argv);
 		fprintf(stderr, "be-perf: unknown test '%s'\n", argv[2]);
 		usage(stderr);
 		return 2;
@@ -117,7 +122,7 @@ int main(int argc, char **argv)
 	}
 	c = find_cmd(argv[1]);
 	if (c)
-		return c->run(argc - 1, argv + 1);
+		return run_cmd(c, argc - 1, argv + 1);
 	fprintf(stderr, "be-perf: unknown test '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -23,6 +23,9 @@ struct perf_cmd {
 	const char *name;
 	const char *help;
 	int (*run)(int argc, char **argv); /* argv[0] is the subcommand */
+	/* Instead of run: one test of several variants, run as variant @mode. */
+	int (*run_mode)(int argc, char **argv, int mode);
+	int mode;
 	struct perf_cmd *next;
 };
 
@@ -32,8 +35,13 @@ void perf_register(struct perf_cmd *cmd);
  * it needs no device and no network, and is the fastest of the three. */
 #define PERF_DEFAULT_TRANSPORT "shm"
 
-#define PERF_COMMAND(id, name_, help_, fn_)                                   \
-	static struct perf_cmd perf_cmd_##id = { name_, help_, fn_, NULL };    \
+#define PERF_COMMAND(id, name_, help_, fn_) \
+	PERF_COMMAND_DEF(id, { .name = (name_), .help = (help_), .run = (fn_) })
+/* A subcommand that runs @fn_(argc, argv, @mode_). */
+#define PERF_COMMAND_MODE(id, name_, help_, fn_, mode_) \
+	PERF_COMMAND_DEF(id, { .name = (name_), .help = (help_), .run_mode = (fn_), .mode = (mode_) })
+#define PERF_COMMAND_DEF(id, ...)                                             \
+	static struct perf_cmd perf_cmd_##id = __VA_ARGS__;                    \
 	__attribute__((constructor)) static void perf_cmd_register_##id(void) \
 	{                                                                      \
 		perf_register(&perf_cmd_##id);                                 \

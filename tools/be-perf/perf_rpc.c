@@ -602,7 +602,7 @@ static void pr_usage(FILE *f, const char *cmd)
 	       cmd);
 }
 
-static int pr_main(int argc, char **argv, enum pr_mode mode)
+static int pr_main(int argc, char **argv, int mode)
 {
 	struct pr_opts o = {
 		.mode = mode, .cmd = argv[0], .transport = PERF_DEFAULT_TRANSPORT, .timeout_s = 30, .seconds = 3,
@@ -641,24 +641,9 @@ static int pr_main(int argc, char **argv, enum pr_mode mode)
 	return perf_peer_run(o.cmd, o.server, o.addr, o.timeout_s, pr_server_fn, pr_client_fn, &o);
 }
 
-static int pr_lat(int argc, char **argv)
-{
-	return pr_main(argc, argv, PR_LAT);
-}
-
-static int pr_rate(int argc, char **argv)
-{
-	return pr_main(argc, argv, PR_RATE);
-}
-
-static int pr_cost_cmd(int argc, char **argv)
-{
-	return pr_main(argc, argv, PR_COST);
-}
-
-PERF_COMMAND(rpc_cost, "rpc-cost", "software cost of an RPC call, both ends in one thread",
-	     pr_cost_cmd)
-PERF_COMMAND(rpc_lat, "rpc-lat", "RPC call round trip beside the Socket ping-pong (same run)",
-	     pr_lat)
-PERF_COMMAND(rpc_rate, "rpc-rate", "RPC calls per second and per core, --depth in flight",
-	     pr_rate)
+PERF_COMMAND_MODE(rpc_cost, "rpc-cost", "software cost of an RPC call, both ends in one thread",
+		  pr_main, PR_COST)
+PERF_COMMAND_MODE(rpc_lat, "rpc-lat", "RPC call round trip beside the Socket ping-pong (same run)",
+		  pr_main, PR_LAT)
+PERF_COMMAND_MODE(rpc_rate, "rpc-rate", "RPC calls per second and per core, --depth in flight",
+		  pr_main, PR_RATE)

@@ -682,7 +682,7 @@ static void sk_usage(FILE *f, const char *cmd)
 	       cmd);
 }
 
-static int sk_main(int argc, char **argv, enum sk_mode mode)
+static int sk_main(int argc, char **argv, int mode)
 {
 	struct sk_opts o = {
 		.mode = mode, .cmd = argv[0], .transport = NULL, .sched = 1, .timeout_s = 30,
@@ -740,33 +740,13 @@ static int sk_main(int argc, char **argv, enum sk_mode mode)
 	return perf_peer_run(o.cmd, o.server, o.addr, o.timeout_s, sk_server_fn, sk_client_fn, &o);
 }
 
-static int sk_lat(int argc, char **argv)
-{
-	return sk_main(argc, argv, SK_LAT);
-}
-
-static int sk_bw(int argc, char **argv)
-{
-	return sk_main(argc, argv, SK_BW);
-}
-
-static int sk_hol(int argc, char **argv)
-{
-	return sk_main(argc, argv, SK_HOL);
-}
-
-static int sk_idle(int argc, char **argv)
-{
-	return sk_main(argc, argv, SK_IDLE);
-}
-
-static int sk_mux(int argc, char **argv)
-{
-	return sk_main(argc, argv, SK_MUX);
-}
-
-PERF_COMMAND(sock_lat, "lat", "Socket ping-pong latency (one-way = RTT/2)", sk_lat)
-PERF_COMMAND(sock_bw, "bw", "Socket streaming throughput, --sockets on one Engine", sk_bw)
-PERF_COMMAND(sock_hol, "hol", "small ping-pong beside a large stream (--no-sched: FIFO)", sk_hol)
-PERF_COMMAND(sock_idle, "idle", "CPU of an idle Engine with adaptive polling (--seconds)", sk_idle)
-PERF_COMMAND(sock_mux, "mux", "many sockets on one Engine, a message on each per round", sk_mux)
+PERF_COMMAND_MODE(sock_lat, "lat", "Socket ping-pong latency (one-way = RTT/2)", sk_main,
+		  SK_LAT)
+PERF_COMMAND_MODE(sock_bw, "bw", "Socket streaming throughput, --sockets on one Engine", sk_main,
+		  SK_BW)
+PERF_COMMAND_MODE(sock_hol, "hol", "small ping-pong beside a large stream (--no-sched: FIFO)",
+		  sk_main, SK_HOL)
+PERF_COMMAND_MODE(sock_idle, "idle", "CPU of an idle Engine with adaptive polling (--seconds)",
+		  sk_main, SK_IDLE)
+PERF_COMMAND_MODE(sock_mux, "mux", "many sockets on one Engine, a message on each per round",
+		  sk_main, SK_MUX)

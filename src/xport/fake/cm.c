@@ -32,11 +32,9 @@ static struct fake_listener *to_fl(struct be_xlistener *x)
 int be__fake_evch_push(struct fake_evch *ch, const struct be_xevent *ev, uint64_t due)
 {
 	struct fake_conn *c = ev->conn ? to_fconn(ev->conn) : NULL;
-	struct fake_ev *q = be__fake_grow(ch->q, &ch->cap, ch->count, sizeof(*q), 16);
 
-	if (!q)
+	if (be__grow(&ch->q, &ch->cap, ch->count + 1, sizeof(*ch->q), 16))
 		return -ENOMEM;
-	ch->q = q;
 	if (c && due != UINT64_MAX) {
 		if (due < c->edue)
 			due = c->edue;
@@ -390,8 +388,8 @@ static void fake_rx_free(struct be_xconn *in, void *buf)
 static void conn_attr(struct fake_conn *c, const struct be_xconn_attr *a, struct be_xconn_attr *ia)
 {
 	*ia = *a;
-	c->scq = container_of(a->send_cq, struct fake_cq, x);
-	c->rcq = container_of(a->recv_cq, struct fake_cq, x);
+	c->scq = container_of(a->send_cq, struct fake_cq, c.x);
+	c->rcq = container_of(a->recv_cq, struct fake_cq, c.x);
 	be__list_del_init(&c->slink);
 	be__list_del_init(&c->rlink);
 	be__list_add_tail(&c->scq->sconns, &c->slink);

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 #include "xport/fake/fake.h"
 
@@ -22,7 +23,7 @@
 
 static struct fake_cq *to_cq(struct be_xcq *x)
 {
-	return container_of(x, struct fake_cq, x);
+	return container_of(x, struct fake_cq, c.x);
 }
 
 uint64_t be__fake_delay(const struct fake_conn *c)
@@ -37,11 +38,9 @@ uint64_t be__fake_delay(const struct fake_conn *c)
 int be__fake_cq_push(struct fake_cq *cq, const struct be_xwc *wc, uint64_t *last, uint64_t extra)
 {
 	uint64_t due = extra == UINT64_MAX ? UINT64_MAX : cq->polls + extra;
-	struct fake_cqe *q = be__fake_grow(cq->q, &cq->cap, cq->count, sizeof(*q), 64);
 
-	if (!q)
+	if (be__grow(&cq->q, &cq->cap, cq->count + 1, sizeof(*cq->q), 64))
 		return -ENOMEM;
-	cq->q = q;
 	if (last) {
 		if (due < *last)
 			due = *last;
@@ -52,7 +51,7 @@ int be__fake_cq_push(struct fake_cq *cq, const struct be_xwc *wc, uint64_t *last
 	cq->q[cq->count].wc = *wc;
 	cq->q[cq->count].due = due;
 	cq->count++;
-	be__wake_kick(cq->wake.efd);
+	be__wake_kick(cq->c.wake.efd);
 	return 0;
 }
 
@@ -96,30 +95,29 @@ int be__fake_cq_create(struct be_xdev *xd, uint32_t depth, struct be_xcq **out)
 {
 	const struct be_xport_ops *in = fake_in_ops(xd);
 	struct fake_cq *cq;
+	struct be_xcq *x;
 	int rc;
 
-	if (!xd || !out)
-		return -EINVAL;
-	cq = calloc(1, sizeof(*cq));
-	if (!cq)
-		return -ENOMEM;
-	cq->x.dev = xd;
+	rc = be__xcq_new(sizeof(*cq), xd, NULL, &x);
+	if (rc)
+		return rc;
+	cq = to_cq(x);
 	be__list_init(&cq->srqs);
 	be__list_init(&cq->sconns);
 	be__list_init(&cq->rconns);
 	rc = in->cq_create(container_of(xd, struct fake_dev, x)->in, depth, &cq->in);
 	if (rc)
 		goto err_free;
-	rc = be__fake_wake_open(&cq->wake, in->cq_fd(cq->in));
+	rc = be__wake_watch(&cq->c.wake, in->cq_fd(cq->in), EPOLLIN, NULL);
 	if (rc)
 		goto err_cq;
-	*out = &cq->x;
+	*out = x;
 	return 0;
 
 err_cq:
 	in->cq_destroy(cq->in);
 err_free:
-	free(cq);
+	be__xcq_free(&cq->c);
 	return rc;
 }
 
@@ -148,9 +146,8 @@ void be__fake_cq_destroy(struct be_xcq *xcq)
 	while (!be__list_empty(&cq->srqs))
 		be__list_del_init(be__list_first(&cq->srqs));
 	fake_in_ops(xcq->dev)->cq_destroy(cq->in);
-	be__wake_close(&cq->wake);
 	free(cq->q);
-	free(cq);
+	be__xcq_free(&cq->c);
 }
 
 /* One completion of the inner cq: a receive (or a receive flushed from
@@ -206,13 +203,13 @@ int be__fake_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 		if (cq->q[i].due != UINT64_MAX)
 			break;
 	if (i == cq->count)
-		be__wake_drain(cq->wake.efd);
+		be__wake_drain(cq->c.wake.efd);
 	return out;
 }
 
 int be__fake_cq_fd(struct be_xcq *xcq)
 {
-	return xcq ? to_cq(xcq)->wake.epfd : -EINVAL;
+	return be__xcq_fd(xcq);
 }
 
 int be__fake_cq_arm(struct be_xcq *xcq)
@@ -229,7 +226,7 @@ int be__fake_cq_arm(struct be_xcq *xcq)
 	 * goes) must get them: wake the sleeper at once. */
 	for (i = 0; i < cq->count; i++)
 		if (cq->q[i].due != UINT64_MAX) {
-			be__wake_kick(cq->wake.efd);
+			be__wake_kick(cq->c.wake.efd);
 			break;
 		}
 	return rc;
@@ -242,7 +239,7 @@ int be__fake_cq_ack(struct be_xcq *xcq)
 	if (!xcq)
 		return -EINVAL;
 	cq = to_cq(xcq);
-	be__wake_drain(cq->wake.efd);
+	be__wake_drain(cq->c.wake.efd);
 	return fake_in_ops(xcq->dev)->cq_ack(cq->in);
 }
 
@@ -282,7 +279,7 @@ void be__fake_srq_destroy(struct be_xsrq *xs)
 	if (!xs)
 		return;
 	s = container_of(xs, struct fake_srq, x);
-	cq = container_of(xs->cq, struct fake_cq, x);
+	cq = container_of(xs->cq, struct fake_cq, c.x);
 	/* Receives still queued here no longer name it (unless its cq
 	 * went first, a caller bug). */
 	for (i = 0; be__list_linked(&s->link) && i < cq->count; i++)

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 
 #include "util/log.h"
 
@@ -209,32 +208,6 @@ void be__fake_count(uint64_t *field)
 	pthread_mutex_lock(&be__fake.lock);
 	(*field)++;
 	pthread_mutex_unlock(&be__fake.lock);
-}
-
-void *be__fake_grow(void *q, uint32_t *cap, uint32_t count, size_t size, uint32_t first)
-{
-	uint32_t n;
-	void *p;
-
-	if (count < *cap)
-		return q;
-	n = *cap ? *cap * 2 : first;
-	p = realloc(q, (size_t)n * size);
-	if (p)
-		*cap = n;
-	return p;
-}
-
-int be__fake_wake_open(struct be__wake *w, int inner_fd)
-{
-	int rc = be__wake_init(w, 0, NULL, NULL);
-
-	if (rc)
-		return rc;
-	rc = be__wake_watch(w, inner_fd, EPOLLIN, NULL);
-	if (rc)
-		be__wake_close(w);
-	return rc;
 }
 
 /*

@@ -54,6 +54,7 @@
 
 #include "util/common.h"
 #include "util/list.h"
+#include "xport/cq.h"
 #include "xport/evch.h"
 #include "xport/wake.h"
 #include "xport/xport.h"
@@ -178,9 +179,8 @@ struct fake_cqe {
 };
 
 struct fake_cq {
-	struct be_xcq x;
+	struct be__xcq c;           /* cq_fd: the inner cq's fd + efd */
 	struct be_xcq *in;
-	struct be__wake wake;       /* epfd: the inner cq's fd + efd */
 	struct fake_cqe *q;         /* FIFO of completions not yet handed out */
 	uint32_t count, cap;
 	uint64_t polls;
@@ -306,16 +306,6 @@ const struct be_xport_ops *be__fake_inner_ops(void);
 void be__fake_env_load(void);
 /* Add one to a counter of be__fake.st. */
 void be__fake_count(uint64_t *field);
-/* Room for one more of the @count elements (@size bytes each) of the
- * array @q, *@cap long: @q itself when there is, else @q realloc()ed to
- * twice *@cap (@first when 0) with *@cap updated; NULL when out of
- * memory (@q unchanged). The fake's event and completion queues. */
-void *be__fake_grow(void *q, uint32_t *cap, uint32_t count, size_t size, uint32_t first);
-/* A fake evch's or cq's @w: an eventfd of its own (kicked when it queues
- * work) in an epoll set that also watches @inner_fd, the inner object's
- * fd, so that the fake object's fd wakes for both. Returns 0 or -errno
- * (nothing left open). */
-int be__fake_wake_open(struct be__wake *w, int inner_fd);
 
 /* cq.c */
 /* Queue @wc (its conn ours) on @cq, due @extra polls from now and after

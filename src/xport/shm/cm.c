@@ -891,8 +891,8 @@ int be__shm_connect(struct be_xevch *xch, const char *addr, const struct be_xcon
 	}
 	cm_peer_cred(c);
 	fds[0] = segfd;
-	fds[1] = c->rcq->wake.efd;
-	fds[2] = c->scq->wake.efd;
+	fds[1] = c->rcq->c.wake.efd;
+	fds[2] = c->scq->c.wake.efd;
 	ret = cm_send_simple(c, SHM_MSG_REQ, priv, priv_len, fds, 3);
 	if (ret)
 		goto unreachable;
@@ -933,8 +933,8 @@ int be__shm_accept(struct be_xconn *xc, const struct be_xconn_attr *attr, const 
 	ret = be__shm_conn_attach_cqs(c);
 	if (ret)
 		goto err_sq;
-	fds[0] = c->rcq->wake.efd;
-	fds[1] = c->scq->wake.efd;
+	fds[0] = c->rcq->c.wake.efd;
+	fds[1] = c->scq->c.wake.efd;
 	ret = cm_send_simple(c, SHM_MSG_ACC, priv, priv_len, fds, 2);
 	if (ret)
 		goto err_cqs;

@@ -22,26 +22,22 @@
 
 /* ---- cq ------------------------------------------------------------- */
 
+/* The tag of every cq's eventfd in its epoll set (cq_check_hup). */
+static struct shm_ph cq_efd_ph = { SHM_PH_EVFD };
+
 int be__shm_cq_create(struct be_xdev *dev, uint32_t depth, struct be_xcq **out)
 {
 	struct shm_cq *cq;
 	int ret;
 
-	if (!dev || !out || !depth)
+	if (!depth)
 		return -EINVAL;
-	cq = calloc(1, sizeof(*cq));
-	if (!cq)
-		return -ENOMEM;
-	cq->base.dev = dev;
+	ret = be__xcq_new(sizeof(*cq), dev, &cq_efd_ph, out);
+	if (ret)
+		return ret;
+	cq = to_scq(*out);
 	be__list_init(&cq->send_conns);
 	be__list_init(&cq->recv_conns);
-	cq->efd_ph.kind = SHM_PH_EVFD;
-	ret = be__wake_init(&cq->wake, 0, &cq->efd_ph, NULL);
-	if (ret) {
-		free(cq);
-		return ret;
-	}
-	*out = &cq->base;
 	return 0;
 }
 
@@ -64,42 +60,21 @@ void be__shm_cq_destroy(struct be_xcq *xcq)
 		c->scq = c->rcq = NULL;
 		c->srq = NULL;
 	}
-	be__wake_close(&cq->wake);
-	free(cq->lq);
-	free(cq);
+	be__wcq_fini(&cq->lq);
+	be__xcq_free(&cq->c);
 }
 
 int be__shm_cq_fd(struct be_xcq *cq)
 {
-	return cq ? to_scq(cq)->wake.epfd : -EINVAL;
+	return be__xcq_fd(cq);
 }
 
 void be__shm_cq_kick(struct shm_cq *cq)
 {
 	if (cq->armed) {
 		cq->armed = false;
-		be__wake_kick(cq->wake.efd);
+		be__wake_kick(cq->c.wake.efd);
 	}
-}
-
-static int cq_lq_push(struct shm_cq *cq, const struct be_xwc *wc)
-{
-	if (cq->lq_tail - cq->lq_head == cq->lq_cap) {
-		uint32_t ncap = cq->lq_cap ? cq->lq_cap * 2 : 64, i;
-		struct be_xwc *n = malloc(sizeof(*n) * ncap);
-
-		if (!n)
-			return -ENOMEM;
-		for (i = 0; i < cq->lq_tail - cq->lq_head; i++)
-			n[i] = cq->lq[(cq->lq_head + i) & (cq->lq_cap - 1)];
-		free(cq->lq);
-		cq->lq = n;
-		cq->lq_tail -= cq->lq_head;
-		cq->lq_head = 0;
-		cq->lq_cap = ncap;
-	}
-	cq->lq[cq->lq_tail++ & (cq->lq_cap - 1)] = *wc;
-	return 0;
 }
 
 int be__shm_conn_attach_cqs(struct shm_conn *c)
@@ -108,13 +83,13 @@ int be__shm_conn_attach_cqs(struct shm_conn *c)
 
 	if (be__list_linked(&c->s_link))
 		return 0;
-	ret = be__wake_watch(&c->scq->wake, c->fd, EPOLLRDHUP, &c->ph);
+	ret = be__wake_watch(&c->scq->c.wake, c->fd, EPOLLRDHUP, &c->ph);
 	if (ret)
 		return ret;
 	if (c->rcq != c->scq) {
-		ret = be__wake_watch(&c->rcq->wake, c->fd, EPOLLRDHUP, &c->ph);
+		ret = be__wake_watch(&c->rcq->c.wake, c->fd, EPOLLRDHUP, &c->ph);
 		if (ret) {
-			epoll_ctl(c->scq->wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+			epoll_ctl(c->scq->c.wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 			return ret;
 		}
 	}
@@ -129,9 +104,9 @@ void be__shm_conn_unwatch(struct shm_conn *c)
 	if (!c->cq_watched)
 		return;
 	c->cq_watched = false;
-	epoll_ctl(c->scq->wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	epoll_ctl(c->scq->c.wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	if (c->rcq != c->scq)
-		epoll_ctl(c->rcq->wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		epoll_ctl(c->rcq->c.wake.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 }
 
 void be__shm_conn_detach_cqs(struct shm_conn *c)
@@ -193,7 +168,7 @@ void be__shm_srq_destroy(struct be_xsrq *xsrq)
 		wc.wr_id = s->wr[s->head & (s->cap - 1)].wr_id;
 		wc.status = BE_XWC_WR_FLUSH_ERR;
 		wc.opcode = BE_XWC_RECV;
-		if (cq_lq_push(cq, &wc))
+		if (be__wcq_push(&cq->lq, &wc))
 			be_log_err("shm: out of memory flushing a receive");
 	}
 	be__shm_cq_kick(cq);
@@ -256,7 +231,7 @@ int be__shm_cq_ack(struct be_xcq *xcq)
 	 * the next poll looks for. After a kick it does not (a syscall per
 	 * wakeup): a hang-up beside a kick keeps cq_fd readable, so the
 	 * next wait comes back here at once, without one. */
-	ret = be__wake_take(cq->wake.efd);
+	ret = be__wake_take(cq->c.wake.efd);
 	if (ret == 0)
 		cq->hup_check = true;
 	return ret < 0 ? ret : 0;

@@ -965,7 +965,7 @@ static void cq_check_hup(struct shm_cq *cq)
 	struct epoll_event ev[8];
 	int i, n;
 
-	n = epoll_wait(cq->wake.epfd, ev, 8, 0);
+	n = epoll_wait(cq->c.wake.epfd, ev, 8, 0);
 	for (i = 0; i < n; i++) {
 		struct shm_ph *ph = ev[i].data.ptr;
 
@@ -991,8 +991,7 @@ int be__shm_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 		cq->hup_check = false;
 		cq_check_hup(cq);
 	}
-	while (got < n && cq->lq_head != cq->lq_tail)
-		wc[got++] = cq->lq[cq->lq_head++ & (cq->lq_cap - 1)];
+	got = be__wcq_pop(&cq->lq, wc, n);
 	for (e = cq->send_conns.next; e != &cq->send_conns && got < n; e = next) {
 		struct shm_conn *c = be__list_entry(e, struct shm_conn, s_link);
 
@@ -1053,7 +1052,7 @@ int be__shm_cq_arm(struct be_xcq *xcq)
 	}
 	shm_fence();
 	/* Re-check everything the flags cover, so no wakeup is lost. */
-	pending = cq->lq_head != cq->lq_tail;
+	pending = be__wcq_len(&cq->lq) != 0;
 	for (e = cq->send_conns.next; e != &cq->send_conns && !pending; e = e->next) {
 		struct shm_conn *c = be__list_entry(e, struct shm_conn, s_link);
 

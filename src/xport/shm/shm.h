@@ -37,6 +37,7 @@
 
 #include "util/common.h"
 #include "util/list.h"
+#include "xport/cq.h"
 #include "xport/evch.h"
 #include "xport/grant.h"
 #include "xport/xport.h"
@@ -99,17 +100,13 @@ struct shm_wc_node {
 };
 
 struct shm_cq {
-	struct be_xcq base;
-	struct be__wake wake;     /* cq_fd: efd + hang-ups of attached conns */
-	struct shm_ph efd_ph;
+	struct be__xcq c;         /* cq_fd: efd + hang-ups of attached conns */
 	bool armed;               /* local completions must write efd */
 	bool hup_check;           /* check for hang-ups at the next poll */
 	uint32_t polls;
 	struct be__list send_conns; /* conns whose send_cq is this (s_link) */
 	struct be__list recv_conns; /* conns whose recv_cq is this (r_link) */
-	/* Local completions (srq flushes): a growable ring. */
-	struct be_xwc *lq;
-	uint32_t lq_cap, lq_head, lq_tail;
+	struct be__wcq lq;        /* local completions (srq flushes) */
 };
 
 struct shm_srq {
@@ -261,7 +258,7 @@ struct shm_msg {
 
 #define to_sdev(d) container_of(d, struct shm_dev, base)
 #define to_sevch(p) container_of(p, struct shm_evch, c.x)
-#define to_scq(c) container_of(c, struct shm_cq, base)
+#define to_scq(p) container_of(p, struct shm_cq, c.x)
 #define to_ssrq(s) container_of(s, struct shm_srq, base)
 #define to_sconn(c) container_of(c, struct shm_conn, base)
 #define to_slistener(l) container_of(l, struct shm_listener, base)

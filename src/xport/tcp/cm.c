@@ -173,7 +173,7 @@ static int cq_epoll_ctl(struct tcp_cq *cq, int op, struct tcp_conn *c, uint32_t 
 {
 	struct epoll_event e = { .events = events, .data.ptr = c };
 
-	return epoll_ctl(cq->wake.epfd, op, c->fd, &e);
+	return epoll_ctl(cq->c.wake.epfd, op, c->fd, &e);
 }
 
 /* Record whether @c is in @cq's epoll set (*@in: &c->ep_scq or
@@ -274,8 +274,8 @@ static int conn_attach(struct tcp_conn *c, const struct be_xconn_attr *attr)
 
 	if (ret)
 		return ret;
-	c->scq = container_of(attr->send_cq, struct tcp_cq, x);
-	c->rcq = container_of(attr->recv_cq, struct tcp_cq, x);
+	c->scq = container_of(attr->send_cq, struct tcp_cq, c.x);
+	c->rcq = container_of(attr->recv_cq, struct tcp_cq, c.x);
 	be__list_add_tail(&c->scq->conns, &c->scq_link);
 	if (c->rcq != c->scq)
 		be__list_add_tail(&c->rcq->conns, &c->rcq_link);
@@ -308,12 +308,12 @@ static void conn_free(struct tcp_conn *c)
 	be__list_del_init(&c->kick_link);
 	be__list_del_init(&c->ack_link);
 	if (c->scq) {
-		be__tcp_cq_purge(c->scq, &c->x);
+		be__wcq_forget(&c->scq->wcq, &c->x);
 		be__list_del_init(&c->scq_link);
 	}
 	if (c->rcq) {
 		if (c->rcq != c->scq)
-			be__tcp_cq_purge(c->rcq, &c->x);
+			be__wcq_forget(&c->rcq->wcq, &c->x);
 		be__list_del_init(&c->rcq_link);
 	}
 	if (c->srq)

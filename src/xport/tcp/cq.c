@@ -49,7 +49,7 @@ static void cq_notify(struct tcp_cq *cq)
 	cq->armed = 0;
 	if (!cq->efd_set) {
 		cq->efd_set = 1;
-		be__wake_kick(cq->wake.efd);
+		be__wake_kick(cq->c.wake.efd);
 	}
 }
 
@@ -57,30 +57,17 @@ static void cq_drain_efd(struct tcp_cq *cq)
 {
 	if (cq->efd_set) {
 		cq->efd_set = 0;
-		be__wake_drain(cq->wake.efd);
+		be__wake_drain(cq->c.wake.efd);
 	}
 }
 
 void be__tcp_cq_push(struct tcp_cq *cq, const struct be_xwc *wc)
 {
-	if (cq->count == cq->cap) {
-		uint32_t ncap = cq->cap * 2, i;
-		struct be_xwc *r = malloc((size_t)ncap * sizeof(*r));
-
-		if (!r) {
-			be_log_err("tcp: out of memory growing a cq; completion %llu lost",
-				   (unsigned long long)wc->wr_id);
-			return;
-		}
-		for (i = 0; i < cq->count; i++)
-			r[i] = cq->ring[(cq->head + i) % cq->cap];
-		free(cq->ring);
-		cq->ring = r;
-		cq->cap = ncap;
-		cq->head = 0;
+	if (be__wcq_push(&cq->wcq, wc)) {
+		be_log_err("tcp: out of memory growing a cq; completion %llu lost",
+			   (unsigned long long)wc->wr_id);
+		return;
 	}
-	cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
-	cq->count++;
 	cq_notify(cq);
 }
 
@@ -92,58 +79,28 @@ void be__tcp_cq_kick(struct tcp_cq *cq, struct tcp_conn *c)
 	cq_notify(cq);
 }
 
-/* Drop completions of @c's send queue; receives stay, without the conn. */
-void be__tcp_cq_purge(struct tcp_cq *cq, const struct be_xconn *c)
-{
-	uint32_t i, n = 0;
-
-	for (i = 0; i < cq->count; i++) {
-		struct be_xwc wc = cq->ring[(cq->head + i) % cq->cap];
-
-		if (wc.conn == c) {
-			if (wc.opcode != BE_XWC_RECV && wc.opcode != BE_XWC_RECV_IMM)
-				continue;
-			wc.conn = NULL;
-		}
-		cq->ring[(cq->head + n) % cq->cap] = wc;
-		n++;
-	}
-	cq->count = n;
-}
-
 int be__tcp_cq_create(struct be_xdev *xdev, uint32_t depth, struct be_xcq **out)
 {
+	struct be_xcq *x;
 	struct tcp_cq *cq;
 	int ret;
 
-	if (!xdev || !out)
-		return -EINVAL;
-	cq = calloc(1, sizeof(*cq));
-	if (!cq)
-		return -ENOMEM;
-	cq->x.dev = xdev;
+	/* The eventfd's tag is NULL: cq_progress() skips it. */
+	ret = be__xcq_new(sizeof(*cq), xdev, NULL, &x);
+	if (ret)
+		return ret;
+	cq = container_of(x, struct tcp_cq, c.x);
 	be__list_init(&cq->conns);
 	be__list_init(&cq->epset);
 	be__list_init(&cq->kick);
 	be__list_init(&cq->ackq);
-	cq->cap = BE_MAX(depth, 64u);
-	cq->ring = malloc((size_t)cq->cap * sizeof(*cq->ring));
-	if (!cq->ring) {
-		ret = -ENOMEM;
-		goto err_free;
+	ret = be__wcq_init(&cq->wcq, BE_MAX(depth, 64u));
+	if (ret) {
+		be__xcq_free(&cq->c);
+		return ret;
 	}
-	/* The eventfd's tag is NULL: cq_progress() skips it. */
-	ret = be__wake_init(&cq->wake, 0, NULL, NULL);
-	if (ret)
-		goto err_ring;
-	*out = &cq->x;
+	*out = x;
 	return 0;
-
-err_ring:
-	free(cq->ring);
-err_free:
-	free(cq);
-	return ret;
 }
 
 void be__tcp_cq_destroy(struct be_xcq *xcq)
@@ -152,7 +109,7 @@ void be__tcp_cq_destroy(struct be_xcq *xcq)
 
 	if (!xcq)
 		return;
-	cq = container_of(xcq, struct tcp_cq, x);
+	cq = container_of(xcq, struct tcp_cq, c.x);
 	while (!be__list_empty(&cq->conns)) {
 		struct be__list *p = cq->conns.next;
 		struct tcp_conn *c;
@@ -173,9 +130,8 @@ void be__tcp_cq_destroy(struct be_xcq *xcq)
 		be__list_del_init(&c->ack_link);
 		c->scq = c->rcq = NULL;
 	}
-	be__wake_close(&cq->wake);
-	free(cq->ring);
-	free(cq);
+	be__wcq_fini(&cq->wcq);
+	be__xcq_free(&cq->c);
 }
 
 /*
@@ -237,7 +193,7 @@ static void cq_progress(struct tcp_cq *cq, int armed_now)
 		cq->polling = 0;
 		return;
 	}
-	n = epoll_wait(cq->wake.epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
+	n = epoll_wait(cq->c.wake.epfd, evs, (int)BE_ARRAY_SIZE(evs), 0);
 	for (i = 0; i < n; i++) {
 		if (!evs[i].data.ptr) {
 			cq_drain_efd(cq); /* we are awake: stop it waking us */
@@ -255,30 +211,26 @@ int be__tcp_cq_poll(struct be_xcq *xcq, struct be_xwc *wc, int n)
 
 	if (!xcq || n < 0 || (n && !wc))
 		return -EINVAL;
-	cq = container_of(xcq, struct tcp_cq, x);
+	cq = container_of(xcq, struct tcp_cq, c.x);
 	armed_now = cq->armed_now;
 	cq->armed_now = 0;
-	if (cq->count < (uint32_t)n)
+	if (be__wcq_len(&cq->wcq) < (uint32_t)n)
 		cq_progress(cq, armed_now);
-	for (i = 0; i < n && cq->count; i++) {
-		wc[i] = cq->ring[cq->head];
-		cq->head = (cq->head + 1) % cq->cap;
-		cq->count--;
-	}
+	i = be__wcq_pop(&cq->wcq, wc, n);
 	/* A caller that gets nothing may go to sleep (without cq_arm if it
 	 * is still armed): owe no peer an ack then. One that gets work
 	 * polls again soon and may answer first, carrying the ack. */
 	if (!i && n)
 		be__tcp_cq_flush_acks(cq);
 	/* Armed, and work left that this poll did not return: wake. */
-	if (cq->count || !be__list_empty(&cq->kick))
+	if (be__wcq_len(&cq->wcq) || !be__list_empty(&cq->kick))
 		cq_notify(cq);
 	return i;
 }
 
 int be__tcp_cq_fd(struct be_xcq *xcq)
 {
-	return xcq ? container_of(xcq, struct tcp_cq, x)->wake.epfd : -EINVAL;
+	return be__xcq_fd(xcq);
 }
 
 int be__tcp_cq_arm(struct be_xcq *xcq)
@@ -287,13 +239,13 @@ int be__tcp_cq_arm(struct be_xcq *xcq)
 
 	if (!xcq)
 		return -EINVAL;
-	cq = container_of(xcq, struct tcp_cq, x);
+	cq = container_of(xcq, struct tcp_cq, c.x);
 	/* About to sleep: owe no peer an ack, or its sender may stall. */
 	be__tcp_cq_flush_acks(cq);
 	cq->armed = 1;
 	cq->armed_now = 1;
 	/* Work already waiting must wake the sleeper, not be lost. */
-	if (cq->count || !be__list_empty(&cq->kick))
+	if (be__wcq_len(&cq->wcq) || !be__list_empty(&cq->kick))
 		cq_notify(cq);
 	return 0;
 }
@@ -307,7 +259,7 @@ int be__tcp_cq_ack(struct be_xcq *xcq)
 
 	if (!xcq)
 		return -EINVAL;
-	cq = container_of(xcq, struct tcp_cq, x);
+	cq = container_of(xcq, struct tcp_cq, c.x);
 	cq->armed = 0;
 	cq->armed_now = 0;
 	cq_drain_efd(cq);
@@ -336,7 +288,7 @@ int be__tcp_srq_create(struct be_xcq *xcq, uint32_t depth, struct be_xsrq **out)
 		return -ENOMEM;
 	}
 	srq->cap = depth;
-	srq->cq = container_of(xcq, struct tcp_cq, x);
+	srq->cq = container_of(xcq, struct tcp_cq, c.x);
 	srq->x.dev = xcq->dev;
 	srq->x.cq = xcq;
 	be__list_init(&srq->conns);

@@ -23,8 +23,9 @@
  * see no user-space copy (a large frame right behind another is staged
  * for at most TCP_RX_TAIL bytes, not a whole rbuf), and small frames need
  * no syscall each. After a payload read into place, the next header is
- * read with at most TCP_RX_TAIL bytes too (a PS pull's replies, each
- * after a wakeup, would otherwise have 32 KiB each staged and copied);
+ * read with at most RX_HEAD bytes (a PS pull's reply, after a wakeup,
+ * is two frame headers and a 32-byte message ahead of its 64 KiB: a
+ * whole rbuf would stage and copy 32 KiB of it, TCP_RX_TAIL 4 KiB);
  * a read that fills that goes back to whole rbufs.
  *
  * Latency of receives: once a frame completed a receive (SEND,
@@ -71,6 +72,10 @@
 #include "xport/tcp/tcp.h"
 
 #define TX_IOV_MAX 128
+/* The first read after a payload read into place: the headers of a few
+ * frames, and little of a payload behind them (it is read into place). */
+#define RX_HEAD 256u
+_Static_assert(RX_HEAD >= TCP_HDR_LEN && RX_HEAD <= TCP_RBUF_SIZE, "rx head fits rbuf");
 
 void be__tcp_hdr_pack(uint8_t *out, const struct tcp_hdr *h)
 {
@@ -587,8 +592,7 @@ static void conn_rx(struct tcp_conn *c)
 			n = readv(c->fd, iov, 2);
 			c->rx_big = 1;
 		} else {
-			want = (c->rx_big && c->rend < TCP_RX_TAIL ? TCP_RX_TAIL : TCP_RBUF_SIZE) -
-			       c->rend;
+			want = (c->rx_big && c->rend < RX_HEAD ? RX_HEAD : TCP_RBUF_SIZE) - c->rend;
 			n = recv(c->fd, c->rbuf + c->rend, want, MSG_DONTWAIT);
 			/* A full short read: small frames may follow in a row. */
 			if (n > 0 && (size_t)n == want)

@@ -34,6 +34,7 @@
 
 #include "util/common.h"
 #include "util/list.h"
+#include "xport/cq.h"
 #include "xport/evch.h"
 #include "xport/grant.h"
 #include "xport/wake.h"
@@ -158,15 +159,13 @@ struct tcp_evch {
 };
 
 struct tcp_cq {
-	struct be_xcq x;
-	struct be__wake wake;     /* cq_fd: sockets + efd, the wakeup for
+	struct be__xcq c;         /* cq_fd: sockets + efd, the wakeup for
 				   * completions made locally */
 	int armed;
 	int armed_now;            /* armed, and not polled since (cq_progress) */
 	int polling;              /* inside cq_progress: the poller is awake */
 	int efd_set;              /* the eventfd was written, not drained */
-	struct be_xwc *ring;
-	uint32_t cap, head, count;
+	struct be__wcq wcq;       /* the completions, oldest first */
 	struct be__list conns;    /* conns using this cq (send or recv) */
 	struct be__list epset;    /* conns in the epoll set (sep_link or
 				   * rep_link, as on conns) and their count:
@@ -280,7 +279,7 @@ struct tcp_conn {
 	 * wakeup on the cq fd or the poll after that does. */
 	int rx_idle;
 	/* The last payload was read into place (readv): the next header is
-	 * read with at most TCP_RX_TAIL bytes behind it, not a whole rbuf
+	 * read with a few hundred bytes (data.c, RX_HEAD), not a whole rbuf
 	 * whose payload would then be copied again ("Receiving", data.c). */
 	int rx_big;
 	/* RX_ALLOC writes in progress (slot = rkey), lazily allocated; the
@@ -329,8 +328,6 @@ void be__tcp_conn_close_fd(struct tcp_conn *c);
 void be__tcp_cq_push(struct tcp_cq *cq, const struct be_xwc *wc);
 /* @c has work its socket will not signal: progress it at the next poll. */
 void be__tcp_cq_kick(struct tcp_cq *cq, struct tcp_conn *c);
-/* Drop completions of @c's send queue; receives stay, without the conn. */
-void be__tcp_cq_purge(struct tcp_cq *cq, const struct be_xconn *c);
 
 /* data.c */
 int be__tcp_conn_alloc_sq(struct tcp_conn *c, uint32_t depth, uint32_t max_inline);
