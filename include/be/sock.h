@@ -506,7 +506,9 @@ BE_EXPORT void be_listener_close(struct be_listener *l);
  * that does not resolve), -EPROTONOSUPPORT, -EMFILE (max_sockets
  * reached), -ENOSPC (a new Engine is needed and this worker has no
  * receive buffers or completion entries left for its first grant), -ENOMEM,
- * or the transport's -errno; nothing is created on error. A peer worker
+ * or the transport's -errno; nothing is created on error (on a worker's
+ * first connect through an RDMA device, whose queues its set-up thread
+ * is still making, the transport's error reaches on_close instead). A peer worker
  * out of room refuses the connection: the socket gets
  * on_close(-ECONNREFUSED). Threads: worker.
  */

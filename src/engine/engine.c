@@ -113,6 +113,7 @@ static struct be__engine *engine_new(struct be_worker *w, struct be__wdev *wd, c
 	be__list_init(&e->wlink);
 	be__list_init(&e->klink);
 	be__list_init(&e->rlink);
+	be__list_init(&e->wdlink);
 	be__list_init(&e->fifo.txq);
 	be__list_init(&e->fifo.fragq);
 	be__list_init(&e->fifo.link);
@@ -205,6 +206,33 @@ int be__engine_key(const struct be_xport_ops *ops, const char *scheme, const cha
 	return rc < 0 || (size_t)rc >= len - n ? -EINVAL : 0;
 }
 
+/* Start the transport connect of @e, a connector, to its address with
+ * its hello. 0 or the transport's -errno (logged). */
+static int engine_xconnect(struct be__engine *e)
+{
+	struct be_xconn_attr attr = engine_conn_attr(e);
+	int rc;
+
+	rc = e->ops->connect(e->wd->evch, strstr(e->addr, "://") + 3, &attr, e->hello_c,
+			     sizeof(e->hello_c), &e->conn);
+	if (rc) {
+		be_log_err("engine %s: connect failed: %s", e->addr, be_strerror(rc));
+		return rc;
+	}
+	e->conn->user = e;
+	return 0;
+}
+
+void be__engine_queues_ready(struct be__engine *e, int rc)
+{
+	if (e->state == BE_ES_FAILED)
+		return;
+	if (!rc)
+		rc = engine_xconnect(e);
+	if (rc)
+		be__engine_fail(e, rc, "cannot start connecting");
+}
+
 /*
  * be__engine_connect() - start connecting a reusable Engine. @addr is the
  * address as the application gave it (logs, stats), and the transport
@@ -217,16 +245,12 @@ int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *add
 		       const char *key, struct be__engine **out)
 {
 	const struct be_config *cfg = &w->ctx->cfg;
-	const char *rest = strstr(addr, "://");
-	struct be_xconn_attr attr;
-	uint8_t priv[BE_PROTO_HELLO_LEN];
 	struct be__hello h;
 	struct be__engine *e;
 	int rc;
 
-	if (!rest || strlen(key) >= sizeof(e->key))
+	if (!strstr(addr, "://") || strlen(key) >= sizeof(e->key))
 		return -EINVAL;
-	rest += 3;
 	e = engine_new(w, wd, addr);
 	if (!e)
 		return -ENOMEM;
@@ -241,15 +265,16 @@ int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *add
 	e->reusable = true;
 	e->admit = BE_ADM_WAIT_XPORT;
 	engine_hello(e, &h);
-	be__hello_encode(&h, priv);
-	memcpy(e->hello_c, priv, sizeof(e->hello_c));
-	attr = engine_conn_attr(e);
-	rc = e->ops->connect(wd->evch, rest, &attr, priv, sizeof(priv), &e->conn);
-	if (rc) {
-		be_log_err("engine %s: connect failed: %s", addr, be_strerror(rc));
-		goto err_unreserve;
+	be__hello_encode(&h, e->hello_c);
+	if (wd->building) {
+		/* The worker's queues are still being set up (wdev.c): the
+		 * transport connect starts once they are there. */
+		be__list_add_tail(&wd->waiting, &e->wdlink);
+	} else {
+		rc = engine_xconnect(e);
+		if (rc)
+			goto err_unreserve;
 	}
-	e->conn->user = e;
 	engine_link(e);
 	be_log_dbg("engine %s (%s): connecting", addr, key);
 	*out = e;
@@ -390,6 +415,25 @@ static void engine_on_established(struct be__engine *e, struct be_xevent *ev)
 	be__engine_unref(e);
 }
 
+/* Port @port of @wd's device went down: the Engines of @wd on it fail
+ * now (-ENETDOWN), as be_sock_fail_engine() would end them, rather than
+ * after their QPs' retries (about 2 s) or a keepalive, so the layer
+ * above moves their calls to another port at once. A port that comes
+ * back needs nothing: new connects use it. */
+static void engine_port_down(struct be__wdev *wd, int port)
+{
+	struct be__list *p, *t;
+	char why[96];
+
+	snprintf(why, sizeof(why), "port %d of %s went down", port + 1, wd->cd->attr.name);
+	be__list_for_each_safe(p, t, &wd->w->engines) {
+		struct be__engine *e = be__list_entry(p, struct be__engine, wlink);
+
+		if (e->wd == wd && e->conn && e->conn->port == port && e->state != BE_ES_FAILED)
+			be__engine_fail(e, -ENETDOWN, why);
+	}
+}
+
 void be__engine_on_event(struct be__wdev *wd, struct be_xevent *ev)
 {
 	struct be__engine *e = ev->conn ? ev->conn->user : NULL;
@@ -406,6 +450,8 @@ void be__engine_on_event(struct be__wdev *wd, struct be_xevent *ev)
 		be_log_info("engine: %s event on %s (port %d up %d)",
 			    ev->type == BE_XEV_SRQ_LIMIT ? "srq limit" : "port change",
 			    wd->cd->name, ev->port, ev->up);
+		if (ev->type == BE_XEV_PORT_CHANGE && !ev->up)
+			engine_port_down(wd, ev->port);
 		return;
 	default:
 		break;
@@ -659,6 +705,7 @@ void be__engine_reap(struct be__engine *e)
 		}
 	be__large_free_grants(e);
 	be__wdev_unreserve(e->wd, e->granted_to_peer);
+	be__list_del_init(&e->wdlink);
 	be__list_del_init(&e->wlink);
 	e->w->nengines--;
 	be__oneway_reap(e);

@@ -120,6 +120,7 @@ struct be__engine {
 	bool reaped;
 	bool closing;              /* be__engine_close(): disconnect once nothing is left */
 	struct be__list wlink, klink, rlink;
+	struct be__list wdlink;    /* wd->waiting: its connect waits for the queues */
 
 	struct be__hello peer;     /* peer's handshake */
 	struct be_sock_cbs acb;    /* acceptor side: callbacks for sockets the peer opens */
@@ -242,6 +243,9 @@ int be__engine_key(const struct be_xport_ops *ops, const char *scheme, const cha
 int be__engine_connect(struct be_worker *w, struct be__wdev *wd, const char *addr,
 		       const char *key, struct be__engine **out);
 struct be__engine *be__engine_find(struct be_worker *w, const char *key);
+/* The queues @e's connect waited for are set up (@rc 0: the transport
+ * connect starts now) or could not be (@rc: @e fails with it). */
+void be__engine_queues_ready(struct be__engine *e, int rc);
 void be__engine_on_event(struct be__wdev *wd, struct be_xevent *ev);
 void be__engine_fail(struct be__engine *e, int err, const char *why);
 void be__engine_close(struct be__engine *e);

@@ -5,7 +5,20 @@
  *
  * Model. A worker has one wdev per transport it uses (worker.h), created
  * on first use (be__worker_wdev) and destroyed with the worker; only the
- * worker's thread touches it.
+ * worker's thread touches it, but for its set-up on an RDMA device.
+ *
+ * Set-up off the worker. Creating a CQ and an SRQ on an RDMA device and
+ * posting the first receive buffers (growing the pool registers its new
+ * blocks on every device) took 60-190 ms in the Soft-RoCE guest; on the
+ * worker's thread that held every other Engine of the worker, tcp and shm
+ * included, at its first verbs connect. So be__wdev_start() runs that
+ * set-up on a thread of its own, which hands the queues over when done
+ * (an acquire load of wd->built, then pthread_join); the Engines that
+ * connect meanwhile reserve their grants at once (counters only: the
+ * buffers for what they reserved beyond srq_depth are posted by
+ * be__wdev_finish()) and start their transport connect when the queues
+ * are there. A listener still sets up its queues in be_listen(): they
+ * must exist before the listen does.
  *
  * Receive buffers. A wdev posts bemalloc buffers of recv_buf_size on
  * its SRQ and never frees them before the worker dies (they are listed in
@@ -23,8 +36,13 @@
  * at once or through be__worker_repost_later at the end of progress);
  * the worker creates and destroys wdevs and polls their queues.
  */
+#define _GNU_SOURCE /* SCHED_BATCH */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/engine.h"
 #include "util/common.h"
@@ -156,6 +174,19 @@ static uint32_t wdev_cq_depth(const struct be__wdev *wd)
 	return wd->cd->cq_depth;
 }
 
+/* The receive buffers the first set-up posts. */
+static uint32_t wdev_nbufs_init(const struct be__wdev *wd)
+{
+	return BE_MIN(wd->w->ctx->cfg.srq_depth, wdev_srq_cap(wd));
+}
+
+/* The buffers @wd owns, or will own once its builder is done (the
+ * builder writes nbufs: the worker may not read it before). */
+static uint32_t wdev_nbufs(const struct be__wdev *wd)
+{
+	return wd->building ? wdev_nbufs_init(wd) : wd->nbufs;
+}
+
 /* Reserve @credits receives, and @sq more CQ entries (a new Engine's
  * send queue). */
 static int wdev_reserve(struct be__wdev *wd, uint32_t credits, uint32_t sq)
@@ -168,9 +199,9 @@ static int wdev_reserve(struct be__wdev *wd, uint32_t credits, uint32_t sq)
 	 * on verbs). */
 	if (want > wdev_srq_cap(wd))
 		return -ENOSPC;
-	if (BE_MAX(want, (uint64_t)wd->nbufs) + wd->cq_reserved + sq > wdev_cq_depth(wd))
+	if (BE_MAX(want, (uint64_t)wdev_nbufs(wd)) + wd->cq_reserved + sq > wdev_cq_depth(wd))
 		return -ENOSPC;
-	if (want > wd->nbufs) {
+	if (want > wd->nbufs && !wd->building) {
 		rc = wdev_grow(wd, (uint32_t)want - wd->nbufs);
 		if (rc)
 			return rc;
@@ -201,14 +232,30 @@ void be__wdev_unreserve(struct be__wdev *wd, uint32_t credits)
 	wd->cq_reserved -= wd->cd->sq_depth;
 }
 
+/* Wait until the set-up thread built @wd. */
+static void wdev_wait_built(struct be__wdev *wd)
+{
+	struct be__wsetup *ws = &wd->w->setup;
+
+	if (atomic_load_explicit(&wd->built, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&ws->mu);
+	while (!atomic_load_explicit(&wd->built, memory_order_acquire))
+		pthread_cond_wait(&ws->done, &ws->mu);
+	pthread_mutex_unlock(&ws->mu);
+}
+
 /* Destroy @wd's queues and free every receive buffer it owns (the SRQ
- * goes first, so none is still posted). */
+ * goes first, so none is still posted); a builder still running is
+ * waited for. */
 void be__wdev_destroy(struct be__wdev *wd)
 {
 	const struct be_xport_ops *ops = wd->cd->ops;
 	struct be_xwc wc[WDEV_DRAIN_BATCH];
 	uint32_t i;
 
+	if (wd->building)
+		wdev_wait_built(wd);
 	if (wd->srq)
 		ops->srq_destroy(wd->srq);
 	/* Drain the flushed receives; the buffers are freed below anyway. */
@@ -226,41 +273,168 @@ void be__wdev_destroy(struct be__wdev *wd)
 	free(wd);
 }
 
+static struct be__wdev *wdev_new(struct be_worker *w, struct be__cdev *cd)
+{
+	struct be__wdev *wd = calloc(1, sizeof(*wd));
+
+	if (!wd)
+		return NULL;
+	wd->w = w;
+	wd->cd = cd;
+	be__list_init(&wd->waiting);
+	return wd;
+}
+
+/* The queues of @wd: event channel, CQ (cq_depth within the device's
+ * limit), SRQ, and the first receive buffers posted. 0 or -errno (what
+ * was made is freed by be__wdev_destroy). */
+static int wdev_build(struct be__wdev *wd)
+{
+	const struct be_xport_ops *ops = wd->cd->ops;
+	struct be__cdev *cd = wd->cd;
+	int rc;
+
+	rc = ops->evch_create(cd->dev, &wd->evch);
+	if (!rc)
+		rc = ops->cq_create(cd->dev, wdev_cq_depth(wd), &wd->cq);
+	if (!rc)
+		rc = ops->srq_create(wd->cq, wdev_srq_cap(wd), &wd->srq);
+	if (rc)
+		return rc;
+	wd->srq->user = wd;
+	return wdev_grow(wd, wdev_nbufs_init(wd));
+}
+
 /*
- * be__wdev_create() - the queues of @cd's transport for @w: event
- * channel, CQ (cq_depth within the device's limit), SRQ, and srq_depth
- * receive buffers posted. 0 or -errno, with nothing left behind.
+ * be__wdev_create() - the queues of @cd's transport for @w (wdev_build),
+ * made on this thread. 0 or -errno, with nothing left behind.
  */
 int be__wdev_create(struct be_worker *w, struct be__cdev *cd, struct be__wdev **out)
 {
-	const struct be_config *cfg = &w->ctx->cfg;
-	const struct be_xport_ops *ops = cd->ops;
-	struct be__wdev *wd;
+	struct be__wdev *wd = wdev_new(w, cd);
 	int rc;
 
-	wd = calloc(1, sizeof(*wd));
 	if (!wd)
 		return -ENOMEM;
-	wd->w = w;
-	wd->cd = cd;
-	rc = ops->evch_create(cd->dev, &wd->evch);
-	if (rc)
-		goto err;
-	rc = ops->cq_create(cd->dev, wdev_cq_depth(wd), &wd->cq);
-	if (rc)
-		goto err;
-	rc = ops->srq_create(wd->cq, wdev_srq_cap(wd), &wd->srq);
-	if (rc)
-		goto err;
-	wd->srq->user = wd;
-	rc = wdev_grow(wd, BE_MIN(cfg->srq_depth, wdev_srq_cap(wd)));
-	if (rc)
-		goto err;
+	rc = wdev_build(wd);
+	if (rc) {
+		be_log_err("worker: cannot set up %s queues: %s", cd->name, be_strerror(rc));
+		be__wdev_destroy(wd);
+		return rc;
+	}
 	*out = wd;
 	return 0;
+}
 
-err:
-	be_log_err("worker: cannot set up %s queues: %s", cd->name, be_strerror(rc));
-	be__wdev_destroy(wd);
+/* The set-up thread of a worker: builds the wdevs queued on it, in
+ * order, until told to stop with none left. */
+static void *wdev_setup_main(void *arg)
+{
+	struct be__wsetup *ws = arg;
+
+	pthread_mutex_lock(&ws->mu);
+	for (;;) {
+		struct be__wdev *wd;
+
+		if (!ws->njobs) {
+			if (ws->stop)
+				break;
+			pthread_cond_wait(&ws->cv, &ws->mu);
+			continue;
+		}
+		wd = ws->jobs[0];
+		memmove(ws->jobs, ws->jobs + 1, --ws->njobs * sizeof(ws->jobs[0]));
+		pthread_mutex_unlock(&ws->mu);
+		wd->build_rc = wdev_build(wd);
+		pthread_mutex_lock(&ws->mu);
+		atomic_store_explicit(&wd->built, true, memory_order_release);
+		pthread_cond_broadcast(&ws->done);
+		be__wake_kick(wd->w->wake.efd);
+	}
+	pthread_mutex_unlock(&ws->mu);
+	return NULL;
+}
+
+int be__wsetup_start(struct be__wsetup *ws)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	int rc;
+
+	/* Neither initialiser can fail on Linux: no unwinding. */
+	ws->mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	ws->cv = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
+	ws->done = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
+	rc = -pthread_attr_init(&attr);
+	if (rc)
+		return rc;
+	/* SCHED_BATCH: the thread does not take the CPU from the worker
+	 * when it wakes up to build (where allowed; else as the caller). */
+	if (pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED) ||
+	    pthread_attr_setschedpolicy(&attr, SCHED_BATCH))
+		pthread_attr_setinheritsched(&attr, PTHREAD_INHERIT_SCHED);
+	/* Signals stay with the application's threads. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(&ws->thr, &attr, wdev_setup_main, ws);
+	if (rc == -EPERM)
+		rc = -pthread_create(&ws->thr, NULL, wdev_setup_main, ws);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	ws->running = !rc;
+	return rc;
+}
+
+/* Queue @wd on the set-up thread; NULL: ask it to stop once the queue
+ * is empty. */
+static void wsetup_post(struct be__wsetup *ws, struct be__wdev *wd)
+{
+	pthread_mutex_lock(&ws->mu);
+	if (wd)
+		ws->jobs[ws->njobs++] = wd;
+	else
+		ws->stop = true;
+	pthread_cond_signal(&ws->cv);
+	pthread_mutex_unlock(&ws->mu);
+}
+
+void be__wsetup_stop(struct be__wsetup *ws)
+{
+	if (!ws->running)
+		return;
+	wsetup_post(ws, NULL);
+	pthread_join(ws->thr, NULL);
+	ws->running = false;
+}
+
+int be__wdev_start(struct be_worker *w, struct be__cdev *cd, struct be__wdev **out)
+{
+	struct be__wsetup *ws = &w->setup;
+	struct be__wdev *wd;
+
+	if (!ws->running)
+		return -EAGAIN;
+	wd = wdev_new(w, cd);
+	if (!wd)
+		return -ENOMEM;
+	wd->building = true;
+	wsetup_post(ws, wd);
+	*out = wd;
+	return 0;
+}
+
+int be__wdev_finish(struct be__wdev *wd)
+{
+	int rc;
+
+	wdev_wait_built(wd);
+	wd->building = false;
+	rc = wd->build_rc;
+	/* Engines that connected meanwhile may have reserved more. */
+	if (!rc && wd->reserved > wd->nbufs)
+		rc = wdev_grow(wd, wd->reserved - wd->nbufs);
+	if (rc)
+		be_log_err("worker: cannot set up %s queues: %s", wd->cd->name,
+			   be_strerror(rc));
 	return rc;
 }

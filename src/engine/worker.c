@@ -92,7 +92,7 @@ static void *worker_tag(uint64_t tag)
 int be__worker_create(struct be_ctx *ctx, struct be_worker **out)
 {
 	struct be_worker *w;
-	int rc;
+	int rc, i;
 
 	w = calloc(1, sizeof(*w));
 	if (!w)
@@ -115,6 +115,15 @@ int be__worker_create(struct be_ctx *ctx, struct be_worker **out)
 		free(w);
 		return rc;
 	}
+	/* RDMA queues are set up off the worker's thread (wdev.c); without
+	 * that thread they are made on it. */
+	for (i = 0; i < ctx->ndev; i++)
+		if (ctx->dev[i].dev && ctx->dev[i].ops->dev_name) {
+			rc = be__wsetup_start(&w->setup);
+			if (rc)
+				be_log_err("worker: no set-up thread: %s", be_strerror(rc));
+			break;
+		}
 	atomic_fetch_add(&ctx->workers, 1);
 	*out = w;
 	return 0;
@@ -179,28 +188,12 @@ void be__worker_repost_later(struct be__engine *e, void *buf, bool trig)
 	e->refs++;
 }
 
-/* The wdev of the device @addr is on: created on first use, its event
- * channel and CQ added to the worker's epoll set. */
-int be__worker_wdev(struct be_worker *w, const char *xport, const char *addr, bool passive,
-		    struct be__wdev **out)
+/* Watch @wd's event channel and CQ, and poll them from progress. */
+static int worker_wdev_open(struct be_worker *w, int idx, struct be__wdev *wd)
 {
-	struct be__cdev *cd;
-	struct be__wdev *wd;
-	const struct be_xport_ops *ops;
-	int rc, idx;
+	const struct be_xport_ops *ops = wd->cd->ops;
+	int rc;
 
-	rc = be__ctx_dev(w->ctx, xport, addr, passive, &cd);
-	if (rc)
-		return rc;
-	idx = (int)(cd - w->ctx->dev);
-	if (w->wd[idx]) {
-		*out = w->wd[idx];
-		return 0;
-	}
-	ops = cd->ops;
-	rc = be__wdev_create(w, cd, &wd);
-	if (rc)
-		return rc;
 	rc = be__wake_watch(&w->wake, ops->evch_fd(wd->evch), EPOLLIN, worker_tag((uint64_t)idx));
 	if (rc)
 		goto err;
@@ -210,15 +203,99 @@ int be__worker_wdev(struct be_worker *w, const char *xport, const char *addr, bo
 		epoll_ctl(w->wake.epfd, EPOLL_CTL_DEL, ops->evch_fd(wd->evch), NULL);
 		goto err;
 	}
-	w->wd[idx] = wd;
 	w->open[w->nopen++] = wd;
-	*out = wd;
 	return 0;
 
 err:
-	be_log_err("worker: cannot set up %s queues: %s", xport, be_strerror(rc));
-	be__wdev_destroy(wd);
+	be_log_err("worker: cannot watch %s queues: %s", wd->cd->name, be_strerror(rc));
 	return rc;
+}
+
+/* The set-up thread built w->wd[@idx] (or, for a listen, is waited
+ * for): take its queues, and start (or
+ * fail) the connects that waited for them. On error the wdev stays,
+ * without queues, until no Engine holds a reservation on it. */
+static void worker_wdev_built(struct be_worker *w, int idx)
+{
+	struct be__wdev *wd = w->wd[idx];
+	int rc;
+
+	w->nbuilding--;
+	rc = be__wdev_finish(wd);
+	if (!rc)
+		rc = worker_wdev_open(w, idx, wd);
+	wd->failed = rc;
+	while (!be__list_empty(&wd->waiting)) {
+		struct be__engine *e = be__list_entry(wd->waiting.next, struct be__engine, wdlink);
+
+		be__list_del_init(&e->wdlink);
+		be__engine_queues_ready(e, rc);
+	}
+}
+
+static int worker_check_builds(struct be_worker *w)
+{
+	int i, n = 0;
+
+	for (i = 0; i < BE_CTX_MAX_DEVS; i++) {
+		struct be__wdev *wd = w->wd[i];
+
+		if (wd && wd->building &&
+		    atomic_load_explicit(&wd->built, memory_order_acquire)) {
+			worker_wdev_built(w, i);
+			n++;
+		}
+	}
+	return n;
+}
+
+/* The wdev of the device @addr is on: created on first use, its event
+ * channel and CQ added to the worker's epoll set; for a connect on an
+ * RDMA device (one of a transport with several: dev_name) built by the
+ * worker's set-up thread (wdev.c) while the caller goes on. */
+int be__worker_wdev(struct be_worker *w, const char *xport, const char *addr, bool passive,
+		    struct be__wdev **out)
+{
+	struct be__cdev *cd;
+	struct be__wdev *wd;
+	int rc, idx;
+
+	rc = be__ctx_dev(w->ctx, xport, addr, passive, &cd);
+	if (rc)
+		return rc;
+	idx = (int)(cd - w->ctx->dev);
+	wd = w->wd[idx];
+	if (wd && wd->building && passive)
+		worker_wdev_built(w, idx); /* a listen needs the queues now */
+	if (wd && wd->failed) {
+		/* A set-up that failed: try again once no Engine is left on it. */
+		if (wd->reserved || wd->cq_reserved)
+			return wd->failed;
+		be__wdev_destroy(wd);
+		w->wd[idx] = wd = NULL;
+	}
+	if (wd) {
+		*out = wd;
+		return 0;
+	}
+	rc = passive || !cd->ops->dev_name ? -EAGAIN : be__wdev_start(w, cd, &wd);
+	if (!rc) {
+		w->nbuilding++;
+	} else if (rc != -EAGAIN) {
+		return rc;
+	} else {
+		rc = be__wdev_create(w, cd, &wd);
+		if (rc)
+			return rc;
+		rc = worker_wdev_open(w, idx, wd);
+		if (rc) {
+			be__wdev_destroy(wd);
+			return rc;
+		}
+	}
+	w->wd[idx] = wd;
+	*out = wd;
+	return 0;
 }
 
 /* ---- deferred callbacks ---- */
@@ -600,6 +677,8 @@ int be__worker_progress(struct be_worker *w)
 		w->progress_thread = pthread_self();
 	w->ev_ready = false;
 	n += worker_run_calls(w);
+	if (w->nbuilding)
+		n += worker_check_builds(w);
 	for (i = 0; i < w->nopen; i++) {
 		struct be__wdev *wd = w->open[i];
 
@@ -911,8 +990,10 @@ void be__worker_destroy(struct be_worker *w)
 	}
 	be__worker_run_deferred(w);
 	worker_run_calls(w);
-	for (i = 0; i < w->nopen; i++)
-		be__wdev_destroy(w->open[i]);
+	for (i = 0; i < BE_CTX_MAX_DEVS; i++)
+		if (w->wd[i])
+			be__wdev_destroy(w->wd[i]);
+	be__wsetup_stop(&w->setup);
 	worker_msg_cache_free(w);
 	be__wake_close(&w->wake);
 	atomic_fetch_sub(&w->ctx->workers, 1);

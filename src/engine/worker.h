@@ -64,6 +64,14 @@ struct be__wdev {
 	 * lives until the wdev dies, so neither can its region. */
 	uintptr_t lkey_base, lkey_end;
 	uint32_t lkey;
+	/* Queues set up off the worker's thread (be__wdev_start): until
+	 * be__wdev_finish() joins the builder, the worker touches only the
+	 * counters above (reserved, cq_reserved) and the list below. */
+	bool building;                   /* queued on w->setup, not yet taken */
+	atomic_bool built;               /* the set-up thread is done (release) */
+	int build_rc;                    /* its result, read once built */
+	int failed;                      /* -errno: no queues; see be__worker_wdev */
+	struct be__list waiting;         /* Engines whose connect waits (wdlink) */
 };
 
 /* A receive buffer whose frames were handled, to go back to its SRQ (and
@@ -76,6 +84,19 @@ struct be__repost {
 
 #define BE_WORKER_REPOST_MAX 64
 
+/* A worker's set-up thread (wdev.c): builds wdevs off the worker's
+ * thread. Started with the worker when its context has RDMA devices. */
+struct be__wsetup {
+	pthread_t thr;
+	pthread_mutex_t mu;              /* guards jobs, njobs, stop */
+	pthread_cond_t cv;               /* jobs queued or stop */
+	pthread_cond_t done;             /* a wdev was built */
+	struct be__wdev *jobs[BE_CTX_MAX_DEVS]; /* one wdev per device at most */
+	int njobs;
+	bool stop;
+	bool running;                    /* started, not stopped (worker) */
+};
+
 struct be__call {
 	struct be__call *next;
 	void (*fn)(struct be_worker *w, void *arg);
@@ -87,6 +108,8 @@ struct be_worker {
 	struct be__wdev *wd[BE_CTX_MAX_DEVS]; /* by the context's device index */
 	struct be__wdev *open[BE_CTX_MAX_DEVS]; /* the non-NULL of wd[], for progress */
 	int nopen;
+	int nbuilding;                   /* wd[] building, not yet taken over */
+	struct be__wsetup setup;
 	struct be__list engines;         /* live and failed-not-reaped */
 	struct be__list reap;            /* failed engines awaiting teardown */
 	struct be__list kick;            /* engines with sends to schedule */
@@ -195,12 +218,27 @@ void be__worker_lib_thread_enter(struct be_worker *w);
 /* ---- a worker's queues on one transport (wdev.c) ---- */
 
 int be__wdev_create(struct be_worker *w, struct be__cdev *cd, struct be__wdev **out);
+/* be__wdev_create() on @w's set-up thread: *@out at once, building;
+ * when done that thread sets wd->built and kicks the worker's eventfd.
+ * Engines may reserve from it meanwhile. 0, -ENOMEM, or -EAGAIN (no
+ * set-up thread: build it here). */
+int be__wdev_start(struct be_worker *w, struct be__cdev *cd, struct be__wdev **out);
+/* Wait until @wd is built and post the receive buffers reserved
+ * meanwhile. 0 or -errno (@wd has no queues then). Worker's thread. */
+int be__wdev_finish(struct be__wdev *wd);
 void be__wdev_destroy(struct be__wdev *wd);
+/* Start and stop a worker's set-up thread. start: 0 or -errno. stop:
+ * once the wdevs queued are built (a no-op if not running). */
+int be__wsetup_start(struct be__wsetup *ws);
+void be__wsetup_stop(struct be__wsetup *ws);
 
 /* The wdev of the device of transport @xport that @addr is on (as
  * be__ctx_dev(): @passive for a listen address; NULL: any device), set
  * up on first use (tcp or shm device opened, queues created, srq_depth
- * buffers posted, fds watched); worker.c. 0 or -errno. */
+ * buffers posted, fds watched); worker.c. For a connect on an RDMA
+ * device the queues are set up by a thread of their own: the wdev comes
+ * back building, and the Engine's transport connect waits for them
+ * (be__engine_connect). 0 or -errno. */
 int be__worker_wdev(struct be_worker *w, const char *xport, const char *addr, bool passive,
 		    struct be__wdev **out);
 /* An Engine's first grant (@credits receives) and its send queue's CQ

@@ -114,6 +114,10 @@ struct be_xconn {
 	struct be_xdev *dev;
 	struct be_xevch *evch;
 	void *user; /* owner's context (the Engine); never touched by the transport */
+	/* The device port it runs on, numbered as BE_XEV_PORT_CHANGE's, once
+	 * the transport knows it; -1 before. Transports that report no port
+	 * changes leave it alone. */
+	int port;
 };
 
 struct be_xport_port_attr {

@@ -1,8 +1,8 @@
 /*
  * Check what a port going down does (injected on the fake device): the
  * device reports the port down, every Engine over it fails (on both
- * ends: the sockets get on_close with the Engine's error, a timeout or a
- * reset, exactly once) and every send, including those queued after the
+ * ends: the sockets get on_close with the Engine's error, -ENETDOWN from
+ * the port event or a timeout or reset from the conn, exactly once) and every send, including those queued after the
  * port went, completes exactly once; a connect while the port is down
  * fails with on_close(-ENETDOWN); once the port is up again a new
  * connect works.
@@ -28,9 +28,11 @@ static int port_up(struct be_ctx *ctx)
 	return a.port[0].up;
 }
 
+/* The Engine's error: -ENETDOWN when the port event failed it, a timeout
+ * or a reset when its conn's break came first. */
 static bool is_err(int reason)
 {
-	return reason == -ETIMEDOUT || reason == -ECONNRESET;
+	return reason == -ENETDOWN || reason == -ETIMEDOUT || reason == -ECONNRESET;
 }
 
 int main(int argc, char **argv)

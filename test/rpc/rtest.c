@@ -724,6 +724,7 @@ void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 	/* Over: the first answer over the second path after the fault. */
 	fprintf(stderr, "%s: calls over %s; breaking it\n", fault, rep.addrs[0]);
 	t_over = path_move(&e, &st, &rep, act, arg, false);
+	fprintf(stderr, "%s: over after %.1f ms\n", fault, t_over);
 	/* At least once: on a loaded host a healthy path may stall past a
 	 * hedge delay and be left (and taken back) before the break too. */
 	be_rpc_chan_stats(e.ch, &cs);

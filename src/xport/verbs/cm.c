@@ -633,6 +633,11 @@ int be__verbs_evch_create(struct be_xdev *d, struct be_xevch **out)
 	pthread_mutex_lock(&be__verbs_lock);
 	be__list_add_head(&dev->evchs, &ch->dev_link);
 	pthread_mutex_unlock(&be__verbs_lock);
+	/* The connect thread now, not at the first connect: starting a
+	 * thread took 30-160 ms in the Soft-RoCE guest, and the engine
+	 * creates a connecting worker's evch off its thread (wdev.c). If
+	 * it does not start, connect() tries again. */
+	cm_thread_start(ch);
 	*out = &ch->c.x;
 	return 0;
 
@@ -740,6 +745,7 @@ static int cm_route_resolved(struct verbs_evch *ch, struct verbs_conn *vc, struc
 
 	/* The cm_id that stays: the QP's transitions take its attributes. */
 	vc->id = id;
+	vc->base.port = (int)id->port_num - 1;
 	if (rdma_get_peer_addr(id)->sa_family)
 		memcpy(&vc->peer, rdma_get_peer_addr(id), sizeof(vc->peer));
 	ret = be__verbs_qp_create(vc, &vc->attr);
@@ -796,6 +802,7 @@ static int cm_conn_request(struct verbs_evch *ch, struct rdma_cm_event *e, struc
 	vc->magic = VERBS_OBJ_CONN;
 	vc->base.dev = vl->base.dev;
 	vc->base.evch = &ch->c.x;
+	vc->base.port = (int)id->port_num - 1;
 	vc->id = id;
 	vc->state = VC_REQUEST;
 	id->context = vc;
@@ -1187,6 +1194,7 @@ int be__verbs_connect(struct be_xevch *c, const char *addr, const struct be_xcon
 	vc->magic = VERBS_OBJ_CONN;
 	vc->base.dev = c->dev;
 	vc->base.evch = c;
+	vc->base.port = -1; /* known once the route is */
 	vc->base.user = attr->user;
 	vc->attr = *attr;
 	vc->priv_len = cm_priv_encode(vc->priv, priv, priv_len);

@@ -565,7 +565,7 @@ int be__verbs_srq_post_recv(struct be_xsrq *s, struct be_xrecv_wr *wr, struct be
 	struct ibv_recv_wr iw[VERBS_POST_BATCH], *ibad;
 	struct be_xrecv_wr *w = wr, *batch[VERBS_POST_BATCH];
 	uint64_t cnt;
-	int n, i, ret, err, posted;
+	int n, i, ret, err = 0, posted;
 
 	while (w) {
 		err = 0;
@@ -595,21 +595,20 @@ int be__verbs_srq_post_recv(struct be_xsrq *s, struct be_xrecv_wr *wr, struct be
 			iw[n - 1].next = NULL;
 			ret = ibv_post_srq_recv(srq->srq, iw, &ibad);
 			if (ret) {
+				/* It comes before the WR refused here, if any. */
 				posted = (int)(ibad - iw);
 				for (i = posted; i < n; i++)
 					verbs_srq_unrecord(srq, batch[i]->wr_id);
-				if (bad)
-					*bad = batch[posted];
-				return -ret;
+				w = batch[posted];
+				err = -ret;
 			}
 		}
-		if (err) {
-			if (bad)
-				*bad = w;
-			return err;
-		}
+		if (err)
+			break;
 	}
-	return 0;
+	if (err && bad)
+		*bad = w;
+	return err;
 }
 
 int be__verbs_srq_arm_limit(struct be_xsrq *s, uint32_t limit)
