@@ -211,8 +211,9 @@ BE_EXPORT int be_rpc_create(struct be_worker *w, const struct be_rpc_config *cfg
  * @rpc. Calls in flight complete with -ECANCELED inside this call (the
  * one exception to the callback rule). Requests still held by handlers
  * stay valid: completing them later only frees their buffers. Must run
- * before be_worker_destroy(@w), and not from a callback of @rpc.
- * Threads: worker.
+ * before be_worker_destroy(@w). From a callback of @rpc (a handler, a
+ * call's or a scatter's completion) it is refused: an error is logged
+ * and @rpc stays as it was. Threads: worker.
  */
 BE_EXPORT void be_rpc_destroy(struct be_rpc *rpc);
 

@@ -141,6 +141,13 @@ void be_rpc_destroy(struct be_rpc *rpc)
 {
 	if (!rpc)
 		return;
+	/* From inside one of its callbacks the caller's frames still use
+	 * @rpc: refuse, as be_worker_destroy() does, rather than free it. */
+	if (rpc->cb_depth) {
+		be_log_err("rpc: be_rpc_destroy() refused inside a callback of the same be_rpc; "
+			   "call it once the callback returned");
+		return;
+	}
 	rpc->destroyed = true;
 	be__rpc_chan_destroy_all(rpc);
 	/* Calls cancelled above may sit on the deferred list. */
