@@ -109,7 +109,7 @@ static uint32_t verbs_mtu_bytes(enum ibv_mtu m)
 /* The network interface behind port @port (RoCE), from sysfs. */
 static void verbs_port_netdev(const char *dev, int port, char *buf, size_t len)
 {
-	char path[256];
+	char path[512]; /* the prefix, a device name of up to 255 bytes, the rest */
 	FILE *f;
 
 	buf[0] = '\0';
