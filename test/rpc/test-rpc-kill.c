@@ -49,21 +49,18 @@ static bool victim_down(void *arg)
 int main(int argc, char **argv)
 {
 	struct rt t;
-	struct rt_replica reps[NR];
 	struct be_rpc_replica_stats rs;
 	struct be_rpc_chan_stats cs;
 	struct be_rpc_config cfg;
 	struct rt_env e;
 	uint64_t ok_victim;
 	double t_kill, t_down;
-	int i;
 
 	rt_init(&t, argc, argv);
-	for (i = 0; i < NR; i++)
-		rt_replica_start(&t, &reps[i], t.transport);
+	rt_env_fork(&t, &e, NR, NULL);
 	cfg = t.rcfg;
 	cfg.timeout_us = 1000000 * rt_slow_factor();
-	rt_env_open(&t, &e, reps, NR, &cfg);
+	rt_env_open(&t, &e, &cfg);
 	ch = e.ch;
 	rt_stream_init(&st, ch, RT_SLOW, BE_RPC_IDEMPOTENT, 24);
 	st.slow_us = 2000;
@@ -78,7 +75,7 @@ int main(int argc, char **argv)
 	t_kill = rt_us();
 	st.mark_ms = rt_ms();
 	st.mark_us = t_kill;
-	rt_replica_kill(&reps[1], SIGKILL);
+	rt_replica_kill(&e.reps[1], SIGKILL);
 	rt_pump(&e.w, 1, victim_down, NULL);
 	t_down = rt_us();
 	ok_victim = rt_chan_replica(ch, 1).addrs[0].c.ok;
