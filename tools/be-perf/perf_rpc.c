@@ -524,10 +524,9 @@ static int pr_cost(const struct pr_opts *o)
 {
 	struct pr_cost c = { 0 };
 	struct be_rpc *crpc, *srpc;
-	struct be_worker *cw, *sw;
 	struct be_listener *l;
 	struct be_rpc_config rc;
-	struct be_ctx *ctx;
+	struct perf_duo d;
 	char addr[160];
 	uint64_t t0, t1;
 	int err;
@@ -538,9 +537,8 @@ static int pr_cost(const struct pr_opts *o)
 	}
 	be_rpc_config_init(&rc);
 	rc.timeout_us = (uint32_t)o->p.timeout_s * 1000000u;
-	if ((err = be_ctx_create(NULL, &ctx)) || (err = be_worker_create(ctx, &sw)) ||
-	    (err = be_worker_create(ctx, &cw)) || (err = be_rpc_create(sw, &rc, &srpc)) ||
-	    (err = be_rpc_create(cw, &rc, &crpc)) ||
+	if ((err = perf_duo_open(&d, NULL)) || (err = be_rpc_create(d.sw, &rc, &srpc)) ||
+	    (err = be_rpc_create(d.cw, &rc, &crpc)) ||
 	    (err = be_rpc_register(srpc, PR_SVC, PR_ECHO, pr_echo, NULL, 0)) ||
 	    (err = be_rpc_listen(srpc, addr, &l)) ||
 	    (err = be_listener_addr(l, addr, sizeof(addr))) ||
@@ -548,10 +546,10 @@ static int pr_cost(const struct pr_opts *o)
 		fprintf(stderr, "be-perf %s: setup: %s\n", o->p.cmd, be_strerror(err));
 		return 1;
 	}
-	err = pr_cost_run(&c, cw, sw, o->p.warmup ? o->p.warmup : 1, o->p.size);
+	err = pr_cost_run(&c, d.cw, d.sw, o->p.warmup ? o->p.warmup : 1, o->p.size);
 	t0 = perf_now_ns();
 	if (!err)
-		err = pr_cost_run(&c, cw, sw, o->p.iters, o->p.size);
+		err = pr_cost_run(&c, d.cw, d.sw, o->p.iters, o->p.size);
 	t1 = perf_now_ns();
 	if (err)
 		fprintf(stderr, "be-perf %s: %s\n", o->p.cmd, be_strerror(err));
@@ -568,8 +566,7 @@ static int pr_cost(const struct pr_opts *o)
 	be_rpc_chan_destroy(c.ch);
 	be_rpc_destroy(crpc);
 	be_rpc_destroy(srpc);
-	perf_echo_destroy(cw, sw); /* together: each waits for the other */
-	be_ctx_destroy(ctx);
+	perf_duo_close(&d);
 	return err ? 1 : 0;
 }
 
@@ -619,10 +616,8 @@ static int pr_main(int argc, char **argv, int mode)
 		return rc;
 	if (!o.p.iters || !o.block || !o.depth || o.depth > 65536 || o.p.timeout_s <= 0 ||
 	    o.p.timeout_s > 4000 || o.p.seconds <= 0 || o.p.size > (1u << 30) ||
-	    (o.p.server && !o.p.addr)) {
-		fprintf(stderr, "be-perf %s: bad arguments (see --help)\n", o.p.cmd);
-		return 2;
-	}
+	    (o.p.server && !o.p.addr))
+		return perf_opts_bad(o.p.cmd);
 	if (mode == PR_COST)
 		return pr_cost(&o);
 	return perf_peer_run(&o.p, pr_server_fn, pr_client_fn, &o);

@@ -700,10 +700,8 @@ static int sk_main(int argc, char **argv, int mode)
 		return rc;
 	if (!o.p.iters || !o.sockets || !o.window || o.window >= SK_MAXQ || o.p.timeout_s <= 0 ||
 	    o.p.seconds <= 0 ||
-	    (mode == SK_HOL && o.big <= 4096) || (o.p.server && !o.p.addr)) {
-		fprintf(stderr, "be-perf %s: bad arguments (see --help)\n", o.p.cmd);
-		return 2;
-	}
+	    (mode == SK_HOL && o.big <= 4096) || (o.p.server && !o.p.addr))
+		return perf_opts_bad(o.p.cmd);
 	if (!o.p.transport) {
 		/* The transport --addr names, else the default. */
 		const char *sep = o.p.addr ? strstr(o.p.addr, "://") : NULL;
