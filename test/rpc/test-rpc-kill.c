@@ -51,16 +51,14 @@ int main(int argc, char **argv)
 	struct rt t;
 	struct be_rpc_replica_stats rs;
 	struct be_rpc_chan_stats cs;
-	struct be_rpc_config cfg;
 	struct rt_env e;
 	uint64_t ok_victim;
 	double t_kill, t_down;
 
 	rt_init(&t, argc, argv);
 	rt_env_fork(&t, &e, NR, NULL);
-	cfg = t.rcfg;
-	cfg.timeout_us = 1000000 * rt_slow_factor();
-	rt_env_open(&t, &e, &cfg);
+	t.rcfg.timeout_us = 1000000 * rt_slow_factor();
+	rt_env_open(&t, &e, &t.rcfg);
 	ch = e.ch;
 	rt_stream_init(&st, ch, RT_SLOW, BE_RPC_IDEMPOTENT, 24);
 	st.slow_us = 2000;
@@ -98,7 +96,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "last failure %lld ms after the kill\n",
 			(long long)st.last_fail_ms - (long long)st.mark_ms);
 	rt_failover_report(&t, "kill", t.transport, (t_down - t_kill) / 1000,
-			   (st.caught_done_us - t_kill) / 1000, &st, cfg.timeout_us);
+			   (st.caught_done_us - t_kill) / 1000, &st, t.rcfg.timeout_us);
 	ASSERT_EQ(st.ok, st.done);
 	ASSERT_EQ(st.refused, 0);
 	ASSERT_GE(cs.c.ok, st.done);

@@ -35,18 +35,16 @@ int main(int argc, char **argv)
 	struct rt t;
 	struct be_rpc_replica_stats rs;
 	struct be_rpc_chan_stats cs;
-	struct be_rpc_config cfg;
 	struct rt_env e;
 	struct goal g;
 	uint64_t t_stop, t_eject, t_cont, ej_before_cont, ej0, ret0;
 
 	rt_init(&t, argc, argv);
 	rt_env_fork(&t, &e, NR, NULL);
-	cfg = t.rcfg;
-	cfg.timeout_us = 300000 * rt_slow_factor(); /* hedge at half */
-	cfg.eject_min_ms = 100;
-	cfg.eject_max_ms = 800;
-	rt_env_open(&t, &e, &cfg);
+	t.rcfg.timeout_us = 300000 * rt_slow_factor(); /* hedge at half */
+	t.rcfg.eject_min_ms = 100;
+	t.rcfg.eject_max_ms = 800;
+	rt_env_open(&t, &e, &t.rcfg);
 	ch = e.ch;
 	rt_stream_init(&st, ch, RT_SLOW, BE_RPC_IDEMPOTENT, 12);
 	st.slow_us = 1000;

@@ -39,7 +39,6 @@ int main(int argc, char **argv)
 {
 	struct rt t;
 	struct be_rpc_chan_stats cs, before;
-	struct be_rpc_config cfg;
 	struct rt_env e;
 	uint64_t t0, secs, allowed;
 	int i;
@@ -48,11 +47,10 @@ int main(int argc, char **argv)
 	rt_env_fork(&t, &e, NR, NULL);
 	for (i = 0; i < NR; i++)
 		rt_replica_ctl(&e.reps[i], 'd');
-	cfg = t.rcfg;
-	cfg.timeout_us = 1000000;
-	cfg.retry_budget_pct = 10;
-	cfg.retry_budget_min = 10;
-	rt_env_open(&t, &e, &cfg);
+	t.rcfg.timeout_us = 1000000;
+	t.rcfg.retry_budget_pct = 10;
+	t.rcfg.retry_budget_min = 10;
+	rt_env_open(&t, &e, &t.rcfg);
 	ch = e.ch;
 	rt_stream_init(&st, ch, RT_ECHO, BE_RPC_IDEMPOTENT, 16);
 
