@@ -567,11 +567,11 @@ void be__engine_rx_retry(struct be__engine *e, uint64_t now)
 
 void be__engine_rx_free(struct be__engine *e)
 {
-	while (!be__list_empty(&e->rxlog)) {
-		struct be__rxbacklog *b = be__list_entry(be__list_first(&e->rxlog),
-							 struct be__rxbacklog, link);
+	struct be__list *p;
 
-		be__list_del_init(&b->link);
+	while ((p = be__list_pop(&e->rxlog))) {
+		struct be__rxbacklog *b = be__list_entry(p, struct be__rxbacklog, link);
+
 		if (b->buf)
 			be__wdev_repost(e->wd, b->buf);
 		else if (!b->revoking) /* a revoking one's grant ends at the reap */

@@ -187,6 +187,7 @@ err_free:
 void be__fake_evch_destroy(struct be_xevch *xch)
 {
 	struct fake_evch *ch;
+	struct be__list *p;
 
 	if (!xch)
 		return;
@@ -208,13 +209,8 @@ void be__fake_evch_destroy(struct be_xevch *xch)
 		c->ch = NULL;
 	}
 	/* Listeners go with their evch, as the inner ones do. */
-	while (!be__list_empty(&ch->c.listeners)) {
-		struct fake_listener *l = be__list_entry(be__list_first(&ch->c.listeners),
-							 struct fake_listener, link);
-
-		be__list_del_init(&l->link);
-		free(l);
-	}
+	while ((p = be__list_pop(&ch->c.listeners)))
+		free(be__list_entry(p, struct fake_listener, link));
 	fake_in_ops(xch->dev)->evch_destroy(ch->in);
 	free(ch->q);
 	be__xch_free(&ch->c);
