@@ -346,16 +346,10 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 			be__sock_finish_close(s, f->flags & BE_FRF_ACK ? 0 : -ECONNRESET);
 		break;
 	case BE_FR_WRITE_REQ:
-		if (s->state == BE_SS_OPEN && !s->app_closed)
-			rc = be__large_on_req(e, s, f);
-		break;
 	case BE_FR_WRITE_RESP:
-		if (s->state == BE_SS_OPEN && !s->app_closed)
-			rc = be__large_on_resp(e, s, f);
-		break;
 	case BE_FR_WRITE_NOMEM:
 		if (s->state == BE_SS_OPEN && !s->app_closed)
-			rc = be__large_on_nomem(e, s, f);
+			rc = be__large_on_frame(e, s, f);
 		break;
 	case BE_FR_WRITE_ONEWAY:
 		rc = be__oneway_on_frame(e, s, f);
