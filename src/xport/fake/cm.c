@@ -216,11 +216,6 @@ void be__fake_evch_destroy(struct be_xevch *xch)
 	be__xch_free(&ch->c);
 }
 
-int be__fake_evch_fd(struct be_xevch *xch)
-{
-	return be__xch_fd(xch);
-}
-
 /* An inner event, with our objects in it, through the rules. */
 static void evch_take(struct fake_evch *ch, struct be_xevent *ev)
 {
