@@ -135,6 +135,19 @@ void perf_duo_close(struct perf_duo *d);
 uint64_t perf_parse_size(const char *s);
 
 /*
+ * The options the stand-alone programs in bench/ share: --iters N and
+ * --warmup N (K/M/G suffixes), --cpu A,B (the cores of the two
+ * processes), --json. perf_bench_arg() takes argv[*i] if it is one of
+ * them, with its value (*i moves past it), and returns 1; else 0.
+ */
+struct perf_bench_opts {
+	uint64_t iters, warmup;
+	int cpu[2];
+	int json;
+};
+int perf_bench_arg(int argc, char **argv, int *i, struct perf_bench_opts *o);
+
+/*
  * A subcommand's options, as a table (perf_opts.c). Each entry names an
  * option ("--size") and where its value goes: FLAG stores @val in an int,
  * STR the argument itself, SIZE and U32 perf_parse_size() (K/M/G) into a
