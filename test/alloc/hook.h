@@ -63,19 +63,12 @@ static inline void th_record(struct th_dev *d, char op, uintptr_t addr, size_t l
 			     uint64_t off, uint32_t lkey, uint32_t rkey)
 {
 	pthread_mutex_lock(&d->mu);
-	if (d->ncalls < TH_MAX_CALLS) {
-		struct th_call *c = &d->calls[d->ncalls++];
-
-		c->op = op;
-		c->addr = addr;
-		c->len = len;
-		c->fd = fd;
-		c->fd_offset = off;
-		c->lkey = lkey;
-		c->rkey = rkey;
-		c->mapped = th_mapped(addr, len);
-		c->seq = atomic_fetch_add(&th_seq, 1);
-	}
+	if (d->ncalls < TH_MAX_CALLS)
+		d->calls[d->ncalls++] = (struct th_call){
+			.op = op, .addr = addr, .len = len, .fd = fd, .fd_offset = off,
+			.lkey = lkey, .rkey = rkey, .mapped = th_mapped(addr, len),
+			.seq = atomic_fetch_add(&th_seq, 1),
+		};
 	pthread_mutex_unlock(&d->mu);
 }
 
