@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -151,6 +152,27 @@ static inline const struct th_call *th_find(struct th_dev *d, const void *p)
 			found = &d->calls[i];
 	pthread_mutex_unlock(&d->mu);
 	return found;
+}
+
+/*
+ * A mix of allocation sizes: 1 draw in @one_in large (@large_min plus
+ * less than @large_span), 2 medium (1025 plus less than @medium_span),
+ * the rest small (1 to 1024). th_pick_size() draws one with @seed.
+ */
+struct th_mix {
+	unsigned int one_in;
+	size_t large_min, large_span, medium_span;
+};
+
+static inline size_t th_pick_size(unsigned int *seed, const struct th_mix *m)
+{
+	unsigned int r = (unsigned int)rand_r(seed);
+
+	switch (r % m->one_in) {
+	case 0: return m->large_min + r % m->large_span;
+	case 1: case 2: return 1025 + r % m->medium_span;
+	default: return 1 + r % 1024;
+	}
 }
 
 /* Fill @p with a pattern derived from @seed; check it. */
