@@ -116,11 +116,11 @@ void perf_echo_destroy(struct be_worker *a, struct be_worker *b);
 
 /*
  * Both ends of a one-process test: a client and a server worker on a
- * context of their own, driven from one thread. perf_duo_open() creates
- * them with @cfg (NULL: the defaults), counters zero, and returns 0 or the library's
- * error (what was created is left for perf_duo_close()); perf_duo_close()
- * shuts the workers down together (perf_echo_destroy()) and destroys the
- * context.
+ * context of their own, driven from one thread, and their echo counters.
+ * perf_duo_open() creates them with @cfg (NULL: the defaults), counters
+ * zero, and returns 0 or the library's error (what was created is left
+ * for perf_duo_close()); perf_duo_close() shuts the workers down together
+ * (perf_echo_destroy()) and destroys the context.
  */
 struct perf_duo {
 	struct be_ctx *ctx;
