@@ -130,6 +130,22 @@ struct perf_duo {
 int perf_duo_open(struct perf_duo *d, const struct be_config *cfg);
 void perf_duo_close(struct perf_duo *d);
 
+/*
+ * The options every one-process test takes: --transport, --size of a
+ * message, --timeout (seconds without progress before it gives up) and
+ * --json. PERF_DUO_OPTS() puts them in the command's perf_opt table.
+ */
+struct perf_duo_opts {
+	const char *transport;
+	uint64_t size, timeout_s;
+	int json;
+};
+#define PERF_DUO_OPTS(o)                                      \
+	PERF_OPT("--transport", STR, &(o).transport),         \
+	PERF_OPT("--size", SIZE, &(o).size),                  \
+	PERF_FLAG("--json", &(o).json, 1),                    \
+	PERF_OPT("--timeout", SIZE, &(o).timeout_s)
+
 /* Parse a size with K/M/G suffix; exits with a message on bad input
  * (be-perf is a tool, not the library). */
 uint64_t perf_parse_size(const char *s);
