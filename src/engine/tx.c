@@ -824,6 +824,13 @@ int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg 
 		 * from its buffer: done when the SEND is. */
 		if (!zc)
 			be__msg_finish(e, m, 0);
+		/* A pass the Engine was waiting for (be__worker_later: the
+		 * credits it owed) finds them carried by this SEND: run it
+		 * now, as the staging way's kick does, not in the next
+		 * progress, which would count it as work (a wait that
+		 * returns instead of sleeping, and a poll more). */
+		if (be__list_linked(&e->klink))
+			be__engine_kick(e);
 		return 0;
 	}
 	be__list_add_tail(&e->cur->msgs, &m->link);
