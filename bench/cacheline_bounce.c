@@ -55,8 +55,9 @@ static void line_wait(struct line *l, uint8_t *payload, uint64_t seq)
 
 int main(int argc, char **argv)
 {
-	uint64_t iters = 200000, warmup = 10000, i, prev = 0;
-	int cpu[2] = { 0, 1 }, json = 0, status;
+	struct perf_bench_opts o = { .iters = 200000, .warmup = 10000, .cpu = { 0, 1 } };
+	uint64_t i, prev = 0;
+	int status;
 	struct shared *sh;
 	uint8_t buf[56];
 	struct perf_summary sm;
@@ -64,27 +65,18 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	for (int a = 1; a < argc; a++) {
-		if (!strcmp(argv[a], "--iters") && a + 1 < argc)
-			iters = strtoull(argv[++a], NULL, 10);
-		else if (!strcmp(argv[a], "--warmup") && a + 1 < argc)
-			warmup = strtoull(argv[++a], NULL, 10);
-		else if (!strcmp(argv[a], "--cpu") && a + 1 < argc &&
-			 sscanf(argv[a + 1], "%d,%d", &cpu[0], &cpu[1]) == 2)
-			a++;
-		else if (!strcmp(argv[a], "--json"))
-			json = 1;
-		else {
+		if (!perf_bench_arg(argc, argv, &a, &o)) {
 			fprintf(stderr, "usage: %s [--iters N] [--warmup N] [--cpu A,B] [--json]\n",
 				argv[0]);
 			return 2;
 		}
 	}
-	if (!iters) {
+	if (!o.iters) {
 		fprintf(stderr, "cacheline_bounce: --iters must be > 0\n");
 		return 2;
 	}
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	v = calloc(iters, sizeof(*v));
+	v = calloc(o.iters, sizeof(*v));
 	if (sh == MAP_FAILED || !v) {
 		perror("cacheline_bounce: mmap/calloc");
 		return 1;
@@ -92,32 +84,32 @@ int main(int argc, char **argv)
 	memset(sh, 0, sizeof(*sh));
 	memset(buf, 0x5a, sizeof(buf));
 
-	pid = perf_fork_pinned(cpu[1], "cacheline_bounce: peer");
+	pid = perf_fork_pinned(o.cpu[1], "cacheline_bounce: peer");
 	if (pid < 0) {
 		perror("cacheline_bounce: fork");
 		return 1;
 	}
 	if (pid == 0) {
-		for (i = 1; i <= warmup + iters; i++) {
+		for (i = 1; i <= o.warmup + o.iters; i++) {
 			line_wait(&sh->ping, buf, i);
 			line_send(&sh->pong, buf, i);
 		}
 		_exit(0);
 	}
-	if (perf_pin_cpu(cpu[0])) {
+	if (perf_pin_cpu(o.cpu[0])) {
 		perror("cacheline_bounce: pin");
 		kill(pid, SIGKILL);
 		return 1;
 	}
-	for (i = 1; i <= warmup + iters; i++) {
-		if (i == warmup + 1)
+	for (i = 1; i <= o.warmup + o.iters; i++) {
+		if (i == o.warmup + 1)
 			prev = perf_now_ns();
 		line_send(&sh->ping, buf, i);
 		line_wait(&sh->pong, buf, i);
-		if (i > warmup) {
+		if (i > o.warmup) {
 			uint64_t t = perf_now_ns();
 
-			v[i - warmup - 1] = (double)(t - prev) / 2e3;
+			v[i - o.warmup - 1] = (double)(t - prev) / 2e3;
 			prev = t;
 		}
 	}
@@ -125,17 +117,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cacheline_bounce: peer failed\n");
 		return 1;
 	}
-	perf_summarize(v, iters, &sm);
-	if (json)
+	perf_summarize(v, o.iters, &sm);
+	if (o.json)
 		printf("{\"test\":\"cacheline-bounce\",\"size\":64,\"iters\":%llu,\"cpu\":\"%d,%d\""
 		       ",\"p50_us\":%.4f,\"p99_us\":%.4f,\"avg_us\":%.4f,\"min_us\":%.4f"
 		       ",\"p25_us\":%.4f,\"p75_us\":%.4f,\"max_us\":%.4f}\n",
-		       (unsigned long long)iters, cpu[0], cpu[1], sm.p50, sm.p99, sm.avg, sm.min,
-		       sm.p25, sm.p75, sm.max);
+		       (unsigned long long)o.iters, o.cpu[0], o.cpu[1], sm.p50, sm.p99, sm.avg,
+		       sm.min, sm.p25, sm.p75, sm.max);
 	else
 		printf("cacheline bounce 64 B, cpus %d,%d, %llu iterations, one-way us:\n"
 		       "  min %.3f  p25 %.3f  p50 %.3f  p75 %.3f  p99 %.3f  avg %.3f\n",
-		       cpu[0], cpu[1], (unsigned long long)iters, sm.min, sm.p25, sm.p50, sm.p75,
-		       sm.p99, sm.avg);
+		       o.cpu[0], o.cpu[1], (unsigned long long)o.iters, sm.min, sm.p25, sm.p50,
+		       sm.p75, sm.p99, sm.avg);
 	return 0;
 }

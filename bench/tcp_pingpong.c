@@ -58,20 +58,6 @@ static void nodelay(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-static uint64_t parse_size(const char *s)
-{
-	char *end;
-	uint64_t v = strtoull(s, &end, 10);
-
-	if (*end == 'k' || *end == 'K')
-		v <<= 10;
-	else if (*end == 'm' || *end == 'M')
-		v <<= 20;
-	else if (*end == 'g' || *end == 'G')
-		v <<= 30;
-	return v;
-}
-
 /* Server: serve one connection, lat or bw, then exit. */
 static int serve(int lfd, int bw, size_t size, uint64_t total)
 {
@@ -97,8 +83,9 @@ static int serve(int lfd, int bw, size_t size, uint64_t total)
 
 int main(int argc, char **argv)
 {
-	int bw, json = 0, cpu[2] = { -1, -1 }, lfd, fd, status;
-	uint64_t size, iters, warmup, i, prev = 0, t0;
+	struct perf_bench_opts o = { .cpu = { -1, -1 } };
+	int bw, lfd, fd, status;
+	uint64_t size, i, prev = 0, t0;
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	socklen_t sl = sizeof(sa);
 	struct rusage ru0, ru1;
@@ -113,26 +100,17 @@ int main(int argc, char **argv)
 	}
 	bw = !strcmp(argv[1], "bw");
 	size = bw ? 1u << 20 : 64;
-	iters = bw ? 4000 : 20000;
-	warmup = bw ? 100 : 1000;
+	o.iters = bw ? 4000 : 20000;
+	o.warmup = bw ? 100 : 1000;
 	for (int a = 2; a < argc; a++) {
 		if (!strcmp(argv[a], "--size") && a + 1 < argc)
-			size = parse_size(argv[++a]);
-		else if (!strcmp(argv[a], "--iters") && a + 1 < argc)
-			iters = parse_size(argv[++a]);
-		else if (!strcmp(argv[a], "--warmup") && a + 1 < argc)
-			warmup = parse_size(argv[++a]);
-		else if (!strcmp(argv[a], "--cpu") && a + 1 < argc &&
-			 sscanf(argv[a + 1], "%d,%d", &cpu[0], &cpu[1]) == 2)
-			a++;
-		else if (!strcmp(argv[a], "--json"))
-			json = 1;
-		else {
+			size = perf_parse_size(argv[++a]);
+		else if (!perf_bench_arg(argc, argv, &a, &o)) {
 			fprintf(stderr, "tcp_pingpong: bad option '%s'\n", argv[a]);
 			return 2;
 		}
 	}
-	if (!size || !iters) {
+	if (!size || !o.iters) {
 		fprintf(stderr, "tcp_pingpong: --size and --iters must be > 0\n");
 		return 2;
 	}
@@ -144,18 +122,18 @@ int main(int argc, char **argv)
 		perror("tcp_pingpong: listen");
 		return 1;
 	}
-	pid = perf_fork_pinned(cpu[1], "tcp_pingpong: peer");
+	pid = perf_fork_pinned(o.cpu[1], "tcp_pingpong: peer");
 	if (pid < 0) {
 		perror("tcp_pingpong: fork");
 		return 1;
 	}
 	if (pid == 0)
-		_exit(serve(lfd, bw, size, warmup + iters));
+		_exit(serve(lfd, bw, size, o.warmup + o.iters));
 	close(lfd);
 	buf = malloc(size);
-	v = bw ? NULL : calloc(iters, sizeof(*v));
+	v = bw ? NULL : calloc(o.iters, sizeof(*v));
 	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (!buf || (!bw && !v) || (cpu[0] >= 0 && perf_pin_cpu(cpu[0])) || fd < 0 ||
+	if (!buf || (!bw && !v) || (o.cpu[0] >= 0 && perf_pin_cpu(o.cpu[0])) || fd < 0 ||
 	    connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		perror("tcp_pingpong: connect");
 		kill(pid, SIGKILL);
@@ -165,25 +143,25 @@ int main(int argc, char **argv)
 	memset(buf, 0xa5, size);
 
 	if (!bw) {
-		for (i = 0; i < warmup + iters; i++) {
-			if (i == warmup)
+		for (i = 0; i < o.warmup + o.iters; i++) {
+			if (i == o.warmup)
 				prev = perf_now_ns();
 			if (xfer_all(fd, buf, size, 1) || xfer_all(fd, buf, size, 0))
 				goto io_err;
-			if (i >= warmup) {
+			if (i >= o.warmup) {
 				uint64_t t = perf_now_ns();
 
-				v[i - warmup] = (double)(t - prev) / 2e3;
+				v[i - o.warmup] = (double)(t - prev) / 2e3;
 				prev = t;
 			}
 		}
 	} else {
-		for (i = 0; i < warmup; i++)
+		for (i = 0; i < o.warmup; i++)
 			if (xfer_all(fd, buf, size, 1))
 				goto io_err;
 		getrusage(RUSAGE_SELF, &ru0);
 		t0 = perf_now_ns();
-		for (i = 0; i < iters; i++)
+		for (i = 0; i < o.iters; i++)
 			if (xfer_all(fd, buf, size, 1))
 				goto io_err;
 		if (xfer_all(fd, buf, 1, 0))
@@ -200,35 +178,35 @@ int main(int argc, char **argv)
 	if (!bw) {
 		struct perf_summary sm;
 
-		perf_summarize(v, iters, &sm);
-		if (json)
+		perf_summarize(v, o.iters, &sm);
+		if (o.json)
 			printf("{\"test\":\"tcp-lat\",\"size\":%llu,\"iters\":%llu"
 			       ",\"p50_us\":%.4f,\"p99_us\":%.4f,\"avg_us\":%.4f,\"min_us\":%.4f"
 			       ",\"p25_us\":%.4f,\"p75_us\":%.4f,\"max_us\":%.4f}\n",
-			       (unsigned long long)size, (unsigned long long)iters, sm.p50, sm.p99,
-			       sm.avg, sm.min, sm.p25, sm.p75, sm.max);
+			       (unsigned long long)size, (unsigned long long)o.iters, sm.p50,
+			       sm.p99, sm.avg, sm.min, sm.p25, sm.p75, sm.max);
 		else
 			printf("kernel TCP ping-pong %llu B, %llu iterations, one-way us:\n"
 			       "  min %.3f  p25 %.3f  p50 %.3f  p75 %.3f  p99 %.3f  avg %.3f\n",
-			       (unsigned long long)size, (unsigned long long)iters, sm.min, sm.p25,
-			       sm.p50, sm.p75, sm.p99, sm.avg);
+			       (unsigned long long)size, (unsigned long long)o.iters, sm.min,
+			       sm.p25, sm.p50, sm.p75, sm.p99, sm.avg);
 	} else {
 		double sec = (double)prev / 1e9;
-		double bytes = (double)size * (double)iters;
+		double bytes = (double)size * (double)o.iters;
 		double cpu_s = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) +
 			       (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
 			       (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e6 +
 			       (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
 
-		if (json)
+		if (o.json)
 			printf("{\"test\":\"tcp-bw\",\"size\":%llu,\"iters\":%llu,\"mb_s\":%.2f"
 			       ",\"seconds\":%.6f,\"cpu_s_per_gb\":%.4f}\n",
-			       (unsigned long long)size, (unsigned long long)iters,
+			       (unsigned long long)size, (unsigned long long)o.iters,
 			       bytes / sec / 1e6, sec, cpu_s / (bytes / 1e9));
 		else
 			printf("kernel TCP stream %llu B x %llu: %.1f MB/s, %.4f s, "
 			       "%.4f cpu s/GB (sender)\n",
-			       (unsigned long long)size, (unsigned long long)iters,
+			       (unsigned long long)size, (unsigned long long)o.iters,
 			       bytes / sec / 1e6, sec, cpu_s / (bytes / 1e9));
 	}
 	free(buf);

@@ -344,13 +344,11 @@ bool Opts::value(const char *name, std::string *out)
 	return true;
 }
 
-bool Opts::value(const char *name, uint64_t *out)
+// The number in @s: an unsigned decimal with an optional K/M/G suffix.
+static bool parse_number(const std::string &s, uint64_t *out)
 {
-	std::string s;
 	char *end;
 
-	if (!value(name, &s))
-		return false;
 	errno = 0;
 	unsigned long long v = strtoull(s.c_str(), &end, 10);
 	switch (*end) {
@@ -359,23 +357,37 @@ bool Opts::value(const char *name, uint64_t *out)
 	case 'g': case 'G': v <<= 30; end++; break;
 	default: break;
 	}
-	if (end == s.c_str() || *end || errno || s[0] == '-')
-		die(std::string("bad value '") + s + "' for " + name);
 	*out = v;
+	return end != s.c_str() && !*end && !errno && s[0] != '-';
+}
+
+static bool parse_number(const std::string &s, double *out)
+{
+	char *end;
+
+	*out = strtod(s.c_str(), &end);
+	return end != s.c_str() && !*end;
+}
+
+template <typename T> bool Opts::number(const char *name, T *out)
+{
+	std::string s;
+
+	if (!value(name, &s))
+		return false;
+	if (!parse_number(s, out))
+		die(std::string("bad value '") + s + "' for " + name);
 	return true;
+}
+
+bool Opts::value(const char *name, uint64_t *out)
+{
+	return number(name, out);
 }
 
 bool Opts::value(const char *name, double *out)
 {
-	std::string s;
-	char *end;
-
-	if (!value(name, &s))
-		return false;
-	*out = strtod(s.c_str(), &end);
-	if (end == s.c_str() || *end)
-		die(std::string("bad value '") + s + "' for " + name);
-	return true;
+	return number(name, out);
 }
 
 } // namespace gb

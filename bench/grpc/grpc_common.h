@@ -163,6 +163,9 @@ class Opts {
 	[[noreturn]] void die(const std::string &msg);
 
  private:
+	// value() of a number: parse_number() on the string, die() if it is bad.
+	template <typename T> bool number(const char *name, T *out);
+
 	const char *prog_;
 	int argc_;
 	char **argv_;

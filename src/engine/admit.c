@@ -242,6 +242,14 @@ static void admit_challenge(struct be__engine *e)
 	admit_send_nonce(e, BE_AUTH_CHALLENGE, e->nonce_s, BE_ADM_WAIT_PROOF);
 }
 
+/* Either side: the peer is admitted (or no secret was asked for); the
+ * Engine is established. */
+static void admit_done(struct be__engine *e)
+{
+	e->admit = BE_ADM_DONE;
+	be__engine_admitted(e);
+}
+
 /* Acceptor: refuse @e with @reason; it ends once the REFUSED left. */
 static void admit_refuse(struct be__engine *e, uint32_t reason, const char *why)
 {
@@ -287,8 +295,7 @@ void be__admit_established(struct be__engine *e, const struct be_xevent *ev)
 	}
 	e->auth = secret;
 	if (!e->auth) {
-		e->admit = BE_ADM_DONE;
-		be__engine_admitted(e);
+		admit_done(e);
 		return;
 	}
 	memcpy(e->hello_s, ev->priv, BE_PROTO_HELLO_LEN);
@@ -332,10 +339,8 @@ static const char *admit_auth(struct be__engine *e, const struct be__frame *f)
 			admit_refuse(e, BE_REJECT_ADMISSION, why);
 			return NULL;
 		}
-		if (admit_send_mac(e, BE_AUTH_ACCEPT, 'S')) {
-			e->admit = BE_ADM_DONE;
-			be__engine_admitted(e);
-		}
+		if (admit_send_mac(e, BE_AUTH_ACCEPT, 'S'))
+			admit_done(e);
 		return NULL;
 	case BE_AUTH_ACCEPT:
 		if (!e->connector || e->admit != BE_ADM_WAIT_ACCEPT)
@@ -345,8 +350,7 @@ static const char *admit_auth(struct be__engine *e, const struct be__frame *f)
 			be__engine_fail(e, -EACCES, "the peer did not prove the shared secret");
 			return NULL;
 		}
-		e->admit = BE_ADM_DONE;
-		be__engine_admitted(e);
+		admit_done(e);
 		return NULL;
 	case BE_AUTH_REFUSED:
 		if (!e->connector || e->admit != BE_ADM_WAIT_ACCEPT)

@@ -591,6 +591,7 @@ struct be_sock *be__engine_sock_lookup(struct be__engine *e, bool peer_opened, u
 
 void be__engine_fail(struct be__engine *e, int err, const char *why)
 {
+	struct be__list *p;
 	uint32_t i;
 
 	if (e->state == BE_ES_FAILED)
@@ -615,23 +616,14 @@ void be__engine_fail(struct be__engine *e, int err, const char *why)
 	for (i = 0; i < e->cap_theirs; i++)
 		if (e->theirs[i])
 			be__sock_engine_gone(e->theirs[i], err);
-	while (!be__list_empty(&e->ctrlq)) {
-		struct be__list *p = be__list_first(&e->ctrlq);
-
-		be__list_del_init(p);
+	while ((p = be__list_pop(&e->ctrlq)))
 		free(be__list_entry(p, struct be__ctrl, link));
-	}
 	if (e->cur) {
 		struct be__sendbuf *sb = e->cur;
 
 		e->cur = NULL;
-		while (!be__list_empty(&sb->msgs)) {
-			struct be__msg *m = be__list_entry(be__list_first(&sb->msgs),
-							   struct be__msg, link);
-
-			be__list_del_init(&m->link);
-			be__worker_defer_msg(e->w, m, err);
-		}
+		while ((p = be__list_pop(&sb->msgs)))
+			be__worker_defer_msg(e->w, be__list_entry(p, struct be__msg, link), err);
 		be__list_add_tail(&e->sbfree, &sb->link);
 		e->nsbfree++;
 	}

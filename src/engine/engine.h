@@ -320,9 +320,9 @@ void be__peer_put(struct be__engine *e);
 bool be__peer_sock_ok(struct be__engine *e);
 
 /* large.c */
-int be__large_on_req(struct be__engine *e, struct be_sock *s, const struct be__frame *f);
-int be__large_on_resp(struct be__engine *e, struct be_sock *s, const struct be__frame *f);
-int be__large_on_nomem(struct be__engine *e, struct be_sock *s, const struct be__frame *f);
+/* A WRITE_REQ, WRITE_RESP or WRITE_NOMEM for @s, open and not closed by
+ * the application. */
+int be__large_on_frame(struct be__engine *e, struct be_sock *s, const struct be__frame *f);
 int be__large_on_imm(struct be__engine *e, uint32_t token, uint32_t byte_len);
 void be__large_release_sock(struct be__engine *e, struct be_sock *s);
 void be__large_nomem_sent(struct be__engine *e, const struct be__frame *f);

@@ -284,7 +284,7 @@ static int large_grant(struct be__engine *e, struct be_sock *s, struct be__rxmsg
 	return be__engine_ctrl(e, &a);
 }
 
-int be__large_on_req(struct be__engine *e, struct be_sock *s, const struct be__frame *f)
+static int large_on_req(struct be__engine *e, struct be_sock *s, const struct be__frame *f)
 {
 	const struct be_config *cfg = &e->w->ctx->cfg;
 	struct be__rxmsg *r = NULL;
@@ -335,7 +335,7 @@ static struct be__msg *large_find(struct be_sock *s, uint32_t id)
 	return NULL;
 }
 
-int be__large_on_resp(struct be__engine *e, struct be_sock *s, const struct be__frame *f)
+static int large_on_resp(struct be__engine *e, struct be_sock *s, const struct be__frame *f)
 {
 	struct be__msg *m = large_find(s, f->msg);
 
@@ -353,7 +353,7 @@ int be__large_on_resp(struct be__engine *e, struct be_sock *s, const struct be__
 	return 0;
 }
 
-int be__large_on_nomem(struct be__engine *e, struct be_sock *s, const struct be__frame *f)
+static int large_on_nomem(struct be__engine *e, struct be_sock *s, const struct be__frame *f)
 {
 	const struct be_config *cfg = &e->w->ctx->cfg;
 	struct be__msg *m = large_find(s, f->msg);
@@ -368,6 +368,18 @@ int be__large_on_nomem(struct be__engine *e, struct be_sock *s, const struct be_
 	m->state = BE_MS_BACKOFF;
 	be__list_add_tail(&e->backoff, &m->blink);
 	return 0;
+}
+
+int be__large_on_frame(struct be__engine *e, struct be_sock *s, const struct be__frame *f)
+{
+	switch (f->type) {
+	case BE_FR_WRITE_REQ:
+		return large_on_req(e, s, f);
+	case BE_FR_WRITE_RESP:
+		return large_on_resp(e, s, f);
+	default: /* BE_FR_WRITE_NOMEM */
+		return large_on_nomem(e, s, f);
+	}
 }
 
 void be__large_backoff_tick(struct be__engine *e, uint64_t now)

@@ -346,16 +346,10 @@ static int rx_frame(struct be__engine *e, const struct be__frame *f)
 			be__sock_finish_close(s, f->flags & BE_FRF_ACK ? 0 : -ECONNRESET);
 		break;
 	case BE_FR_WRITE_REQ:
-		if (s->state == BE_SS_OPEN && !s->app_closed)
-			rc = be__large_on_req(e, s, f);
-		break;
 	case BE_FR_WRITE_RESP:
-		if (s->state == BE_SS_OPEN && !s->app_closed)
-			rc = be__large_on_resp(e, s, f);
-		break;
 	case BE_FR_WRITE_NOMEM:
 		if (s->state == BE_SS_OPEN && !s->app_closed)
-			rc = be__large_on_nomem(e, s, f);
+			rc = be__large_on_frame(e, s, f);
 		break;
 	case BE_FR_WRITE_ONEWAY:
 		rc = be__oneway_on_frame(e, s, f);
@@ -567,11 +561,11 @@ void be__engine_rx_retry(struct be__engine *e, uint64_t now)
 
 void be__engine_rx_free(struct be__engine *e)
 {
-	while (!be__list_empty(&e->rxlog)) {
-		struct be__rxbacklog *b = be__list_entry(be__list_first(&e->rxlog),
-							 struct be__rxbacklog, link);
+	struct be__list *p;
 
-		be__list_del_init(&b->link);
+	while ((p = be__list_pop(&e->rxlog))) {
+		struct be__rxbacklog *b = be__list_entry(p, struct be__rxbacklog, link);
+
 		if (b->buf)
 			be__wdev_repost(e->wd, b->buf);
 		else if (!b->revoking) /* a revoking one's grant ends at the reap */

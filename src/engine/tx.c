@@ -170,11 +170,11 @@ static void tx_sendbuf_put(struct be__engine *e, struct be__sendbuf *sb)
 
 void be__sendbuf_free_all(struct be__engine *e)
 {
-	while (!be__list_empty(&e->sbfree)) {
-		struct be__sendbuf *sb = be__list_entry(be__list_first(&e->sbfree),
-							struct be__sendbuf, link);
+	struct be__list *p;
 
-		be__list_del_init(&sb->link);
+	while ((p = be__list_pop(&e->sbfree))) {
+		struct be__sendbuf *sb = be__list_entry(p, struct be__sendbuf, link);
+
 		be_free(sb->buf);
 		free(sb);
 	}
@@ -185,12 +185,10 @@ void be__sendbuf_free_all(struct be__engine *e)
  * complete with @err and it goes back to the free list. */
 static void tx_sendbuf_done(struct be__engine *e, struct be__sendbuf *sb, int err)
 {
-	while (!be__list_empty(&sb->msgs)) {
-		struct be__msg *m = be__list_entry(be__list_first(&sb->msgs), struct be__msg, link);
+	struct be__list *p;
 
-		be__list_del_init(&m->link);
-		be__msg_finish(e, m, err);
-	}
+	while ((p = be__list_pop(&sb->msgs)))
+		be__msg_finish(e, be__list_entry(p, struct be__msg, link), err);
 	tx_sendbuf_put(e, sb);
 }
 
@@ -824,6 +822,13 @@ int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg 
 		 * from its buffer: done when the SEND is. */
 		if (!zc)
 			be__msg_finish(e, m, 0);
+		/* A pass the Engine was waiting for (be__worker_later: the
+		 * credits it owed) finds them carried by this SEND: run it
+		 * now, as the staging way's kick does, not in the next
+		 * progress, which would count it as work (a wait that
+		 * returns instead of sleeping, and a poll more). */
+		if (be__list_linked(&e->klink))
+			be__engine_kick(e);
 		return 0;
 	}
 	be__list_add_tail(&e->cur->msgs, &m->link);
@@ -899,7 +904,7 @@ static void tx_admit_pass(struct be__engine *e)
 
 void be__engine_run(struct be__engine *e)
 {
-	struct be__list later, waiting, frags;
+	struct be__list later, waiting, frags, *p;
 	struct tx_held held;
 	bool blocked = false;
 
@@ -948,10 +953,9 @@ void be__engine_run(struct be__engine *e)
 	 * while the others go, and the SENDs those staged are posted before
 	 * the fragments, so a small message never queues behind a fragment
 	 * of the same pass on the link (or behind its copy, on shm and tcp). */
-	while (!blocked && !be__list_empty(&e->active) && e->state == BE_ES_ESTABLISHED) {
-		struct be__sq *sq = be__list_entry(be__list_first(&e->active), struct be__sq, link);
+	while (!blocked && e->state == BE_ES_ESTABLISHED && (p = be__list_pop(&e->active))) {
+		struct be__sq *sq = be__list_entry(p, struct be__sq, link);
 
-		be__list_del_init(&sq->link);
 		if (tx_next_is_frag(e, sq))
 			be__list_add_tail(&frags, &sq->link);
 		else
@@ -961,12 +965,8 @@ void be__engine_run(struct be__engine *e)
 	 * post (tx_held). */
 	if (!be__list_empty(&frags) && !blocked && e->state == BE_ES_ESTABLISHED && e->cur)
 		tx_flush_hold(e, &held);
-	while (!blocked && !be__list_empty(&frags) && e->state == BE_ES_ESTABLISHED) {
-		struct be__sq *sq = be__list_entry(be__list_first(&frags), struct be__sq, link);
-
-		be__list_del_init(&sq->link);
-		blocked = !tx_give_turn(e, sq, &later, &waiting);
-	}
+	while (!blocked && e->state == BE_ES_ESTABLISHED && (p = be__list_pop(&frags)))
+		blocked = !tx_give_turn(e, be__list_entry(p, struct be__sq, link), &later, &waiting);
 	tx_post_held(e);
 	be__list_splice_head(&e->active, &frags); /* blocked: their turn comes first */
 	be__list_splice_head(&e->active, &waiting); /* first in line next pass */

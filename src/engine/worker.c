@@ -419,14 +419,13 @@ void be__worker_defer_close_done(struct be_worker *w, struct be_sock *s, int sta
 
 static int worker_run_close_done(struct be_worker *w)
 {
+	struct be__list *p;
 	int n = 0;
 
-	while (!be__list_empty(&w->closedone)) {
-		struct be_sock *s = be__list_entry(be__list_first(&w->closedone), struct be_sock,
-						   cdlink);
+	while ((p = be__list_pop(&w->closedone))) {
+		struct be_sock *s = be__list_entry(p, struct be_sock, cdlink);
 		be_close_cb cb = s->close_cb;
 
-		be__list_del_init(&s->cdlink);
 		s->close_cb = NULL;
 		cb(s->close_status, s->close_arg);
 		be__sock_unref(s);
@@ -578,16 +577,14 @@ static int worker_poll_events(struct be__wdev *wd)
 
 static int worker_run_kicks(struct be_worker *w)
 {
+	struct be__list *p;
 	int n = 0;
 
-	while (!be__list_empty(&w->kick)) {
-		struct be__engine *e = be__list_entry(be__list_first(&w->kick), struct be__engine,
-						      klink);
+	for (; (p = be__list_pop(&w->kick)); n++) {
+		struct be__engine *e = be__list_entry(p, struct be__engine, klink);
 
-		be__list_del_init(&e->klink);
 		e->kicked = false;
 		be__engine_run(e);
-		n++;
 	}
 	return n;
 }
@@ -623,16 +620,11 @@ static void worker_timers(struct be_worker *w)
 /* Returns how many Engines it tore down. */
 static int worker_reap(struct be_worker *w)
 {
+	struct be__list *p;
 	int n = 0;
 
-	while (!be__list_empty(&w->reap)) {
-		struct be__engine *e = be__list_entry(be__list_first(&w->reap), struct be__engine,
-						      rlink);
-
-		be__list_del_init(&e->rlink);
-		be__engine_reap(e);
-		n++;
-	}
+	for (; (p = be__list_pop(&w->reap)); n++)
+		be__engine_reap(be__list_entry(p, struct be__engine, rlink));
 	return n;
 }
 

@@ -210,10 +210,11 @@ static void call_defer(struct rpc_call *call, int status)
 
 void be__rpc_flush(struct be_rpc *rpc)
 {
-	while (!be__list_empty(&rpc->deferred)) {
-		struct rpc_call *call = be__list_entry(rpc->deferred.next, struct rpc_call, link);
+	struct be__list *p;
 
-		be__list_del_init(&call->link);
+	while ((p = be__list_pop(&rpc->deferred))) {
+		struct rpc_call *call = be__list_entry(p, struct rpc_call, link);
+
 		call->deferred = false;
 		if (call->kind == RPC_CALL_SCATTER)
 			be__rpc_scatter_notify(call);

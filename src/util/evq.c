@@ -45,7 +45,7 @@ void be__evq_init(struct be__evq *q, size_t size)
 
 int be__evq_reserve(struct be__evq *q, size_t n)
 {
-	struct be__list got;
+	struct be__list got, *e;
 	size_t i;
 
 	be__list_init(&got);
@@ -53,12 +53,8 @@ int be__evq_reserve(struct be__evq *q, size_t n)
 		struct evq_node *x = malloc(sizeof(*x) + q->size);
 
 		if (!x) {
-			while (!be__list_empty(&got)) {
-				struct be__list *e = got.next;
-
-				be__list_del_init(e);
+			while ((e = be__list_pop(&got)))
 				free(evq_node(e));
-			}
 			return -ENOMEM;
 		}
 		be__list_add_tail(&got, &x->link);

@@ -103,6 +103,18 @@ static inline struct be__list *be__list_last(const struct be__list *h)
 	return be__list_empty(h) ? NULL : h->prev;
 }
 
+/* Unlink the first element of @h and return it (unlinked), or NULL when
+ * @h is empty: the head of a queue drained with
+ * while ((n = be__list_pop(h))) { ... }. */
+static inline struct be__list *be__list_pop(struct be__list *h)
+{
+	struct be__list *n = be__list_first(h);
+
+	if (n)
+		be__list_del_init(n);
+	return n;
+}
+
 #define be__list_entry(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
 
 /* Visit every entry; the body must not unlink @pos. */

@@ -400,6 +400,8 @@ struct be_xport_ops {
  * cq_poll and cq_arm). BE__XPORT_OP_LIST(X, t) is the list of the
  * mandatory ops, in the order of the struct: X(t, return type, op,
  * (parameters)) for each; the compiler checks it against the struct.
+ * evch_fd is not in it: every transport's evch embeds a struct be__xch,
+ * whose fd be__xch_fd() (evch.h) returns for all of them.
  */
 #define BE__XPORT_OP_LIST(X, t)                                                          \
 	X(t, int, dev_open, (const char *name, struct be_xdev **out))                    \
@@ -408,7 +410,6 @@ struct be_xport_ops {
 	X(t, void, dev_reg_hook, (struct be_xdev *dev, struct be_alloc_reg_hook *out))   \
 	X(t, int, evch_create, (struct be_xdev *dev, struct be_xevch **out))             \
 	X(t, void, evch_destroy, (struct be_xevch *ch))                                  \
-	X(t, int, evch_fd, (struct be_xevch *ch))                                        \
 	X(t, int, evch_get, (struct be_xevch *ch, struct be_xevent *ev))                 \
 	X(t, int, cq_create, (struct be_xdev *dev, uint32_t depth, struct be_xcq **out)) \
 	X(t, void, cq_destroy, (struct be_xcq *cq))                                      \
@@ -441,7 +442,8 @@ struct be_xport_ops {
 #define BE__XPORT_DECLARE_OP(t, type, op, params) type be__##t##_##op params;
 #define BE__XPORT_DECLARE(t) BE__XPORT_OP_LIST(BE__XPORT_DECLARE_OP, t)
 #define BE__XPORT_INIT_OP(t, type, op, params) .op = be__##t##_##op,
-#define BE__XPORT_OPS(t) BE__XPORT_OP_LIST(BE__XPORT_INIT_OP, t) .name = #t
+#define BE__XPORT_OPS(t) \
+	BE__XPORT_OP_LIST(BE__XPORT_INIT_OP, t) .evch_fd = be__xch_fd, .name = #t
 
 /* The transports built into this library, by name ("verbs", "shm", "tcp"). */
 const struct be_xport_ops *be__xport_find(const char *name);

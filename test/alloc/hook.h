@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -63,19 +64,12 @@ static inline void th_record(struct th_dev *d, char op, uintptr_t addr, size_t l
 			     uint64_t off, uint32_t lkey, uint32_t rkey)
 {
 	pthread_mutex_lock(&d->mu);
-	if (d->ncalls < TH_MAX_CALLS) {
-		struct th_call *c = &d->calls[d->ncalls++];
-
-		c->op = op;
-		c->addr = addr;
-		c->len = len;
-		c->fd = fd;
-		c->fd_offset = off;
-		c->lkey = lkey;
-		c->rkey = rkey;
-		c->mapped = th_mapped(addr, len);
-		c->seq = atomic_fetch_add(&th_seq, 1);
-	}
+	if (d->ncalls < TH_MAX_CALLS)
+		d->calls[d->ncalls++] = (struct th_call){
+			.op = op, .addr = addr, .len = len, .fd = fd, .fd_offset = off,
+			.lkey = lkey, .rkey = rkey, .mapped = th_mapped(addr, len),
+			.seq = atomic_fetch_add(&th_seq, 1),
+		};
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -158,6 +152,27 @@ static inline const struct th_call *th_find(struct th_dev *d, const void *p)
 			found = &d->calls[i];
 	pthread_mutex_unlock(&d->mu);
 	return found;
+}
+
+/*
+ * A mix of allocation sizes: 1 draw in @one_in large (@large_min plus
+ * less than @large_span), 2 medium (1025 plus less than @medium_span),
+ * the rest small (1 to 1024). th_pick_size() draws one with @seed.
+ */
+struct th_mix {
+	unsigned int one_in;
+	size_t large_min, large_span, medium_span;
+};
+
+static inline size_t th_pick_size(unsigned int *seed, const struct th_mix *m)
+{
+	unsigned int r = (unsigned int)rand_r(seed);
+
+	switch (r % m->one_in) {
+	case 0: return m->large_min + r % m->large_span;
+	case 1: case 2: return 1025 + r % m->medium_span;
+	default: return 1 + r % 1024;
+	}
 }
 
 /* Fill @p with a pattern derived from @seed; check it. */

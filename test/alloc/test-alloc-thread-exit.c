@@ -24,16 +24,8 @@ struct job {
 	size_t n[PER / 2];
 };
 
-static size_t pick_size(unsigned *seed)
-{
-	unsigned r = (unsigned)rand_r(seed);
-
-	switch (r % 10) {
-	case 0: return 40000 + r % 100000;
-	case 1: case 2: return 1025 + r % 20000;
-	default: return 1 + r % 1024;
-	}
-}
+static const struct th_mix mix = { .one_in = 10, .large_min = 40000, .large_span = 100000,
+				   .medium_span = 20000 };
 
 static void *worker(void *arg)
 {
@@ -43,7 +35,7 @@ static void *worker(void *arg)
 	int i;
 
 	for (i = 0; i < PER; i++) {
-		n[i] = pick_size(&j->seed);
+		n[i] = th_pick_size(&j->seed, &mix);
 		p[i] = be_alloc(n[i]);
 		ASSERT(p[i] != NULL);
 		th_fill(p[i], n[i] < 512 ? n[i] : 512, (uint32_t)i);

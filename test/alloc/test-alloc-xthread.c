@@ -31,65 +31,69 @@ struct ring {
 static struct ring rings[PAIRS];
 static pthread_barrier_t round_start;
 
-static size_t pick_size(unsigned *seed)
-{
-	unsigned r = (unsigned)rand_r(seed);
+static const struct th_mix mix = { .one_in = 8, .large_min = 32769, .large_span = 200000,
+				   .medium_span = 31743 };
 
-	switch (r % 8) {
-	case 0: return 32769 + r % 200000;
-	case 1: case 2: return 1025 + r % 31743;
-	default: return 1 + r % 1024;
+/* One item into @q, once there is room: a buffer of a size drawn with
+ * @seed, filled with the pattern of its tag. */
+static void produce(struct ring *q, unsigned int *seed)
+{
+	uint64_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
+	struct msg *m = &q->m[h % RING];
+
+	while (h - atomic_load_explicit(&q->tail, memory_order_acquire) >= RING)
+		sched_yield();
+	m->n = th_pick_size(seed, &mix);
+	m->p = be_alloc(m->n);
+	ASSERT(m->p != NULL);
+	m->tag = (uint32_t)(h * 2654435761u);
+	th_fill(m->p, m->n < 2048 ? m->n : 2048, m->tag);
+	atomic_store_explicit(&q->head, h + 1, memory_order_release);
+}
+
+/* One item out of @q, once there is one: check its pattern and free it
+ * on this thread (a cross-thread free). */
+static void consume(struct ring *q, unsigned int *seed)
+{
+	uint64_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
+	struct msg *m = &q->m[t % RING];
+
+	(void)seed;
+	while (atomic_load_explicit(&q->head, memory_order_acquire) == t)
+		sched_yield();
+	ASSERT(th_check(m->p, m->n < 2048 ? m->n : 2048, m->tag));
+	ASSERT_GE(be_alloc_usable_size(m->p), m->n);
+	be_free(m->p);
+	atomic_store_explicit(&q->tail, t + 1, memory_order_release);
+}
+
+/* Two rounds of ITEMS steps on @q, each between barriers that main()
+ * waits at too. */
+static void rounds(struct ring *q, void (*step)(struct ring *q, unsigned int *seed),
+		   unsigned int seed)
+{
+	int round;
+	uint64_t i;
+
+	for (round = 0; round < 2; round++) {
+		pthread_barrier_wait(&round_start);
+		for (i = 0; i < ITEMS; i++)
+			step(q, &seed);
+		pthread_barrier_wait(&round_start);
 	}
 }
 
 static void *producer(void *arg)
 {
 	struct ring *q = arg;
-	unsigned seed = (unsigned)(q - rings) + 11;
-	int round;
-	uint64_t i;
 
-	for (round = 0; round < 2; round++) {
-		pthread_barrier_wait(&round_start);
-		for (i = 0; i < ITEMS; i++) {
-			uint64_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
-			struct msg *m = &q->m[h % RING];
-
-			while (h - atomic_load_explicit(&q->tail, memory_order_acquire) >= RING)
-				sched_yield();
-			m->n = pick_size(&seed);
-			m->p = be_alloc(m->n);
-			ASSERT(m->p != NULL);
-			m->tag = (uint32_t)(h * 2654435761u);
-			th_fill(m->p, m->n < 2048 ? m->n : 2048, m->tag);
-			atomic_store_explicit(&q->head, h + 1, memory_order_release);
-		}
-		pthread_barrier_wait(&round_start);
-	}
+	rounds(q, produce, (unsigned int)(q - rings) + 11);
 	return NULL;
 }
 
 static void *consumer(void *arg)
 {
-	struct ring *q = arg;
-	int round;
-	uint64_t i;
-
-	for (round = 0; round < 2; round++) {
-		pthread_barrier_wait(&round_start);
-		for (i = 0; i < ITEMS; i++) {
-			uint64_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
-			struct msg *m = &q->m[t % RING];
-
-			while (atomic_load_explicit(&q->head, memory_order_acquire) == t)
-				sched_yield();
-			ASSERT(th_check(m->p, m->n < 2048 ? m->n : 2048, m->tag));
-			ASSERT_GE(be_alloc_usable_size(m->p), m->n);
-			be_free(m->p);
-			atomic_store_explicit(&q->tail, t + 1, memory_order_release);
-		}
-		pthread_barrier_wait(&round_start);
-	}
+	rounds(arg, consume, 0);
 	return NULL;
 }
 

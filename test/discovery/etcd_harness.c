@@ -308,6 +308,25 @@ int eh_watch_end(struct be_etcd_watch *w)
 	return rc;
 }
 
+void eh_count_events(void *arg, const struct be_etcd_event *ev, size_t n)
+{
+	*(int *)arg += (int)n;
+}
+
+struct be_etcd_watch *eh_watch_next(struct be_etcd *c, const char *prefix,
+				    struct be_etcd_watch_opts *o, int *n)
+{
+	struct be_etcd_watch *w;
+	struct be_etcd_range r;
+
+	ASSERT_OK(be__etcd_get(c, prefix, strlen(prefix), BE_ETCD_PREFIX, 0, 0, &r));
+	o->start_revision = r.revision + 1;
+	be__etcd_range_free(&r);
+	ASSERT_OK(be__etcd_watch_create(c, prefix, strlen(prefix), BE_ETCD_PREFIX, o,
+					eh_count_events, n, &w));
+	return w;
+}
+
 void eh_watch_until(struct be_etcd_watch *w, const int *n, int want)
 {
 	long long until = eh_now_ms() + EH_WAIT_S * 1000;

@@ -17,12 +17,16 @@
 #ifndef BE_TEST_DISCOVERY_ETCD_HARNESS_H
 #define BE_TEST_DISCOVERY_ETCD_HARNESS_H
 
+#include <stddef.h>
+
 #define EH_MAX_MEMBERS 3
 #define EH_WAIT_S 60 /* the bound on every wait for a condition */
 #define EH_REQUEST_MS 15000 /* request timeout of the tests' clients */
 
 struct be_etcd;
+struct be_etcd_event;
 struct be_etcd_watch;
+struct be_etcd_watch_opts;
 
 struct eh;
 
@@ -53,6 +57,15 @@ struct be_etcd *eh_client(const struct eh *h, int i);
 /* Check that client @c refused no response (stats.refused) and destroy
  * it. */
 void eh_client_close(struct be_etcd *c);
+
+/* A watch callback that counts the events it gets into the int @arg. */
+void eh_count_events(void *arg, const struct be_etcd_event *ev, size_t n);
+
+/* Watch every key under @prefix from the revision after the one a read
+ * of it sees now (sets @o->start_revision), counting events into *@n
+ * (eh_count_events()); fails the test on an error. */
+struct be_etcd_watch *eh_watch_next(struct be_etcd *c, const char *prefix,
+				    struct be_etcd_watch_opts *o, int *n);
 
 /* Run @w until *@n (which its callback raises) reaches @want; fails the
  * test if the watch ends or after EH_WAIT_S. */

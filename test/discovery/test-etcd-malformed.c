@@ -9,6 +9,7 @@
  * trailing input, NUL bytes and deep nesting are all covered.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,10 +27,17 @@ static const struct be_etcd_limits lim = {
 	"{\"key\":\"" k "\",\"create_revision\":\"" c "\",\"mod_revision\":\"" m \
 	"\",\"version\":\"" ver "\",\"value\":\"" v "\"}"
 
-/* The parser's verdict @rc (error text @err) on input @s, a @what: accepted
- * (@why NULL) or refused with -EBADMSG and a reason containing @why. */
-static void verdict(const char *what, const char *s, int rc, const char *err, const char *why)
+/* Parse @s, a range response (be__etcd_parse_range() into *@out, a
+ * struct be_etcd_range) or a watch line (@watch: be__etcd_parse_watch()
+ * into a struct be_etcd_wmsg), and check the verdict: accepted (@why
+ * NULL) or refused with -EBADMSG and a reason containing @why. */
+static void parse(bool watch, const char *s, void *out, const char *why)
 {
+	const char *what = watch ? "watch line" : "range";
+	char err[256] = "";
+	int rc = watch ? be__etcd_parse_watch(s, strlen(s), &lim, out, err, sizeof(err))
+		       : be__etcd_parse_range(s, strlen(s), &lim, out, err, sizeof(err));
+
 	if (!why && rc)
 		TEST_FAIL("refused a valid %s (%s): %s", what, err, s);
 	if (why && rc != -EBADMSG)
@@ -41,10 +49,8 @@ static void verdict(const char *what, const char *s, int rc, const char *err, co
 static void range_ok(const char *s, size_t n_kvs)
 {
 	struct be_etcd_range r;
-	char err[256] = "";
-	int rc = be__etcd_parse_range(s, strlen(s), &lim, &r, err, sizeof(err));
 
-	verdict("range", s, rc, err, NULL);
+	parse(false, s, &r, NULL);
 	ASSERT_EQ(r.n, n_kvs);
 	ASSERT_EQ(r.revision, 10);
 	be__etcd_range_free(&r);
@@ -53,12 +59,9 @@ static void range_ok(const char *s, size_t n_kvs)
 static void range_bad(const char *s, const char *why)
 {
 	struct be_etcd_range r;
-	char err[256] = "";
-	int rc = be__etcd_parse_range(s, strlen(s), &lim, &r, err, sizeof(err));
 
-	verdict("range", s, rc, err, why);
-	ASSERT_EQ(r.n, 0);
-	ASSERT_PTR_EQ(r.kvs, NULL);
+	parse(false, s, &r, why);
+	ASSERT(r.n == 0 && !r.kvs); /* nothing left behind */
 }
 
 static void test_range(void)
@@ -183,10 +186,8 @@ static void test_range(void)
 static void watch_ok(const char *s, enum be_etcd_wmsg_kind kind, size_t n, int error)
 {
 	struct be_etcd_wmsg m;
-	char err[256] = "";
-	int rc = be__etcd_parse_watch(s, strlen(s), &lim, &m, err, sizeof(err));
 
-	verdict("watch line", s, rc, err, NULL);
+	parse(true, s, &m, NULL);
 	ASSERT_EQ(m.kind, kind);
 	ASSERT_EQ(m.n, n);
 	ASSERT_EQ(m.error, error);
@@ -196,12 +197,9 @@ static void watch_ok(const char *s, enum be_etcd_wmsg_kind kind, size_t n, int e
 static void watch_bad(const char *s, const char *why)
 {
 	struct be_etcd_wmsg m;
-	char err[256] = "";
-	int rc = be__etcd_parse_watch(s, strlen(s), &lim, &m, err, sizeof(err));
 
-	verdict("watch line", s, rc, err, why);
-	ASSERT_EQ(m.n, 0);
-	ASSERT_PTR_EQ(m.events, NULL);
+	parse(true, s, &m, why);
+	ASSERT(m.n == 0 && !m.events); /* nothing left behind */
 }
 
 #define EV_PUT(k, m) "{\"kv\":" KV(k, "MQ==", "2", m, "1") "}"

@@ -15,11 +15,6 @@
 #include "test.h"
 
 
-static void on_events(void *arg, const struct be_etcd_event *ev, size_t n)
-{
-	*(int *)arg += (int)n;
-}
-
 int main(void)
 {
 	struct eh *h = eh_start(2);
@@ -32,7 +27,7 @@ int main(void)
 
 	ASSERT_OK(be__etcd_put(c, "svc/a", 5, "1", 1, 0, &rev));
 	wo.start_revision = rev + 1;
-	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &wo, on_events, &n, &w));
+	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &wo, eh_count_events, &n, &w));
 	ASSERT_OK(be__etcd_put(c, "svc/b", 5, "2", 1, 0, NULL));
 	eh_watch_until(w, &n, 1);
 
@@ -44,7 +39,7 @@ int main(void)
 
 	/* New requests are refused at once, not after a timeout. */
 	ASSERT_EQ(be__etcd_get(c, "svc/", 4, BE_ETCD_PREFIX, 0, 0, &r), BE_ETCD_ENOLEADER);
-	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &wo, on_events, &n, &w));
+	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &wo, eh_count_events, &n, &w));
 	ASSERT_EQ(eh_watch_end(w), BE_ETCD_ENOLEADER);
 	be__etcd_watch_destroy(w);
 

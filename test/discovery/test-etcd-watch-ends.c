@@ -21,16 +21,10 @@
 
 static int n_events;
 
-static void on_events(void *arg, const struct be_etcd_event *ev, size_t n)
-{
-	n_events += (int)n;
-}
-
 static void test_compacted(struct be_etcd *c)
 {
 	struct be_etcd_watch_opts o = { 0 };
 	struct be_etcd_watch *w;
-	struct be_etcd_range r;
 	int64_t first, last;
 
 	ASSERT_OK(be__etcd_put(c, "svc/a", 5, "1", 1, 0, &first));
@@ -39,7 +33,8 @@ static void test_compacted(struct be_etcd *c)
 	ASSERT_OK(be__etcd_compact(c, last));
 
 	o.start_revision = first;
-	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &o, on_events, NULL, &w));
+	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &o, eh_count_events,
+					&n_events, &w));
 	ASSERT_EQ(eh_watch_end(w), BE_ETCD_ECOMPACTED);
 	ASSERT_EQ(be__etcd_watch_compact_rev(w), last);
 	ASSERT(strstr(be__etcd_watch_error(w), "compacted"));
@@ -49,10 +44,7 @@ static void test_compacted(struct be_etcd *c)
 	be__etcd_watch_destroy(w);
 
 	/* What the caller does: read again, watch from there. */
-	ASSERT_OK(be__etcd_get(c, "svc/", 4, BE_ETCD_PREFIX, 0, 0, &r));
-	o.start_revision = r.revision + 1;
-	be__etcd_range_free(&r);
-	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &o, on_events, NULL, &w));
+	w = eh_watch_next(c, "svc/", &o, &n_events);
 	ASSERT_OK(be__etcd_put(c, "svc/b", 5, "4", 1, 0, NULL));
 	eh_watch_until(w, &n_events, 1);
 	ASSERT_EQ(n_events, 1);
@@ -68,7 +60,8 @@ static void test_idle(struct eh *h, struct be_etcd *c)
 	time_t until;
 
 	be__etcd_stats(c, &st0);
-	ASSERT_OK(be__etcd_watch_create(c, "quiet/", 6, BE_ETCD_PREFIX, &o, on_events, NULL, &w));
+	ASSERT_OK(be__etcd_watch_create(c, "quiet/", 6, BE_ETCD_PREFIX, &o, eh_count_events,
+					&n_events, &w));
 	until = time(NULL) + 10; /* over three idle bounds */
 	while (time(NULL) < until)
 		ASSERT_EQ(be__etcd_watch_run(w, 500), 0);
@@ -95,7 +88,8 @@ static void test_cancel(struct be_etcd *c)
 	struct be_etcd_watch *w;
 	pthread_t t;
 
-	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &o, on_events, NULL, &w));
+	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &o, eh_count_events,
+					&n_events, &w));
 	ASSERT_EQ(pthread_create(&t, NULL, canceler, w), 0);
 	/* One long run: only the cancel can end it before its timeout. */
 	ASSERT_EQ(be__etcd_watch_run(w, EH_WAIT_S * 1000), -ECANCELED);

@@ -16,24 +16,15 @@
 
 static int n_events;
 
-static void on_events(void *arg, const struct be_etcd_event *ev, size_t n)
-{
-	n_events += (int)n;
-}
-
 int main(void)
 {
 	struct eh *h = eh_start(1);
 	struct be_etcd *c = eh_client(h, 0);
 	struct be_etcd_watch_opts o = { 0 };
 	struct be_etcd_watch *w;
-	struct be_etcd_range r;
 	int i;
 
-	ASSERT_OK(be__etcd_get(c, "svc/", 4, BE_ETCD_PREFIX, 0, 0, &r));
-	o.start_revision = r.revision + 1;
-	be__etcd_range_free(&r);
-	ASSERT_OK(be__etcd_watch_create(c, "svc/", 4, BE_ETCD_PREFIX, &o, on_events, NULL, &w));
+	w = eh_watch_next(c, "svc/", &o, &n_events);
 	for (i = 1; i <= 3; i++) {
 		ASSERT_OK(be__etcd_put(c, "svc/a", 5, "v", 1, 0, NULL));
 		while (n_events < i)

@@ -12,6 +12,7 @@
  * seldom gets a response past jansson.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,55 +60,67 @@ static unsigned kv_check(const struct be_etcd_kv *kv, int deleted)
 	return sum;
 }
 
+/* The invariants of an accepted range response; frees it. */
+static void range_check(struct be_etcd_range *r)
+{
+	size_t i;
+
+	ASSERT(r->n <= lim.max_kvs && (uint64_t)r->count >= r->n && r->revision >= 1);
+	for (i = 0; i < r->n; i++) {
+		kv_check(&r->kvs[i], 0);
+		ASSERT_LE(r->kvs[i].mod_revision, r->revision);
+		if (i)
+			ASSERT(kv_cmp(&r->kvs[i - 1], &r->kvs[i]) < 0);
+	}
+	be__etcd_range_free(r);
+}
+
+/* The invariants of an accepted watch line; frees it. */
+static void watch_check(struct be_etcd_wmsg *m)
+{
+	size_t i;
+
+	ASSERT(m->kind <= BE_ETCD_WMSG_ERROR && m->n <= lim.max_kvs);
+	ASSERT_EQ(m->kind == BE_ETCD_WMSG_EVENTS, m->n > 0);
+	ASSERT_EQ(m->kind == BE_ETCD_WMSG_CANCELED || m->kind == BE_ETCD_WMSG_ERROR,
+		  m->error < 0);
+	for (i = 0; i < m->n; i++) {
+		kv_check(&m->events[i].kv, m->events[i].type == BE_ETCD_EV_DELETE);
+		if (i)
+			ASSERT_LE(m->events[i - 1].kv.mod_revision, m->events[i].kv.mod_revision);
+	}
+	be__etcd_wmsg_free(m);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	union {
+		struct be_etcd_range r;
+		struct be_etcd_wmsg m;
+	} u;
+	const char *in;
 	char err[256];
-	size_t i;
+	bool range;
 	int rc;
 
 	if (!size)
 		return 0;
-	if (data[0] & 1) {
-		struct be_etcd_range r;
-
-		rc = be__etcd_parse_range((const char *)data + 1, size - 1, &lim, &r, err,
-					  sizeof(err));
-		if (rc) {
-			ASSERT_EQ(rc, -EBADMSG);
-			ASSERT(err[0] && r.n == 0 && !r.kvs);
-			n_refused++;
-			return 0;
-		}
-		ASSERT(r.n <= lim.max_kvs && (uint64_t)r.count >= r.n && r.revision >= 1);
-		for (i = 0; i < r.n; i++) {
-			kv_check(&r.kvs[i], 0);
-			ASSERT_LE(r.kvs[i].mod_revision, r.revision);
-			if (i)
-				ASSERT(kv_cmp(&r.kvs[i - 1], &r.kvs[i]) < 0);
-		}
-		be__etcd_range_free(&r);
-	} else {
-		struct be_etcd_wmsg m;
-
-		rc = be__etcd_parse_watch((const char *)data + 1, size - 1, &lim, &m, err,
-					  sizeof(err));
-		if (rc) {
-			ASSERT_EQ(rc, -EBADMSG);
-			ASSERT(err[0] && m.n == 0 && !m.events);
-			n_refused++;
-			return 0;
-		}
-		ASSERT(m.kind <= BE_ETCD_WMSG_ERROR && m.n <= lim.max_kvs);
-		ASSERT_EQ(m.kind == BE_ETCD_WMSG_EVENTS, m.n > 0);
-		ASSERT_EQ(m.kind == BE_ETCD_WMSG_CANCELED || m.kind == BE_ETCD_WMSG_ERROR,
-			  m.error < 0);
-		for (i = 0; i < m.n; i++) {
-			kv_check(&m.events[i].kv, m.events[i].type == BE_ETCD_EV_DELETE);
-			if (i)
-				ASSERT_LE(m.events[i - 1].kv.mod_revision, m.events[i].kv.mod_revision);
-		}
-		be__etcd_wmsg_free(&m);
+	range = data[0] & 1;
+	in = (const char *)data + 1;
+	rc = range ? be__etcd_parse_range(in, size - 1, &lim, &u.r, err, sizeof(err))
+		   : be__etcd_parse_watch(in, size - 1, &lim, &u.m, err, sizeof(err));
+	if (rc) {
+		/* Refused: said why, and nothing left behind. */
+		ASSERT_EQ(rc, -EBADMSG);
+		ASSERT(err[0]);
+		ASSERT(range ? u.r.n == 0 && !u.r.kvs : u.m.n == 0 && !u.m.events);
+		n_refused++;
+		return 0;
 	}
+	if (range)
+		range_check(&u.r);
+	else
+		watch_check(&u.m);
 	n_ok++;
 	return 0;
 }

@@ -46,24 +46,6 @@ double perf_cpu_seconds(void)
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
-uint64_t perf_parse_size(const char *s)
-{
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-
-	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
-	default: break;
-	}
-	if (end == s || *end) {
-		fprintf(stderr, "be-perf: bad size '%s'\n", s);
-		exit(2);
-	}
-	return v;
-}
-
 static void usage(FILE *f)
 {
 	struct perf_cmd *c;

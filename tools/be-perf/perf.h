@@ -116,11 +116,11 @@ void perf_echo_destroy(struct be_worker *a, struct be_worker *b);
 
 /*
  * Both ends of a one-process test: a client and a server worker on a
- * context of their own, driven from one thread. perf_duo_open() creates
- * them with @cfg (NULL: the defaults), counters zero, and returns 0 or the library's
- * error (what was created is left for perf_duo_close()); perf_duo_close()
- * shuts the workers down together (perf_echo_destroy()) and destroys the
- * context.
+ * context of their own, driven from one thread, and their echo counters.
+ * perf_duo_open() creates them with @cfg (NULL: the defaults), counters
+ * zero, and returns 0 or the library's error (what was created is left
+ * for perf_duo_close()); perf_duo_close() shuts the workers down together
+ * (perf_echo_destroy()) and destroys the context.
  */
 struct perf_duo {
 	struct be_ctx *ctx;
@@ -130,9 +130,38 @@ struct perf_duo {
 int perf_duo_open(struct perf_duo *d, const struct be_config *cfg);
 void perf_duo_close(struct perf_duo *d);
 
+/*
+ * The options every one-process test takes: --transport, --size of a
+ * message, --timeout (seconds without progress before it gives up) and
+ * --json. PERF_DUO_OPTS() puts them in the command's perf_opt table.
+ */
+struct perf_duo_opts {
+	const char *transport;
+	uint64_t size, timeout_s;
+	int json;
+};
+#define PERF_DUO_OPTS(o)                                      \
+	PERF_OPT("--transport", STR, &(o).transport),         \
+	PERF_OPT("--size", SIZE, &(o).size),                  \
+	PERF_FLAG("--json", &(o).json, 1),                    \
+	PERF_OPT("--timeout", SIZE, &(o).timeout_s)
+
 /* Parse a size with K/M/G suffix; exits with a message on bad input
  * (be-perf is a tool, not the library). */
 uint64_t perf_parse_size(const char *s);
+
+/*
+ * The options the stand-alone programs in bench/ share: --iters N and
+ * --warmup N (K/M/G suffixes), --cpu A,B (the cores of the two
+ * processes), --json. perf_bench_arg() takes argv[*i] if it is one of
+ * them, with its value (*i moves past it), and returns 1; else 0.
+ */
+struct perf_bench_opts {
+	uint64_t iters, warmup;
+	int cpu[2];
+	int json;
+};
+int perf_bench_arg(int argc, char **argv, int *i, struct perf_bench_opts *o);
 
 /*
  * A subcommand's options, as a table (perf_opts.c). Each entry names an

@@ -60,8 +60,10 @@ static void cost_usage(FILE *f, const char *cmd)
 
 static int cost_main(int argc, char **argv)
 {
-	const char *transport = PERF_DEFAULT_TRANSPORT;
-	uint64_t size = 64, iters = 200000, timeout_s = 10, warmup;
+	struct perf_duo_opts o = {
+		.transport = PERF_DEFAULT_TRANSPORT, .size = 64, .timeout_s = 10,
+	};
+	uint64_t iters = 200000, warmup;
 	struct be_sock_cbs scb = { .on_recv = perf_echo_serve, .on_close = cost_close,
 				   .on_accept = perf_echo_accept };
 	struct be_sock_cbs ccb = { .on_recv = perf_echo_answer, .on_close = cost_close };
@@ -72,23 +74,20 @@ static int cost_main(int argc, char **argv)
 	char laddr[160], addr[200];
 	double ns = 0;
 	uint64_t t0;
-	int rc, json = 0;
+	int rc;
 	const struct perf_opt opts[] = {
-		PERF_OPT("--transport", STR, &transport),
-		PERF_OPT("--size", SIZE, &size),
+		PERF_DUO_OPTS(o),
 		PERF_OPT("--iters", SIZE, &iters),
-		PERF_OPT("--timeout", SIZE, &timeout_s),
-		PERF_FLAG("--json", &json, 1),
 		PERF_OPTS_END,
 	};
 
 	rc = perf_opts_parse("cost", argc, argv, opts, cost_usage);
 	if (rc >= 0)
 		return rc;
-	if (!iters || !timeout_s || size > (64u << 20))
+	if (!iters || !o.timeout_s || o.size > (64u << 20))
 		return perf_opts_bad("cost");
 	warmup = iters / 10 + 1;
-	if (perf_listen_addr(transport, "cost", addr, sizeof(addr))) {
+	if (perf_listen_addr(o.transport, "cost", addr, sizeof(addr))) {
 		fprintf(stderr, "be-perf cost: verbs needs BE_RXE_IP0 (the IP of an RDMA "
 				"device)\n");
 		return 2;
@@ -102,25 +101,25 @@ static int cost_main(int argc, char **argv)
 	if (!rc)
 		rc = be_sock_connect(d.cw, laddr, &ccb, &d.c, &s);
 	if (!rc)
-		rc = cost_run(d.cw, d.sw, s, &d.c, size, warmup, timeout_s);
+		rc = cost_run(d.cw, d.sw, s, &d.c, o.size, warmup, o.timeout_s);
 	if (!rc) {
 		d.c.answered = 0;
 		t0 = perf_now_ns();
-		rc = cost_run(d.cw, d.sw, s, &d.c, size, iters, timeout_s);
+		rc = cost_run(d.cw, d.sw, s, &d.c, o.size, iters, o.timeout_s);
 		ns = (double)(perf_now_ns() - t0) / (double)iters;
 	}
 	if (!rc && d.sc.errors)
 		rc = -EIO;
 	if (rc)
 		fprintf(stderr, "be-perf cost: %s\n", be_strerror(rc));
-	else if (json)
+	else if (o.json)
 		printf("{\"test\":\"cost\",\"transport\":\"%s\",\"size\":%" PRIu64
 		       ",\"iters\":%" PRIu64 ",\"ns_per_round_trip\":%.1f}\n",
-		       transport, size, iters, ns);
+		       o.transport, o.size, iters, ns);
 	else
 		printf("be-perf cost: %s, %" PRIu64 " B, one thread, both ends: %.1f ns per "
 		       "round trip (%" PRIu64 " round trips)\n",
-		       transport, size, ns, iters);
+		       o.transport, o.size, ns, iters);
 	if (s)
 		be_sock_close(s);
 	if (l)

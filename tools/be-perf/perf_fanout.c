@@ -105,35 +105,34 @@ static int fanout_main(int argc, char **argv)
 {
 	struct be_sock_cbs scb = { .on_recv = perf_echo_serve, .on_accept = perf_echo_accept };
 	struct be_sock_cbs ccb = { .on_recv = perf_echo_answer, .on_close = fan_close };
-	const char *transport = PERF_DEFAULT_TRANSPORT;
-	uint64_t engines = 256, rounds = 200, size = 64, credits_init = 0, timeout_s = 20;
+	struct perf_duo_opts o = {
+		.transport = PERF_DEFAULT_TRANSPORT, .size = 64, .timeout_s = 20,
+	};
+	uint64_t engines = 256, rounds = 200, credits_init = 0;
 	uint64_t cb = 0, cr = 0, cbytes = 0, sb = 0, sr = 0, sbytes = 0, *times = NULL;
 	struct be_listener **ls = NULL;
 	struct be_sock **socks = NULL;
 	struct perf_duo d = { 0 };
 	struct be_config cfg;
 	uint32_t n = 0, i;
-	int rc, json = 0;
+	int rc;
 	const struct perf_opt opts[] = {
-		PERF_OPT("--transport", STR, &transport),
+		PERF_DUO_OPTS(o),
 		PERF_OPT("--engines", SIZE, &engines),
 		PERF_OPT("--rounds", SIZE, &rounds),
-		PERF_OPT("--size", SIZE, &size),
 		PERF_OPT("--credits-init", SIZE, &credits_init),
-		PERF_OPT("--timeout", SIZE, &timeout_s),
-		PERF_FLAG("--json", &json, 1),
 		PERF_OPTS_END,
 	};
 
 	rc = perf_opts_parse("fanout", argc, argv, opts, fanout_usage);
 	if (rc >= 0)
 		return rc;
-	if (!engines || engines > 100000 || !rounds || !timeout_s || size > 4096)
+	if (!engines || engines > 100000 || !rounds || !o.timeout_s || o.size > 4096)
 		return perf_opts_bad("fanout");
 	{
 		char addr[160];
 
-		if (perf_listen_addr(transport, NULL, addr, sizeof(addr))) {
+		if (perf_listen_addr(o.transport, NULL, addr, sizeof(addr))) {
 			fprintf(stderr, "be-perf fanout: verbs needs BE_RXE_IP0 (the IP of an "
 					"RDMA device)\n");
 			return 2;
@@ -163,7 +162,7 @@ static int fanout_main(int argc, char **argv)
 		int crc;
 
 		snprintf(name, sizeof(name), "fan-%u", i);
-		(void)perf_listen_addr(transport, name, addr, sizeof(addr)); /* checked above */
+		(void)perf_listen_addr(o.transport, name, addr, sizeof(addr)); /* checked above */
 		rc = be_listen(d.sw, addr, &scb, &d.sc, &ls[i]);
 		if (!rc)
 			rc = be_listener_addr(ls[i], laddr, sizeof(laddr));
@@ -174,7 +173,7 @@ static int fanout_main(int argc, char **argv)
 			socks[i] = NULL;
 			break; /* the client worker is full */
 		}
-		if (fan_round(d.cw, d.sw, &socks[i], 1, size, &d.c, timeout_s)) {
+		if (fan_round(d.cw, d.sw, &socks[i], 1, o.size, &d.c, o.timeout_s)) {
 			int k;
 
 			/* Refused by the server worker: it is full. Let the
@@ -192,11 +191,11 @@ static int fanout_main(int argc, char **argv)
 		n++;
 	}
 	if (!rc && n) {
-		rc = fan_round(d.cw, d.sw, socks, n, size, &d.c, timeout_s); /* warmup */
+		rc = fan_round(d.cw, d.sw, socks, n, o.size, &d.c, o.timeout_s); /* warmup */
 		for (i = 0; !rc && i < rounds; i++) {
 			uint64_t t0 = perf_now_ns();
 
-			rc = fan_round(d.cw, d.sw, socks, n, size, &d.c, timeout_s);
+			rc = fan_round(d.cw, d.sw, socks, n, o.size, &d.c, o.timeout_s);
 			times[i] = perf_now_ns() - t0;
 		}
 	}
@@ -214,20 +213,21 @@ static int fanout_main(int argc, char **argv)
 
 		qsort(times, rounds, sizeof(*times), cmp_u64);
 		us = (double)times[rounds / 2] / 1e3;
-		if (json)
+		if (o.json)
 			printf("{\"test\":\"fanout\",\"transport\":\"%s\",\"engines_wanted\":%" PRIu64
 			       ",\"engines\":%u,\"credits_init\":%u,\"credits\":%u,\"size\":%" PRIu64
 			       ",\"recv_bytes_client\":%" PRIu64 ",\"recv_bytes_server\":%" PRIu64
 			       ",\"recv_reserved_server\":%" PRIu64
 			       ",\"recv_bytes_per_engine\":%" PRIu64 ",\"round_us_p50\":%.2f}\n",
-			       transport, engines, n, cfg.credits_init, cfg.credits, size, cbytes, sbytes, sr, sbytes / n, us);
+			       o.transport, engines, n, cfg.credits_init, cfg.credits, o.size, cbytes,
+			       sbytes, sr, sbytes / n, us);
 		else
 			printf("be-perf fanout: %s, %u of %" PRIu64 " Engines on one worker (credits "
 			       "%u at first, up to %u): receive buffers %.1f MiB client, %.1f MiB "
 			       "server (%" PRIu64 " of %" PRIu64 " reserved), %" PRIu64
 			       " B per Engine; a round of %u requests %.1f us (median, both ends "
 			       "on one thread)\n",
-			       transport, n, engines, cfg.credits_init, cfg.credits,
+			       o.transport, n, engines, cfg.credits_init, cfg.credits,
 			       (double)cbytes / 1048576.0, (double)sbytes / 1048576.0, sr, sb,
 			       sbytes / n, n, us);
 	}

@@ -1,8 +1,10 @@
 /*
  * perf_stats.c - percentiles of latency samples, the clock they are taken
- * with, CPU pinning and the pinned child of a two-process test, shared by be-perf and the stand-alone programs in
- * bench/ (compiled with this file) so every figure in docs/PERFORMANCE.md
- * is taken and summarised the same way.
+ * with, CPU pinning, the pinned child of a two-process test, and the
+ * parsing of sizes and of the options the bench/ programs share; used by
+ * be-perf and by the stand-alone programs in bench/ (compiled with this
+ * file) so every figure in docs/PERFORMANCE.md is taken and summarised
+ * the same way.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -95,4 +97,42 @@ pid_t perf_fork_pinned(int cpu, const char *who)
 		_exit(3);
 	}
 	return 0;
+}
+
+uint64_t perf_parse_size(const char *s)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	default: break;
+	}
+	if (end == s || *end) {
+		fprintf(stderr, "be-perf: bad size '%s'\n", s);
+		exit(2);
+	}
+	return v;
+}
+
+int perf_bench_arg(int argc, char **argv, int *i, struct perf_bench_opts *o)
+{
+	const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+
+	if (!strcmp(a, "--json")) {
+		o->json = 1;
+		return 1;
+	}
+	if (!v)
+		return 0;
+	if (!strcmp(a, "--iters"))
+		o->iters = perf_parse_size(v);
+	else if (!strcmp(a, "--warmup"))
+		o->warmup = perf_parse_size(v);
+	else if (strcmp(a, "--cpu") || sscanf(v, "%d,%d", &o->cpu[0], &o->cpu[1]) != 2)
+		return 0;
+	(*i)++;
+	return 1;
 }

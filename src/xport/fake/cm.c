@@ -187,6 +187,7 @@ err_free:
 void be__fake_evch_destroy(struct be_xevch *xch)
 {
 	struct fake_evch *ch;
+	struct be__list *p;
 
 	if (!xch)
 		return;
@@ -208,21 +209,11 @@ void be__fake_evch_destroy(struct be_xevch *xch)
 		c->ch = NULL;
 	}
 	/* Listeners go with their evch, as the inner ones do. */
-	while (!be__list_empty(&ch->c.listeners)) {
-		struct fake_listener *l = be__list_entry(be__list_first(&ch->c.listeners),
-							 struct fake_listener, link);
-
-		be__list_del_init(&l->link);
-		free(l);
-	}
+	while ((p = be__list_pop(&ch->c.listeners)))
+		free(be__list_entry(p, struct fake_listener, link));
 	fake_in_ops(xch->dev)->evch_destroy(ch->in);
 	free(ch->q);
 	be__xch_free(&ch->c);
-}
-
-int be__fake_evch_fd(struct be_xevch *xch)
-{
-	return be__xch_fd(xch);
 }
 
 /* An inner event, with our objects in it, through the rules. */
@@ -505,24 +496,23 @@ void be__fake_conn_destroy(struct be_xconn *xc)
 
 /*
  * The pass-through ops below act on the inner conn alone: fake_fwd()
- * returns it (NULL before the inner connect) with its transport's ops in
- * *@in. @xc must not be NULL.
+ * returns it with its transport's ops in *@in, or NULL when @xc is NULL
+ * or before the inner connect.
  */
 static struct be_xconn *fake_fwd(struct be_xconn *xc, const struct be_xport_ops **in)
 {
-	*in = fake_in_ops(xc->dev);
-	return to_fconn(xc)->in;
+	*in = xc ? fake_in_ops(xc->dev) : NULL;
+	return xc ? to_fconn(xc)->in : NULL;
 }
 
 int be__fake_conn_peer_addr(struct be_xconn *xc, char *buf, size_t len)
 {
 	const struct be_xport_ops *in;
-	struct be_xconn *ic;
+	struct be_xconn *ic = fake_fwd(xc, &in);
 
-	if (!xc)
-		return -EINVAL;
-	ic = fake_fwd(xc, &in);
-	return ic ? in->conn_peer_addr(ic, buf, len) : be__xaddr_printf(buf, len, "-");
+	if (ic)
+		return in->conn_peer_addr(ic, buf, len);
+	return xc ? be__xaddr_printf(buf, len, "-") : -EINVAL;
 }
 
 int be__fake_addr_canon(const char *addr, char *buf, size_t len)
@@ -537,13 +527,10 @@ int be__fake_addr_canon(const char *addr, char *buf, size_t len)
 int be__fake_conn_rx_resume(struct be_xconn *xc)
 {
 	const struct be_xport_ops *in;
-	struct be_xconn *ic;
+	struct be_xconn *ic = fake_fwd(xc, &in);
 
-	if (!xc)
-		return -EINVAL;
-	ic = fake_fwd(xc, &in);
 	if (!ic)
-		return 0;
+		return xc ? 0 : -EINVAL;
 	return in->conn_rx_resume ? in->conn_rx_resume(ic) : -EOPNOTSUPP;
 }
 
@@ -552,13 +539,10 @@ int be__fake_conn_rx_resume(struct be_xconn *xc)
 int be__fake_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey)
 {
 	const struct be_xport_ops *in;
-	struct be_xconn *ic;
+	struct be_xconn *ic = fake_fwd(xc, &in);
 
-	if (!xc)
-		return -EINVAL;
-	ic = fake_fwd(xc, &in);
 	if (!ic)
-		return -ENOTCONN;
+		return xc ? -ENOTCONN : -EINVAL;
 	return in->grant ? in->grant(ic, addr, len, rkey) : -EOPNOTSUPP;
 }
 
@@ -567,11 +551,8 @@ int be__fake_grant(struct be_xconn *xc, void *addr, size_t len, uint32_t *rkey)
 int be__fake_revoke(struct be_xconn *xc, uint32_t rkey, uint64_t cookie)
 {
 	const struct be_xport_ops *in;
-	struct be_xconn *ic;
+	struct be_xconn *ic = fake_fwd(xc, &in);
 
-	if (!xc)
-		return 0;
-	ic = fake_fwd(xc, &in);
 	if (ic && in->revoke)
 		return in->revoke(ic, rkey, cookie);
 	return 0;

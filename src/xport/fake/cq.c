@@ -124,25 +124,16 @@ err_free:
 void be__fake_cq_destroy(struct be_xcq *xcq)
 {
 	struct fake_cq *cq;
+	struct be__list *p;
 
 	if (!xcq)
 		return;
 	cq = to_cq(xcq);
 	/* Conns still attached (a caller bug) forget it. */
-	while (!be__list_empty(&cq->sconns)) {
-		struct fake_conn *c = be__list_entry(be__list_first(&cq->sconns), struct fake_conn,
-						     slink);
-
-		be__list_del_init(&c->slink);
-		c->scq = NULL;
-	}
-	while (!be__list_empty(&cq->rconns)) {
-		struct fake_conn *c = be__list_entry(be__list_first(&cq->rconns), struct fake_conn,
-						     rlink);
-
-		be__list_del_init(&c->rlink);
-		c->rcq = NULL;
-	}
+	while ((p = be__list_pop(&cq->sconns)))
+		be__list_entry(p, struct fake_conn, slink)->scq = NULL;
+	while ((p = be__list_pop(&cq->rconns)))
+		be__list_entry(p, struct fake_conn, rlink)->rcq = NULL;
 	while (!be__list_empty(&cq->srqs))
 		be__list_del_init(be__list_first(&cq->srqs));
 	fake_in_ops(xcq->dev)->cq_destroy(cq->in);

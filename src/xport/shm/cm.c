@@ -132,11 +132,6 @@ void be__shm_evch_destroy(struct be_xevch *xch)
 	be__xch_free(&ch->c);
 }
 
-int be__shm_evch_fd(struct be_xevch *ch)
-{
-	return be__xch_fd(ch);
-}
-
 static void cm_timer_arm(struct shm_evch *ch)
 {
 	struct be__list *e;

@@ -95,11 +95,6 @@ void be__tcp_evch_destroy(struct be_xevch *xch)
 	be__xch_free(&ch->c);
 }
 
-int be__tcp_evch_fd(struct be_xevch *xch)
-{
-	return be__xch_fd(xch);
-}
-
 static void evch_timer_update(struct tcp_evch *ch)
 {
 	struct be__list *p;

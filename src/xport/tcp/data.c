@@ -34,7 +34,14 @@
  * rest of the byte budget. A small message that arrives behind a long
  * stream of WRITEs is then handed over as soon as it is placed, not
  * after up to TCP_RX_BUDGET more bytes of the stream (level-triggered
- * epoll brings the conn back for the rest on the next poll).
+ * epoll brings the conn back for the rest on the next poll). The one
+ * exception is the rest of a frame already begun, when at most
+ * RX_FINISH bytes: one readv() places it, and the completion waits for
+ * that copy only. A PS pull's reply is such a pair: the engine's
+ * one-way announcement (a SEND) and the 64 KiB behind it, of which the
+ * first read brought the header; the message is whole only with both,
+ * and reading them in one poll saves the caller a return from its wait
+ * and another progress.
  *
  * Acks: every frame header carries the receiver's count of data frames
  * placed so far (cumulative). When nothing is going the other way, the
@@ -78,6 +85,9 @@
  * KiB of a payload behind small frames: room for a burst of those. */
 #define RX_HEAD 1024u
 _Static_assert(RX_HEAD >= TCP_HDR_LEN && RX_HEAD <= TCP_RBUF_SIZE, "rx head fits rbuf");
+/* The most of a begun frame read behind a completed receive ("Latency
+ * of receives"). */
+#define RX_FINISH TCP_MTU
 
 void be__tcp_hdr_pack(uint8_t *out, const struct tcp_hdr *h)
 {
@@ -572,7 +582,8 @@ static void conn_rx(struct tcp_conn *c)
 		/* A short read emptied the socket: do not pay for an EAGAIN;
 		 * level-triggered epoll reports whatever comes next (and the
 		 * rest of the stream, when a completed receive stops us). */
-		if (got >= TCP_RX_BUDGET || drained || delivered)
+		if (got >= TCP_RX_BUDGET || drained ||
+		    (delivered && !(c->rx_left && c->rx_left <= RX_FINISH)))
 			break;
 		if (c->rpos == c->rend) {
 			c->rpos = c->rend = 0;

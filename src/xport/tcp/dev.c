@@ -91,7 +91,7 @@ int be__tcp_dev_query(struct be_xdev *xdev, struct be_xdev_attr *out)
  * before (reg_hits) may be gone. */
 static _Atomic uint64_t reg_epoch = 1;
 
-#define REG_HITS 2
+#define REG_HITS 4
 struct reg_hit {
 	const struct tcp_dev *d;
 	uint64_t epoch;           /* reg_epoch when found; 0: empty */

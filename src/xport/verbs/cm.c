@@ -685,11 +685,6 @@ void be__verbs_evch_destroy(struct be_xevch *c)
 	be__xch_free(&ch->c);
 }
 
-int be__verbs_evch_fd(struct be_xevch *c)
-{
-	return be__xch_fd(c);
-}
-
 /* The oldest event of @ch's own queue into @ev: 1, or 0 if none. */
 static int cm_queue_pop(struct verbs_evch *ch, struct be_xevent *ev)
 {
