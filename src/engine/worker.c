@@ -15,8 +15,9 @@
  * (completions, events, scheduler passes, ticks).
  *
  * Waiting. be_worker_wait() polls for a while (the spin), then arms every
- * CQ, polls once more (a completion may have slipped in before arming),
- * and sleeps in epoll on the CQ fds, the event channel fds and the
+ * CQ, polls once more (a completion may have slipped in before arming;
+ * not when every CQ's arm covers that, as tcp's does), and sleeps in
+ * epoll on the CQ fds, the event channel fds and the
  * eventfd, bounded by the next timer tick (keepalives, backoffs) while
  * Engines exist.
  *
@@ -751,7 +752,7 @@ int be__worker_wait(struct be_worker *w, int timeout_ms)
 	struct epoll_event evs[8];
 	uint64_t start, now, spin_ns;
 	int n, i, nev, sleep_ms, arm_err = 0, rc;
-	bool probe = false;
+	bool probe = false, covered = true;
 
 	n = be__worker_progress(w);
 	if (n)
@@ -795,6 +796,7 @@ int be__worker_wait(struct be_worker *w, int timeout_ms)
 		 * is where a transport flushes what it owes the peer before we
 		 * sleep (tcp's deferred acks), besides asking for a wakeup. */
 		rc = wd->cd->ops->cq_arm(wd->cq);
+		covered &= wd->cd->ops->cq_arm_covers;
 		if (rc == 0) {
 			wd->cq_armed = true;
 		} else {
@@ -807,9 +809,15 @@ int be__worker_wait(struct be_worker *w, int timeout_ms)
 				   be_strerror(arm_err));
 		}
 	}
-	n = be__worker_progress(w);
-	if (n)
-		goto out;
+	/* The poll after arming catches what came between the last poll
+	 * (which found nothing) and the arm without a wakeup; CQs whose arm
+	 * covers that (xport.h, cq_arm_covers) need none, nor does the
+	 * worker: whatever another thread queues for it wakes its fd. */
+	if (!covered || arm_err) {
+		n = be__worker_progress(w);
+		if (n)
+			goto out;
+	}
 	sleep_ms = timeout_ms;
 	if (arm_err && (sleep_ms < 0 || sleep_ms > WORKER_UNARMED_SLEEP_MS))
 		sleep_ms = WORKER_UNARMED_SLEEP_MS;

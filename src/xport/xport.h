@@ -387,6 +387,15 @@ struct be_xport_ops {
 	 */
 	int (*grant)(struct be_xconn *conn, void *addr, size_t len, uint32_t *rkey);
 	int (*revoke)(struct be_xconn *conn, uint32_t rkey, uint64_t cookie);
+
+	/* Optional property. true: after a cq_poll that returned nothing,
+	 * a successful cq_arm leaves nothing that a poll would find and fd
+	 * would not signal (tcp: fd is level-triggered over the sockets,
+	 * and arm signals completions and kicks already queued), so the
+	 * caller may sleep on fd without polling again. false: a completion
+	 * may have come between that poll and the arm without a wakeup (an
+	 * RNIC's CQ, shm's rings): poll once more after arming. */
+	bool cq_arm_covers;
 };
 
 /*

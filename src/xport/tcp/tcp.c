@@ -43,4 +43,5 @@ const struct be_xport_ops be__xport_tcp_ops = {
 	.conn_rx_resume = be__tcp_conn_rx_resume,
 	.grant = be__tcp_grant,
 	.revoke = be__tcp_revoke,
+	.cq_arm_covers = true,
 };
