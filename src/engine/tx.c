@@ -712,14 +712,75 @@ static int tx_send_alone(struct be__engine *e, struct be__msg *m, struct be__fra
 }
 
 /*
+ * tx_send_zc() - post eager message @m (frame @f) as a SEND of its own
+ * that the transport reads from @m's buffer: the header and the padding
+ * from a staging buffer, the payload in place. For a lone message too
+ * large to go inline (a PS pull's 4 KiB request) this skips the copy
+ * into the staging buffer; @m is lent until be_sock_send()'s callback
+ * anyway, which runs when this SEND completes, as for a staged one.
+ * Only from TX_ZC_MIN bytes: below, the copy costs less than the region
+ * lookup and the gather. Returns 0 (posted: @m is on the staging
+ * buffer's list), -EAGAIN (not here: @m's buffer is not bemalloc's, or
+ * no credit, window or staging buffer now; take the staging way) or
+ * -ENOTCONN (the post failed the Engine; @m untouched).
+ */
+#define TX_ZC_MIN 2048u
+
+static int tx_send_zc(struct be__engine *e, struct be__msg *m, struct be__frame *f)
+{
+	uint32_t size = be__frame_size(f->len), pad = size - BE_FRAME_HDR - f->len, lkey;
+	struct be_xsend_wr wr = { 0 };
+	struct be__sendbuf *sb;
+	struct be_xsge sge[3];
+	bool sig;
+
+	/* Checked first: the staging way counts the stall, once. */
+	if (e->win.count >= e->win.cap ||
+	    (e->win.in_flight && e->win.in_flight + size > e->win.limit) ||
+	    !be__credit_can_take(&e->cr, false) || be__engine_lkey(e, m->buf, f->len, &lkey))
+		return -EAGAIN;
+	sb = tx_sendbuf_get(e);
+	if (!sb)
+		return -EAGAIN;
+	be__credit_take(&e->cr, false);
+	f->credits = be__credit_collect(&e->cr);
+	f->flags |= be__credit_flags(&e->cr);
+	be__frame_encode_hdr(sb->buf, f);
+	memset(sb->buf + BE_FRAME_HDR, 0, pad);
+	sb->used = size;
+	sb->nframes = 1;
+	sge[0] = (struct be_xsge){ .addr = (uint64_t)(uintptr_t)sb->buf, .length = BE_FRAME_HDR,
+				   .lkey = sb->lkey };
+	sge[1] = (struct be_xsge){ .addr = (uint64_t)(uintptr_t)m->buf, .length = f->len,
+				   .lkey = lkey };
+	sge[2] = (struct be_xsge){ .addr = (uint64_t)(uintptr_t)(sb->buf + BE_FRAME_HDR),
+				   .length = pad, .lkey = sb->lkey };
+	wr.opcode = BE_XWR_SEND;
+	wr.sg_list = sge;
+	wr.num_sge = pad ? 3 : 2;
+	wr.wr_id = be__window_push(&e->win, BE_WR_SEND, size, sb, &sig);
+	wr.flags = sig ? BE_XWR_F_SIGNALED : 0;
+	if (tx_post(e, &wr)) {
+		tx_sendbuf_put(e, sb);
+		return -ENOTCONN;
+	}
+	be__list_add_tail(&sb->msgs, &m->link);
+	e->st.sends_posted++;
+	e->tx_seen = true;
+	return 0;
+}
+
+/*
  * be__engine_send_now() - the short way for eager message @m of queue
  * @sq: when nothing of the Engine waits (no queue active, no control
  * frame), the message goes straight into the staging buffer, as its turn
  * would have put it there, and the pass that follows (kicked here) only
  * posts it. Order and fairness are those of the scheduler: @sq is empty,
  * so @m is next on its socket, and no other queue waits for a turn.
- * A lone inline message is even posted at once: on its own, from the
- * application's buffer, when no staging buffer is open (tx_send_alone()).
+ * A lone message is even posted at once, from the application's buffer,
+ * when no staging buffer is open: inline (tx_send_alone()), or, from
+ * TX_ZC_MIN bytes, lent to the transport until the SEND completes
+ * (tx_send_zc()).
  * Returns 0 (@m is posted or the staging buffer's now), -EAGAIN (queue
  * it: the scheduler's rules apply), or -ENOTCONN when the Engine failed
  * posting (@m untouched).
@@ -728,6 +789,7 @@ int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg 
 {
 	struct be__frame f = { 0 };
 	int rc = -EAGAIN;
+	bool zc = false;
 
 	if (e->state != BE_ES_ESTABLISHED || e->in_pass || e->fail_asked || m->len > e->eager_max ||
 	    m->len > e->peer.max_msg_size || be__list_linked(&sq->link) ||
@@ -739,8 +801,12 @@ int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg 
 	f.sock = m->sock->id;
 	f.msg = m->id;
 	f.len = (uint32_t)m->len;
-	if (!e->cur && e->gather3 && be__frame_size(f.len) <= e->max_inline) {
-		rc = tx_send_alone(e, m, &f);
+	if (!e->cur && e->gather3) {
+		zc = be__frame_size(f.len) > e->max_inline;
+		if (!zc)
+			rc = tx_send_alone(e, m, &f);
+		else if (f.len >= TX_ZC_MIN)
+			rc = tx_send_zc(e, m, &f);
 		if (rc == -ENOTCONN)
 			return rc;
 	}
@@ -752,8 +818,10 @@ int be__engine_send_now(struct be__engine *e, struct be__sq *sq, struct be__msg 
 	e->small_sq = sq;
 	if (!rc) {
 		/* Posted on its own: done, as an inline staging buffer's
-		 * messages are (the callback runs in the progress call). */
-		be__msg_finish(e, m, 0);
+		 * messages are (the callback runs in the progress call);
+		 * from its buffer: done when the SEND is. */
+		if (!zc)
+			be__msg_finish(e, m, 0);
 		return 0;
 	}
 	be__list_add_tail(&e->cur->msgs, &m->link);

@@ -733,7 +733,8 @@ static inline int call_new(struct be_rpc_chan *ch, int kind, uint32_t service, u
 	 * no entry in the table: id 0 is never issued, and deleting it is a
 	 * no-op. */
 	if (want_id && be__rpc_ids_add(&rpc->calls, call, &call->id)) {
-		free(call);
+		call->req = NULL; /* the caller keeps its buffer */
+		call_put(call);
 		return -ENOMEM;
 	}
 	be__list_init(&call->link);

@@ -219,6 +219,24 @@ void rt_client_stop(struct rt_client *c)
 	be_worker_destroy(c->w);
 }
 
+void rt_duo_start(struct rt *t, struct rt_duo *d)
+{
+	rt_server_start(t, &d->srv, NULL);
+	rt_client_start(t, &d->cli, d->srv.ctx);
+	d->ws[0] = d->srv.w;
+	d->ws[1] = d->cli.w;
+	ASSERT_OK(be_rpc_chan_open(d->cli.rpc, d->srv.addr, &d->ch));
+}
+
+void rt_duo_stop(struct rt_duo *d)
+{
+	if (d->ch)
+		be_rpc_chan_destroy(d->ch);
+	st_shutdown(d->ws, 2); /* together: each waits for the other */
+	rt_client_stop(&d->cli);
+	rt_server_stop(&d->srv);
+}
+
 void rt_fleet_start(struct rt *t, struct be_ctx **ctx, struct rt_server *srv, int n,
 		    struct rt_client *cli, struct be_worker **ws)
 {
@@ -599,27 +617,38 @@ void rt_replica_reap(struct rt_replica *r)
 
 /* ---- scenarios */
 
-void rt_env_open(struct rt *t, struct rt_env *e, struct rt_replica *reps, int n,
-		 const struct be_rpc_config *cfg)
+void rt_env_fork(struct rt *t, struct rt_env *e, int n, const char *transports)
 {
-	struct be_rpc_record *recs = calloc((size_t)n, sizeof(*recs));
 	int i;
 
-	ASSERT(recs);
+	ASSERT(n > 0 && n <= RT_ENV_MAX);
 	memset(e, 0, sizeof(*e));
-	e->reps = reps;
 	e->n = n;
-	ASSERT_OK(be_ctx_create(&t->cfg, &e->ctx));
-	ASSERT_OK(be_worker_create(e->ctx, &e->w));
-	ASSERT_OK(be_rpc_create(e->w, cfg, &e->rpc));
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n; i++)
+		rt_replica_start(t, &e->reps[i], transports ? transports : t->transport);
+}
+
+void rt_env_records(const struct rt_env *e, struct be_rpc_record *recs)
+{
+	int i;
+
+	for (i = 0; i < e->n; i++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "r%d", i);
-		rt_replica_record(&reps[i], name, &recs[i]);
+		rt_replica_record(&e->reps[i], name, &recs[i]);
 	}
-	ASSERT_OK(be_rpc_chan_create(e->rpc, recs, (unsigned int)n, &e->ch));
-	free(recs);
+}
+
+void rt_env_open(struct rt *t, struct rt_env *e, const struct be_rpc_config *cfg)
+{
+	struct be_rpc_record recs[RT_ENV_MAX];
+
+	ASSERT_OK(be_ctx_create(&t->cfg, &e->ctx));
+	ASSERT_OK(be_worker_create(e->ctx, &e->w));
+	ASSERT_OK(be_rpc_create(e->w, cfg, &e->rpc));
+	rt_env_records(e, recs);
+	ASSERT_OK(be_rpc_chan_create(e->rpc, recs, (unsigned int)e->n, &e->ch));
 }
 
 void rt_env_close(struct rt_env *e)
@@ -696,20 +725,21 @@ void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 	static struct rt_stream st;
 	struct be_rpc_chan_stats cs;
 	struct be_rpc_config cfg;
-	struct rt_replica rep;
+	struct rt_replica *rep;
 	struct path_goal g;
 	struct rt_env e;
 	double t_over, t_back;
 	bool fallback;
 
-	rt_replica_start(t, &rep, paths);
-	ASSERT_EQ(rep.naddrs, 2);
-	fallback = strncmp(rep.addrs[0], "tcp://", 6) && !strncmp(rep.addrs[1], "tcp://", 6);
+	rt_env_fork(t, &e, 1, paths);
+	rep = &e.reps[0];
+	ASSERT_EQ(rep->naddrs, 2);
+	fallback = strncmp(rep->addrs[0], "tcp://", 6) && !strncmp(rep->addrs[1], "tcp://", 6);
 	cfg = t->rcfg;
 	cfg.timeout_us = timeout_us;
 	cfg.probe_min_ms = 5;
 	cfg.probe_max_ms = 200;
-	rt_env_open(t, &e, &rep, 1, &cfg);
+	rt_env_open(t, &e, &cfg);
 	rt_stream_init(&st, e.ch, RT_ECHO, BE_RPC_IDEMPOTENT, 8);
 
 	/* Warm up with the test's generous deadline: the first connection
@@ -722,8 +752,8 @@ void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 	g = (struct path_goal){ &st, e.ch, st.done + (uint64_t)st.depth + 100, 0, 1, 0 };
 	rt_pump(&e.w, 1, path_reached, &g);
 	/* Over: the first answer over the second path after the fault. */
-	fprintf(stderr, "%s: calls over %s; breaking it\n", fault, rep.addrs[0]);
-	t_over = path_move(&e, &st, &rep, act, arg, false);
+	fprintf(stderr, "%s: calls over %s; breaking it\n", fault, rep->addrs[0]);
+	t_over = path_move(&e, &st, rep, act, arg, false);
 	fprintf(stderr, "%s: over after %.1f ms\n", fault, t_over);
 	/* At least once: on a loaded host a healthy path may stall past a
 	 * hedge delay and be left (and taken back) before the break too. */
@@ -732,8 +762,8 @@ void rt_path_switch(struct rt *t, const char *paths, uint32_t timeout_us,
 	ASSERT_EQ(fallback ? cs.c.port_switches : cs.c.fallbacks, 0);
 
 	/* Back: the first answer over the first path after the repair. */
-	fprintf(stderr, "%s: calls over %s; repairing the first\n", fault, rep.addrs[1]);
-	t_back = path_move(&e, &st, &rep, act, arg, true);
+	fprintf(stderr, "%s: calls over %s; repairing the first\n", fault, rep->addrs[1]);
+	t_back = path_move(&e, &st, rep, act, arg, true);
 	rt_stream_drain(&st, &e.w, 1);
 
 	be_rpc_chan_stats(e.ch, &cs);

@@ -102,6 +102,22 @@ void rt_client_start(struct rt *t, struct rt_client *c, struct be_ctx *ctx);
 void rt_client_stop(struct rt_client *c);
 
 /*
+ * A server and a client on its context, one thread driving both:
+ * rt_duo_start() starts them (rt_server_start(), rt_client_start()) and
+ * opens @ch from the client to the server; register handlers on srv.rpc
+ * before the first call. rt_duo_stop() destroys @ch (unless NULL), shuts
+ * both workers down together and stops the client and the server.
+ */
+struct rt_duo {
+	struct rt_server srv;
+	struct rt_client cli;
+	struct be_worker *ws[2]; /* srv.w, cli.w: for rt_pump() */
+	struct be_rpc_chan *ch;
+};
+void rt_duo_start(struct rt *t, struct rt_duo *d);
+void rt_duo_stop(struct rt_duo *d);
+
+/*
  * rt_fleet_start() - @n servers (rt_server_start()) and a client on one
  * context of their own (*@ctx, from t->cfg); ws[0..n) the servers'
  * workers, ws[n] the client's. rt_fleet_stop() - shut the @n + 1
@@ -202,19 +218,27 @@ void rt_stream_fill(struct rt_stream *s);
 /* Run until nothing is in flight. */
 void rt_stream_drain(struct rt_stream *s, struct be_worker **ws, int n);
 
-/* A client of replicas in other processes: context, worker, be_rpc with
- * @cfg, one channel over the @n replicas @reps (named r0, r1, ..., each
- * with all its paths). rt_env_close() undoes it and reaps the replicas. */
+/*
+ * Replicas in other processes and a client of them. rt_env_fork() forks
+ * @n (at most RT_ENV_MAX) replicas serving @transports (NULL: the test's
+ * transport) into reps[]; call it before any context exists in this
+ * process. rt_env_open() then makes the client: context, worker, be_rpc
+ * with @cfg, one channel over the replicas (named r0, r1, ..., each with
+ * all its paths). rt_env_close() undoes it and reaps the replicas.
+ */
+#define RT_ENV_MAX 4
 struct rt_env {
 	struct be_ctx *ctx;
 	struct be_worker *w;
 	struct be_rpc *rpc;
 	struct be_rpc_chan *ch;
-	struct rt_replica *reps;
+	struct rt_replica reps[RT_ENV_MAX];
 	int n;
 };
-void rt_env_open(struct rt *t, struct rt_env *e, struct rt_replica *reps, int n,
-		 const struct be_rpc_config *cfg);
+void rt_env_fork(struct rt *t, struct rt_env *e, int n, const char *transports);
+void rt_env_open(struct rt *t, struct rt_env *e, const struct be_rpc_config *cfg);
+/* The records of the replicas as rt_env_open() names them, in @recs[0..n). */
+void rt_env_records(const struct rt_env *e, struct be_rpc_record *recs);
 void rt_env_close(struct rt_env *e);
 
 /* A stream of @method calls with @flags, @depth deep, on @ch. */

@@ -44,7 +44,7 @@ static void oneway(struct be_rpc_req *req, void *buf, size_t len, void *user)
 	ASSERT_OK(be_rpc_req_reply(req, buf, len));
 }
 
-static struct be_worker *ws[2];
+static struct rt_duo duo;
 
 static bool r_done(void *arg)
 {
@@ -99,8 +99,6 @@ int main(int argc, char **argv)
 {
 	static const size_t sizes[] = { 0, 1, 64, 4000, 4096, 8192, 65536, 1 << 20 };
 	struct rt t;
-	struct rt_server srv;
-	struct rt_client cli;
 	struct be_rpc_chan *ch;
 	struct be_rpc_chan_stats cs;
 	struct be_rpc_server_stats ss;
@@ -112,15 +110,12 @@ int main(int argc, char **argv)
 	int want;
 
 	rt_init(&t, argc, argv);
-	rt_server_start(&t, &srv, NULL);
-	ASSERT_OK(be_rpc_register(srv.rpc, SVC_LATER, 1, later, NULL, 0));
-	ASSERT_OK(be_rpc_register(srv.rpc, SVC_FAIL, 1, failing, NULL, 0));
-	ASSERT_OK(be_rpc_register(srv.rpc, SVC_ONEWAY, 1, oneway, NULL, 0));
-	ASSERT_EQ(be_rpc_register(srv.rpc, 0, 1, oneway, NULL, 0), -EINVAL);
-	rt_client_start(&t, &cli, srv.ctx);
-	ws[0] = srv.w;
-	ws[1] = cli.w;
-	ASSERT_OK(be_rpc_chan_open(cli.rpc, srv.addr, &ch));
+	rt_duo_start(&t, &duo);
+	ch = duo.ch;
+	ASSERT_OK(be_rpc_register(duo.srv.rpc, SVC_LATER, 1, later, NULL, 0));
+	ASSERT_OK(be_rpc_register(duo.srv.rpc, SVC_FAIL, 1, failing, NULL, 0));
+	ASSERT_OK(be_rpc_register(duo.srv.rpc, SVC_ONEWAY, 1, oneway, NULL, 0));
+	ASSERT_EQ(be_rpc_register(duo.srv.rpc, 0, 1, oneway, NULL, 0), -EINVAL);
 
 	/* Every size, one at a time, contents checked. */
 	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -128,7 +123,7 @@ int main(int argc, char **argv)
 
 		ASSERT_OK(be_rpc_call(ch, RT_SVC, RT_ECHO, rt_req(sizes[i], i), sizes[i], NULL,
 				      rt_done_cb, &r, NULL));
-		rt_pump(ws, 2, r_done, &r);
+		rt_pump(duo.ws, 2, r_done, &r);
 		ASSERT_OK(r.status);
 		ASSERT_EQ(r.len, sizes[i]);
 		ASSERT(r.reply);
@@ -141,7 +136,7 @@ int main(int argc, char **argv)
 		struct rt_result r = { 0 };
 
 		ASSERT_OK(be_rpc_call(ch, RT_SVC, RT_ECHO, NULL, 0, NULL, rt_done_cb, &r, NULL));
-		rt_pump(ws, 2, r_done, &r);
+		rt_pump(duo.ws, 2, r_done, &r);
 		ASSERT_OK(r.status);
 		ASSERT_EQ(r.len, 0);
 		be_rpc_buf_free(r.reply);
@@ -155,7 +150,7 @@ int main(int argc, char **argv)
 				      NULL, many_cb, &m[i], NULL));
 	}
 	want = 200;
-	rt_pump(ws, 2, all_done, &want);
+	rt_pump(duo.ws, 2, all_done, &want);
 
 	/* A handler that answers later, from outside its own callback. */
 	{
@@ -163,13 +158,13 @@ int main(int argc, char **argv)
 
 		ASSERT_OK(be_rpc_call(ch, SVC_LATER, 1, rt_req(100, 5), 100, NULL, rt_done_cb, &r,
 				      NULL));
-		rt_pump(ws, 2, held, NULL);
-		rt_pump_ms(ws, 2, 20);
+		rt_pump(duo.ws, 2, held, NULL);
+		rt_pump_ms(duo.ws, 2, 20);
 		ASSERT_EQ(r.calls, 0);
-		be_rpc_server_stats(srv.rpc, &ss);
+		be_rpc_server_stats(duo.srv.rpc, &ss);
 		ASSERT_EQ(ss.in_flight, 1);
 		ASSERT_OK(be_rpc_req_reply(held_req, held_buf, held_len));
-		rt_pump(ws, 2, r_done, &r);
+		rt_pump(duo.ws, 2, r_done, &r);
 		ASSERT_OK(r.status);
 		ASSERT(rt_check(r.reply, r.len, 5));
 		be_rpc_buf_free(r.reply);
@@ -180,8 +175,8 @@ int main(int argc, char **argv)
 
 		ASSERT_OK(be_rpc_call(ch, SVC_FAIL, 1, rt_req(10, 1), 10, NULL, rt_done_cb, &r, NULL));
 		ASSERT_OK(be_rpc_call(ch, 99, 1, rt_req(10, 1), 10, NULL, rt_done_cb, &u, NULL));
-		rt_pump(ws, 2, r_done, &r);
-		rt_pump(ws, 2, r_done, &u);
+		rt_pump(duo.ws, 2, r_done, &r);
+		rt_pump(duo.ws, 2, r_done, &u);
 		ASSERT_EQ(r.status, -EPERM);
 		ASSERT_PTR_EQ(r.reply, NULL);
 		ASSERT_EQ(u.status, -ENOSYS);
@@ -190,9 +185,9 @@ int main(int argc, char **argv)
 	for (i = 0; i < 10; i++)
 		ASSERT_OK(be_rpc_call(ch, SVC_ONEWAY, 1, rt_req(300, 77), 300, &ow, NULL, NULL, NULL));
 	want = 10;
-	rt_pump(ws, 2, oneway_arrived, &want);
+	rt_pump(duo.ws, 2, oneway_arrived, &want);
 	oneway_chan = ch;
-	rt_pump(ws, 2, chan_ok_reached, NULL);
+	rt_pump(duo.ws, 2, chan_ok_reached, NULL);
 	/* Bad arguments leave the buffer with the caller. */
 	{
 		void *p = rt_req(8, 1);
@@ -230,17 +225,17 @@ int main(int argc, char **argv)
 		ASSERT_EQ(be_rpc_chan_stats_json(ch, small, sizeof(small)), (int)strlen(json));
 		ASSERT_EQ(strlen(small), sizeof(small) - 1);
 	}
-	be_rpc_server_stats(srv.rpc, &ss);
+	be_rpc_server_stats(duo.srv.rpc, &ss);
 	ASSERT_EQ(ss.requests, 8 + 1 + 200 + 1 + 1 + 10);
 	ASSERT_EQ(ss.no_method, 1);
 	ASSERT_EQ(ss.oneway, 10);
 	ASSERT_EQ(ss.in_flight, 0);
-	ASSERT_GT(be_rpc_server_stats_json(srv.rpc, json, sizeof(json)), 0);
+	ASSERT_GT(be_rpc_server_stats_json(duo.srv.rpc, json, sizeof(json)), 0);
 	ASSERT(strstr(json, "\"no_method\":1"));
 
 	/* The blocking wrapper (this thread drives the client worker; the
 	 * server runs on a library thread meanwhile). */
-	ASSERT_OK(be_worker_start(srv.w));
+	ASSERT_OK(be_worker_start(duo.srv.w));
 	{
 		void *rep = NULL;
 		size_t rl = 0;
@@ -253,11 +248,8 @@ int main(int argc, char **argv)
 		ASSERT_EQ(be_rpc_call_sync(ch, 99, 2, rt_req(5, 9), 5, NULL, &rep, &rl), -ENOSYS);
 		ASSERT_PTR_EQ(rep, NULL);
 	}
-	ASSERT_OK(be_worker_stop(srv.w));
+	ASSERT_OK(be_worker_stop(duo.srv.w));
 
-	be_rpc_chan_destroy(ch);
-	st_shutdown(ws, 2); /* together: each waits for the other */
-	rt_client_stop(&cli);
-	rt_server_stop(&srv);
+	rt_duo_stop(&duo);
 	return 0;
 }

@@ -23,7 +23,7 @@ static void hold(struct be_rpc_req *req, void *buf, size_t len, void *user)
 	held_buf[nheld++] = buf;
 }
 
-static struct be_worker *ws[2];
+static struct rt_duo duo;
 
 static bool r_done(void *arg)
 {
@@ -58,8 +58,6 @@ static bool chain_done(void *arg)
 int main(int argc, char **argv)
 {
 	struct rt t;
-	struct rt_server srv;
-	struct rt_client cli;
 	struct be_rpc_chan *ch, *ch2;
 	struct be_rpc_chan_stats cs;
 	struct rt_result r = { 0 }, v = { 0 }, d1 = { 0 }, d2 = { 0 };
@@ -68,21 +66,18 @@ int main(int argc, char **argv)
 	int want;
 
 	rt_init(&t, argc, argv);
-	rt_server_start(&t, &srv, NULL);
-	ASSERT_OK(be_rpc_register(srv.rpc, SVC, 1, hold, NULL, 0));
-	rt_client_start(&t, &cli, srv.ctx);
-	ws[0] = srv.w;
-	ws[1] = cli.w;
-	ASSERT_OK(be_rpc_chan_open(cli.rpc, srv.addr, &ch));
+	rt_duo_start(&t, &duo);
+	ch = duo.ch;
+	ASSERT_OK(be_rpc_register(duo.srv.rpc, SVC, 1, hold, NULL, 0));
 
 	/* Cancel a call the server holds. */
 	ASSERT_OK(be_rpc_call(ch, SVC, 1, rt_req(100, 1), 100, NULL, rt_done_cb, &r, &id));
 	want = 1;
-	rt_pump(ws, 2, have_held, &want);
-	ASSERT_OK(be_rpc_cancel(cli.rpc, id));
+	rt_pump(duo.ws, 2, have_held, &want);
+	ASSERT_OK(be_rpc_cancel(duo.cli.rpc, id));
 	ASSERT_EQ(r.calls, 0); /* not inside the cancel */
-	ASSERT_EQ(be_rpc_cancel(cli.rpc, id), -ENOENT);
-	rt_pump(ws, 2, r_done, &r);
+	ASSERT_EQ(be_rpc_cancel(duo.cli.rpc, id), -ENOENT);
+	rt_pump(duo.ws, 2, r_done, &r);
 	ASSERT_EQ(r.status, -ECANCELED);
 	ASSERT_PTR_EQ(r.reply, NULL);
 	/* Its reply now is late. */
@@ -91,32 +86,32 @@ int main(int argc, char **argv)
 	{
 		struct rt_late late = { ch, 1 };
 
-		rt_pump(ws, 2, rt_late_replies, &late);
+		rt_pump(duo.ws, 2, rt_late_replies, &late);
 	}
 	ASSERT_EQ(r.calls, 1);
 	be_rpc_chan_stats(ch, &cs);
 	ASSERT_EQ(cs.c.canceled, 1);
 	ASSERT_EQ(cs.c.late_replies, 1);
-	ASSERT_EQ(be_rpc_cancel(cli.rpc, 0), -ENOENT);
-	ASSERT_EQ(be_rpc_cancel(cli.rpc, 12345678901ull), -ENOENT);
+	ASSERT_EQ(be_rpc_cancel(duo.cli.rpc, 0), -ENOENT);
+	ASSERT_EQ(be_rpc_cancel(duo.cli.rpc, 12345678901ull), -ENOENT);
 
 	/* Cancel one call from the callback of another. */
-	c.rpc = cli.rpc;
+	c.rpc = duo.cli.rpc;
 	ASSERT_OK(be_rpc_call(ch, SVC, 1, rt_req(10, 2), 10, NULL, rt_done_cb, &v, &c.victim));
 	ASSERT_OK(be_rpc_call(ch, RT_SVC, RT_ECHO, rt_req(10, 3), 10, NULL, chain_cb, &c, NULL));
-	rt_pump(ws, 2, chain_done, &c);
+	rt_pump(duo.ws, 2, chain_done, &c);
 	ASSERT_OK(c.r.status);
 	be_rpc_buf_free(c.r.reply);
 	ASSERT_OK(c.rc);
-	rt_pump(ws, 2, r_done, &v);
+	rt_pump(duo.ws, 2, r_done, &v);
 	ASSERT_EQ(v.status, -ECANCELED);
 
 	/* Destroying a channel completes its calls, inside the destroy. */
-	ASSERT_OK(be_rpc_chan_open(cli.rpc, srv.addr, &ch2));
+	ASSERT_OK(be_rpc_chan_open(duo.cli.rpc, duo.srv.addr, &ch2));
 	ASSERT_OK(be_rpc_call(ch2, SVC, 1, rt_req(10, 4), 10, NULL, rt_done_cb, &d1, NULL));
 	ASSERT_OK(be_rpc_call(ch2, SVC, 1, rt_req(10, 5), 10, NULL, rt_done_cb, &d2, NULL));
 	want = 3;
-	rt_pump(ws, 2, have_held, &want);
+	rt_pump(duo.ws, 2, have_held, &want);
 	be_rpc_chan_destroy(ch2);
 	ASSERT_EQ(d1.calls, 1);
 	ASSERT_EQ(d2.calls, 1);
@@ -125,18 +120,14 @@ int main(int argc, char **argv)
 
 	/* The server's be_rpc goes while its handler holds requests: they
 	 * stay valid, answering them is -ENOTCONN. */
-	rt_pump_ms(ws, 2, 20);
-	be_rpc_destroy(srv.rpc);
-	srv.rpc = NULL;
+	rt_pump_ms(duo.ws, 2, 20);
+	be_rpc_destroy(duo.srv.rpc);
+	duo.srv.rpc = NULL;
 	ASSERT_EQ(be_rpc_req_reply(held[0], held_buf[0], 10), -ENOTCONN);
 	ASSERT_EQ(be_rpc_req_fail(held[1], -EIO), -ENOTCONN);
 	ASSERT_EQ(be_rpc_req_reply(held[2], held_buf[2], 10), -ENOTCONN);
 	be_rpc_buf_free(held_buf[1]);
 
-	be_rpc_chan_destroy(ch);
-	st_shutdown(ws, 2); /* together: each waits for the other */
-	rt_client_stop(&cli);
-	be_worker_destroy(srv.w);
-	be_ctx_destroy(srv.ctx);
+	rt_duo_stop(&duo); /* its be_rpc is gone already */
 	return 0;
 }

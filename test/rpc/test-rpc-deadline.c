@@ -71,7 +71,7 @@ static void answer_due(void)
 	}
 }
 
-static struct be_worker *ws[2];
+static struct rt_duo duo;
 
 static bool r_done(void *arg)
 {
@@ -97,8 +97,6 @@ struct stream {
 int main(int argc, char **argv)
 {
 	struct rt t;
-	struct rt_server srv;
-	struct rt_client cli;
 	struct be_rpc_chan *ch;
 	struct be_rpc_chan_stats cs;
 	struct be_rpc_server_stats ss;
@@ -106,14 +104,11 @@ int main(int argc, char **argv)
 	int one = 1, i, ok = 0, to = 0;
 
 	rt_init(&t, argc, argv);
-	rt_server_start(&t, &srv, NULL);
-	ASSERT_OK(be_rpc_register(srv.rpc, SVC, M_HOLD, hold, NULL, 0));
-	ASSERT_OK(be_rpc_register(srv.rpc, SVC, M_MIN, min_handler, NULL, 1000000));
-	ASSERT_OK(be_rpc_register(srv.rpc, SVC, M_REFUSE, refuse, NULL, 0));
-	rt_client_start(&t, &cli, srv.ctx);
-	ws[0] = srv.w;
-	ws[1] = cli.w;
-	ASSERT_OK(be_rpc_chan_open(cli.rpc, srv.addr, &ch));
+	rt_duo_start(&t, &duo);
+	ch = duo.ch;
+	ASSERT_OK(be_rpc_register(duo.srv.rpc, SVC, M_HOLD, hold, NULL, 0));
+	ASSERT_OK(be_rpc_register(duo.srv.rpc, SVC, M_MIN, min_handler, NULL, 1000000));
+	ASSERT_OK(be_rpc_register(duo.srv.rpc, SVC, M_REFUSE, refuse, NULL, 0));
 
 	/* A server that does not answer: -ETIMEDOUT once, then a late reply. */
 	{
@@ -124,12 +119,12 @@ int main(int argc, char **argv)
 
 		hold_ms = 0;
 		ASSERT_OK(be_rpc_call(ch, SVC, M_HOLD, rt_req(64, 1), 64, &o, rt_done_cb, &r, NULL));
-		rt_pump(ws, 2, have_held, &one);
+		rt_pump(duo.ws, 2, have_held, &one);
 		/* Propagation: the handler saw at most the caller's 200 ms,
 		 * and some of it. */
 		ASSERT_LE(held[0].remaining_at_arrival, 200000);
 		ASSERT_GT(held[0].remaining_at_arrival, 0);
-		rt_pump(ws, 2, r_done, &r);
+		rt_pump(duo.ws, 2, r_done, &r);
 		ASSERT_EQ(r.status, -ETIMEDOUT);
 		ASSERT_PTR_EQ(r.reply, NULL);
 		/* Not before its deadline. */
@@ -137,10 +132,10 @@ int main(int argc, char **argv)
 		/* The server's view ends no earlier than the caller's (it was
 		 * stamped when the request was queued, before the connection
 		 * even came up), and it does end. */
-		rt_pump(ws, 2, server_deadline_passed, NULL);
+		rt_pump(duo.ws, 2, server_deadline_passed, NULL);
 		held[0].due_ms = 0;
 		answer_due();
-		rt_pump(ws, 2, rt_late_replies, &late);
+		rt_pump(duo.ws, 2, rt_late_replies, &late);
 		ASSERT_EQ(r.calls, 1);
 		be_rpc_chan_stats(ch, &cs);
 		ASSERT_EQ(cs.c.timeouts, 1);
@@ -153,10 +148,10 @@ int main(int argc, char **argv)
 		struct rt_result r = { 0 };
 
 		ASSERT_OK(be_rpc_call(ch, SVC, M_MIN, rt_req(8, 1), 8, &o, rt_done_cb, &r, NULL));
-		rt_pump(ws, 2, r_done, &r);
+		rt_pump(duo.ws, 2, r_done, &r);
 		ASSERT_EQ(r.status, -ETIMEDOUT);
 		ASSERT_EQ(min_ran, 0);
-		be_rpc_server_stats(srv.rpc, &ss);
+		be_rpc_server_stats(duo.srv.rpc, &ss);
 		ASSERT_EQ(ss.refused_deadline, 1);
 	}
 	/* ... and with two seconds it runs. */
@@ -165,7 +160,7 @@ int main(int argc, char **argv)
 		struct rt_result r = { 0 };
 
 		ASSERT_OK(be_rpc_call(ch, SVC, M_MIN, rt_req(8, 1), 8, &o, rt_done_cb, &r, NULL));
-		rt_pump(ws, 2, r_done, &r);
+		rt_pump(duo.ws, 2, r_done, &r);
 		ASSERT_OK(r.status);
 		ASSERT_EQ(min_ran, 1);
 		be_rpc_buf_free(r.reply);
@@ -178,8 +173,8 @@ int main(int argc, char **argv)
 
 		ASSERT_OK(be_rpc_call(ch, SVC, M_REFUSE, NULL, 0, &shortc, rt_done_cb, &a, NULL));
 		ASSERT_OK(be_rpc_call(ch, SVC, M_REFUSE, NULL, 0, &longc, rt_done_cb, &b, NULL));
-		rt_pump(ws, 2, r_done, &a);
-		rt_pump(ws, 2, r_done, &b);
+		rt_pump(duo.ws, 2, r_done, &a);
+		rt_pump(duo.ws, 2, r_done, &b);
 		ASSERT_EQ(a.status, -ETIMEDOUT);
 		ASSERT_OK(b.status);
 		be_rpc_buf_free(b.reply);
@@ -197,7 +192,7 @@ int main(int argc, char **argv)
 			ASSERT_OK(be_rpc_call(ch, SVC, M_HOLD, rt_req(32, (uint32_t)i), 32, &o,
 					      rt_done_cb, &st.r[i], NULL));
 			if (i % 10 == 9)
-				rt_pump_ms(ws, 2, 1);
+				rt_pump_ms(duo.ws, 2, 1);
 		}
 		/* Late replies are counted across the whole test: count from
 		 * before the stream. */
@@ -207,7 +202,7 @@ int main(int argc, char **argv)
 			for (;;) {
 				int done = 0, tmo = 0;
 
-				rt_pump_ms(ws, 2, 1);
+				rt_pump_ms(duo.ws, 2, 1);
 				answer_due();
 				for (i = 0; i < st.n; i++) {
 					done += st.r[i].calls;
@@ -237,9 +232,6 @@ int main(int argc, char **argv)
 		ASSERT_EQ(cs.c.outstanding, 0);
 		fprintf(stderr, "around the deadline: %d ok, %d timed out\n", ok, to);
 	}
-	be_rpc_chan_destroy(ch);
-	st_shutdown(ws, 2); /* together: each waits for the other */
-	rt_client_stop(&cli);
-	rt_server_stop(&srv);
+	rt_duo_stop(&duo);
 	return 0;
 }

@@ -45,30 +45,25 @@ static bool self_done(void *arg)
 
 int main(int argc, char **argv)
 {
-	struct be_worker *ws[2];
+	struct rt_duo duo;
 	struct rt t;
-	struct rt_server srv;
-	struct rt_client cli;
 	struct be_rpc_chan *ch;
 	struct self s = { 0 };
 	int i;
 
 	rt_init(&t, argc, argv);
 	be_log_set_fn(on_log);
-	rt_server_start(&t, &srv, NULL);
-	ASSERT_OK(be_rpc_register(srv.rpc, SVC, 1, destroying_echo, srv.rpc, 0));
-	rt_client_start(&t, &cli, srv.ctx);
-	ws[0] = srv.w;
-	ws[1] = cli.w;
-	ASSERT_OK(be_rpc_chan_open(cli.rpc, srv.addr, &ch));
+	rt_duo_start(&t, &duo);
+	ch = duo.ch;
+	ASSERT_OK(be_rpc_register(duo.srv.rpc, SVC, 1, destroying_echo, duo.srv.rpc, 0));
 
 	/* Twice each: both be_rpcs still serve and call after a refusal. */
 	for (i = 0; i < 2; i++) {
 		memset(&s, 0, sizeof(s));
-		s.rpc = cli.rpc;
+		s.rpc = duo.cli.rpc;
 		ASSERT_OK(be_rpc_call(ch, SVC, 1, rt_req(64, (uint32_t)i), 64, NULL,
 				      destroying_done, &s, NULL));
-		rt_pump(ws, 2, self_done, &s);
+		rt_pump(duo.ws, 2, self_done, &s);
 		ASSERT_EQ(s.r.status, 0);
 		ASSERT_EQ(s.r.len, 64);
 		rt_check(s.r.reply, 64, (uint32_t)i);
@@ -76,10 +71,7 @@ int main(int argc, char **argv)
 	}
 	ASSERT_EQ(refused, 4); /* the handler's and the completion's, twice */
 
-	be_rpc_chan_destroy(ch);
-	st_shutdown(ws, 2); /* together: each waits for the other */
-	rt_client_stop(&cli);
-	rt_server_stop(&srv);
+	rt_duo_stop(&duo);
 	be_log_set_fn(NULL);
 	return 0;
 }

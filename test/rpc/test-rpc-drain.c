@@ -55,19 +55,16 @@ int main(int argc, char **argv)
 {
 	static struct rt_stream st, st2;
 	struct be_rpc_record recs[NR];
-	struct rt_replica reps[NR];
 	struct be_rpc_chan_stats cs;
 	struct be_rpc_chan *ch2;
 	uint64_t sent;
 	struct goal g;
 	struct rt_env e;
 	struct rt t;
-	int i;
 
 	rt_init(&t, argc, argv);
-	for (i = 0; i < NR; i++)
-		rt_replica_start(&t, &reps[i], t.transport);
-	rt_env_open(&t, &e, reps, NR, &t.rcfg);
+	rt_env_fork(&t, &e, NR, NULL);
+	rt_env_open(&t, &e, &t.rcfg);
 	rt_stream_init(&st, e.ch, RT_ECHO, 0, 16);
 
 	/* Every replica answers. */
@@ -75,7 +72,7 @@ int main(int argc, char **argv)
 	rt_pump(&e.w, 1, reached, &g);
 
 	/* r0 drains: the channel hears of it while the stream runs. */
-	rt_replica_ctl(&reps[0], 'd');
+	rt_replica_ctl(&e.reps[0], 'd');
 	g = (struct goal){ &st, e.ch, 0, 1, 0, 0 };
 	rt_pump(&e.w, 1, reached, &g);
 	sent = rt_chan_replica(e.ch, 0).addrs[0].c.calls;
@@ -90,22 +87,17 @@ int main(int argc, char **argv)
 		(unsigned long long)st.done, (unsigned long long)cs.c.retries);
 
 	/* Drain off: r0 says so and takes calls again. */
-	rt_replica_ctl(&reps[0], 'u');
+	rt_replica_ctl(&e.reps[0], 'u');
 	g = (struct goal){ &st, e.ch, 0, 0, rt_chan_replica(e.ch, 0).addrs[0].c.ok + 20, 0 };
 	rt_pump(&e.w, 1, reached, &g);
 	no_failure(&st);
 
 	/* Draining again, a channel connecting now learns it from the first
 	 * reply r0 gives it: a flag, not a notice. */
-	rt_replica_ctl(&reps[0], 'd');
+	rt_replica_ctl(&e.reps[0], 'd');
 	g = (struct goal){ &st, e.ch, 0, 1, 0, 0 };
 	rt_pump(&e.w, 1, reached, &g);
-	for (i = 0; i < NR; i++) {
-		char name[16];
-
-		snprintf(name, sizeof(name), "r%d", i);
-		rt_replica_record(&reps[i], name, &recs[i]);
-	}
+	rt_env_records(&e, recs);
 	ASSERT_OK(be_rpc_chan_create(e.rpc, recs, NR, &ch2));
 	rt_stream_init(&st2, ch2, RT_ECHO, 0, 16);
 	g = (struct goal){ &st2, ch2, 0, 1, 0, 0 };

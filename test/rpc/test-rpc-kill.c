@@ -49,21 +49,16 @@ static bool victim_down(void *arg)
 int main(int argc, char **argv)
 {
 	struct rt t;
-	struct rt_replica reps[NR];
 	struct be_rpc_replica_stats rs;
 	struct be_rpc_chan_stats cs;
-	struct be_rpc_config cfg;
 	struct rt_env e;
 	uint64_t ok_victim;
 	double t_kill, t_down;
-	int i;
 
 	rt_init(&t, argc, argv);
-	for (i = 0; i < NR; i++)
-		rt_replica_start(&t, &reps[i], t.transport);
-	cfg = t.rcfg;
-	cfg.timeout_us = 1000000 * rt_slow_factor();
-	rt_env_open(&t, &e, reps, NR, &cfg);
+	rt_env_fork(&t, &e, NR, NULL);
+	t.rcfg.timeout_us = 1000000 * rt_slow_factor();
+	rt_env_open(&t, &e, &t.rcfg);
 	ch = e.ch;
 	rt_stream_init(&st, ch, RT_SLOW, BE_RPC_IDEMPOTENT, 24);
 	st.slow_us = 2000;
@@ -78,7 +73,7 @@ int main(int argc, char **argv)
 	t_kill = rt_us();
 	st.mark_ms = rt_ms();
 	st.mark_us = t_kill;
-	rt_replica_kill(&reps[1], SIGKILL);
+	rt_replica_kill(&e.reps[1], SIGKILL);
 	rt_pump(&e.w, 1, victim_down, NULL);
 	t_down = rt_us();
 	ok_victim = rt_chan_replica(ch, 1).addrs[0].c.ok;
@@ -101,7 +96,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "last failure %lld ms after the kill\n",
 			(long long)st.last_fail_ms - (long long)st.mark_ms);
 	rt_failover_report(&t, "kill", t.transport, (t_down - t_kill) / 1000,
-			   (st.caught_done_us - t_kill) / 1000, &st, cfg.timeout_us);
+			   (st.caught_done_us - t_kill) / 1000, &st, t.rcfg.timeout_us);
 	ASSERT_EQ(st.ok, st.done);
 	ASSERT_EQ(st.refused, 0);
 	ASSERT_GE(cs.c.ok, st.done);

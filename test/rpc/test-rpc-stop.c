@@ -33,23 +33,18 @@ static bool reached(void *arg)
 int main(int argc, char **argv)
 {
 	struct rt t;
-	struct rt_replica reps[NR];
 	struct be_rpc_replica_stats rs;
 	struct be_rpc_chan_stats cs;
-	struct be_rpc_config cfg;
 	struct rt_env e;
 	struct goal g;
 	uint64_t t_stop, t_eject, t_cont, ej_before_cont, ej0, ret0;
-	int i;
 
 	rt_init(&t, argc, argv);
-	for (i = 0; i < NR; i++)
-		rt_replica_start(&t, &reps[i], t.transport);
-	cfg = t.rcfg;
-	cfg.timeout_us = 300000 * rt_slow_factor(); /* hedge at half */
-	cfg.eject_min_ms = 100;
-	cfg.eject_max_ms = 800;
-	rt_env_open(&t, &e, reps, NR, &cfg);
+	rt_env_fork(&t, &e, NR, NULL);
+	t.rcfg.timeout_us = 300000 * rt_slow_factor(); /* hedge at half */
+	t.rcfg.eject_min_ms = 100;
+	t.rcfg.eject_max_ms = 800;
+	rt_env_open(&t, &e, &t.rcfg);
 	ch = e.ch;
 	rt_stream_init(&st, ch, RT_SLOW, BE_RPC_IDEMPOTENT, 12);
 	st.slow_us = 1000;
@@ -63,7 +58,7 @@ int main(int argc, char **argv)
 	ej0 = rs.ejections;
 	ret0 = rs.returns;
 	t_stop = rt_ms();
-	rt_replica_kill(&reps[2], SIGSTOP);
+	rt_replica_kill(&e.reps[2], SIGSTOP);
 	g = (struct goal){ st.done + 100, ej0 + 1, 0, 0 };
 	rt_pump(&e.w, 1, reached, &g);
 	t_eject = rt_ms();
@@ -76,7 +71,7 @@ int main(int argc, char **argv)
 	ej_before_cont = rs.ejections - ej0;
 
 	t_cont = rt_ms();
-	rt_replica_kill(&reps[2], SIGCONT);
+	rt_replica_kill(&e.reps[2], SIGCONT);
 	g = (struct goal){ st.done + 100, ej0 + 1, ret0 + 1, rs.addrs[0].c.ok + 20 };
 	rt_pump(&e.w, 1, reached, &g);
 	rt_stream_drain(&st, &e.w, 1);

@@ -38,23 +38,19 @@ static bool all_down(void *arg)
 int main(int argc, char **argv)
 {
 	struct rt t;
-	struct rt_replica reps[NR];
 	struct be_rpc_chan_stats cs, before;
-	struct be_rpc_config cfg;
 	struct rt_env e;
 	uint64_t t0, secs, allowed;
 	int i;
 
 	rt_init(&t, argc, argv);
-	for (i = 0; i < NR; i++) {
-		rt_replica_start(&t, &reps[i], t.transport);
-		rt_replica_ctl(&reps[i], 'd');
-	}
-	cfg = t.rcfg;
-	cfg.timeout_us = 1000000;
-	cfg.retry_budget_pct = 10;
-	cfg.retry_budget_min = 10;
-	rt_env_open(&t, &e, reps, NR, &cfg);
+	rt_env_fork(&t, &e, NR, NULL);
+	for (i = 0; i < NR; i++)
+		rt_replica_ctl(&e.reps[i], 'd');
+	t.rcfg.timeout_us = 1000000;
+	t.rcfg.retry_budget_pct = 10;
+	t.rcfg.retry_budget_min = 10;
+	rt_env_open(&t, &e, &t.rcfg);
 	ch = e.ch;
 	rt_stream_init(&st, ch, RT_ECHO, BE_RPC_IDEMPOTENT, 16);
 
@@ -86,7 +82,7 @@ int main(int argc, char **argv)
 	before = cs;
 	t0 = rt_ms();
 	for (i = 0; i < NR; i++)
-		rt_replica_kill(&reps[i], SIGKILL);
+		rt_replica_kill(&e.reps[i], SIGKILL);
 	rt_pump(&e.w, 1, all_down, NULL);
 	until_ms = rt_ms() + 500;
 	rt_pump(&e.w, 1, timed, NULL);

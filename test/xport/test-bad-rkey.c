@@ -7,8 +7,13 @@
  * the ones before it succeed, both ends see DISCONNECTED, and guard bytes
  * around the target are intact; a post after the error fails or flushes.
  * A bad lkey on the sender completes with
- * LOC_PROT_ERR.
+ * LOC_PROT_ERR, and so does the lkey of a region deregistered since a
+ * post from it succeeded (the transport must not trust what it found
+ * for the earlier post).
  */
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "xtest.h"
 
 #define TLEN 4096
@@ -129,6 +134,40 @@ int main(int argc, char **argv)
 		xt_expect_event(t, &p.srv, BE_XEV_DISCONNECTED, &ev);
 		t->ops->conn_destroy(c);
 		t->ops->conn_destroy(s);
+	}
+
+	/* An lkey that was good for the last post, deregistered since. */
+	{
+		struct be_xconn *c, *s;
+		struct be_xsend_wr wr, *bad;
+		struct xt_mem m;
+		struct be_xsge sge;
+		uint32_t rkey;
+
+		xt_mem_reg(t, &m, 4096);
+		sge = (struct be_xsge){ (uint64_t)(uintptr_t)m.p, 8, m.mr.lkey };
+		xt_connect_pair(t, &p.cli, &p.srv, p.l, 16, &c, &s);
+		rkey = xt_grant(t, s, target);
+		wr = xt_wr(BE_XWR_WRITE, 1, BE_XWR_F_SIGNALED, &sge, 1);
+		wr.remote_addr = (uint64_t)(uintptr_t)target;
+		wr.rkey = rkey;
+		ASSERT_OK(t->ops->post_send(c, &wr, &bad));
+		xt_wait_wc(t, &p.cli, wc, 1);
+		ASSERT_EQ(wc[0].status, BE_XWC_SUCCESS);
+		t->hook.dereg(t->hook.dev, &m.mr);
+		wr.wr_id = 2;
+		ASSERT_OK(t->ops->post_send(c, &wr, &bad));
+		xt_wait_wc(t, &p.cli, wc, 1);
+		fprintf(stderr, "deregistered lkey: %s\n", be__xwc_status_str(wc[0].status));
+		if (strcmp(t->transport, "verbs") != 0)
+			ASSERT_EQ(wc[0].status, BE_XWC_LOC_PROT_ERR);
+		ASSERT(wc[0].status != BE_XWC_SUCCESS);
+		xt_expect_event(t, &p.cli, BE_XEV_DISCONNECTED, &ev);
+		xt_expect_event(t, &p.srv, BE_XEV_DISCONNECTED, &ev);
+		t->ops->conn_destroy(c);
+		t->ops->conn_destroy(s);
+		munmap(m.p, m.len);
+		close(m.fd);
 	}
 
 	free(snapshot);

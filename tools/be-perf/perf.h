@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+struct be_config;
+struct be_ctx;
 struct be_sock;
 struct be_listener;
 struct be_worker;
@@ -112,6 +114,22 @@ int perf_echo_wait(struct be_worker *cw, struct be_worker *sw, struct perf_echo 
  * them; NULL entries are skipped. */
 void perf_echo_destroy(struct be_worker *a, struct be_worker *b);
 
+/*
+ * Both ends of a one-process test: a client and a server worker on a
+ * context of their own, driven from one thread. perf_duo_open() creates
+ * them with @cfg (NULL: the defaults), counters zero, and returns 0 or the library's
+ * error (what was created is left for perf_duo_close()); perf_duo_close()
+ * shuts the workers down together (perf_echo_destroy()) and destroys the
+ * context.
+ */
+struct perf_duo {
+	struct be_ctx *ctx;
+	struct be_worker *cw, *sw;
+	struct perf_echo c, sc; /* the echo ping-pong's counters of each end */
+};
+int perf_duo_open(struct perf_duo *d, const struct be_config *cfg);
+void perf_duo_close(struct perf_duo *d);
+
 /* Parse a size with K/M/G suffix; exits with a message on bad input
  * (be-perf is a tool, not the library). */
 uint64_t perf_parse_size(const char *s);
@@ -147,6 +165,11 @@ struct perf_opt {
 	{ .name = (name_), .type = PERF_OPT_FLAG, .dst = (dst_), .val = (val_) }
 #define PERF_FN(name_, dst_, fn_) { .name = (name_), .type = PERF_OPT_FN, .dst = (dst_), .fn = (fn_) }
 #define PERF_OPTS_END { .type = PERF_OPT_END }
+
+/* perf_opts_bad() - say on stderr that @cmd's arguments do not go
+ * together or are out of range, and return 2 (the exit code of a bad
+ * option, as perf_opts_parse()). */
+int perf_opts_bad(const char *cmd);
 
 int perf_opts_parse(const char *cmd, int argc, char **argv, const struct perf_opt *opts,
 		    void (*usage)(FILE *f, const char *cmd));

@@ -65,12 +65,10 @@ static int cost_main(int argc, char **argv)
 	struct be_sock_cbs scb = { .on_recv = perf_echo_serve, .on_close = cost_close,
 				   .on_accept = perf_echo_accept };
 	struct be_sock_cbs ccb = { .on_recv = perf_echo_answer, .on_close = cost_close };
-	struct be_worker *cw = NULL, *sw = NULL;
 	struct be_listener *l = NULL;
 	struct be_sock *s = NULL;
-	struct be_ctx *ctx = NULL;
+	struct perf_duo d = { 0 };
 	struct be_config cfg;
-	struct perf_echo c = { 0 }, sc = { 0 };
 	char laddr[160], addr[200];
 	double ns = 0;
 	uint64_t t0;
@@ -87,10 +85,8 @@ static int cost_main(int argc, char **argv)
 	rc = perf_opts_parse("cost", argc, argv, opts, cost_usage);
 	if (rc >= 0)
 		return rc;
-	if (!iters || !timeout_s || size > (64u << 20)) {
-		fprintf(stderr, "be-perf cost: bad arguments (see --help)\n");
-		return 2;
-	}
+	if (!iters || !timeout_s || size > (64u << 20))
+		return perf_opts_bad("cost");
 	warmup = iters / 10 + 1;
 	if (perf_listen_addr(transport, "cost", addr, sizeof(addr))) {
 		fprintf(stderr, "be-perf cost: verbs needs BE_RXE_IP0 (the IP of an RDMA "
@@ -98,26 +94,22 @@ static int cost_main(int argc, char **argv)
 		return 2;
 	}
 	be_config_init(&cfg);
-	rc = be_ctx_create(&cfg, &ctx);
+	rc = perf_duo_open(&d, &cfg);
 	if (!rc)
-		rc = be_worker_create(ctx, &cw);
-	if (!rc)
-		rc = be_worker_create(ctx, &sw);
-	if (!rc)
-		rc = be_listen(sw, addr, &scb, &sc, &l);
+		rc = be_listen(d.sw, addr, &scb, &d.sc, &l);
 	if (!rc)
 		rc = be_listener_addr(l, laddr, sizeof(laddr));
 	if (!rc)
-		rc = be_sock_connect(cw, laddr, &ccb, &c, &s);
+		rc = be_sock_connect(d.cw, laddr, &ccb, &d.c, &s);
 	if (!rc)
-		rc = cost_run(cw, sw, s, &c, size, warmup, timeout_s);
+		rc = cost_run(d.cw, d.sw, s, &d.c, size, warmup, timeout_s);
 	if (!rc) {
-		c.answered = 0;
+		d.c.answered = 0;
 		t0 = perf_now_ns();
-		rc = cost_run(cw, sw, s, &c, size, iters, timeout_s);
+		rc = cost_run(d.cw, d.sw, s, &d.c, size, iters, timeout_s);
 		ns = (double)(perf_now_ns() - t0) / (double)iters;
 	}
-	if (!rc && sc.errors)
+	if (!rc && d.sc.errors)
 		rc = -EIO;
 	if (rc)
 		fprintf(stderr, "be-perf cost: %s\n", be_strerror(rc));
@@ -133,9 +125,7 @@ static int cost_main(int argc, char **argv)
 		be_sock_close(s);
 	if (l)
 		be_listener_close(l);
-	perf_echo_destroy(sw, cw);
-	if (ctx)
-		be_ctx_destroy(ctx);
+	perf_duo_close(&d);
 	return rc ? 1 : 0;
 }
 

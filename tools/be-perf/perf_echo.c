@@ -95,3 +95,24 @@ void perf_echo_destroy(struct be_worker *a, struct be_worker *b)
 	if (a)
 		be_worker_destroy(a);
 }
+
+int perf_duo_open(struct perf_duo *d, const struct be_config *cfg)
+{
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	rc = be_ctx_create(cfg, &d->ctx);
+	if (!rc)
+		rc = be_worker_create(d->ctx, &d->cw);
+	if (!rc)
+		rc = be_worker_create(d->ctx, &d->sw);
+	return rc;
+}
+
+void perf_duo_close(struct perf_duo *d)
+{
+	perf_echo_destroy(d->cw, d->sw);
+	if (d->ctx)
+		be_ctx_destroy(d->ctx);
+	memset(d, 0, sizeof(*d));
+}

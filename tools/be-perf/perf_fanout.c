@@ -109,11 +109,9 @@ static int fanout_main(int argc, char **argv)
 	uint64_t engines = 256, rounds = 200, size = 64, credits_init = 0, timeout_s = 20;
 	uint64_t cb = 0, cr = 0, cbytes = 0, sb = 0, sr = 0, sbytes = 0, *times = NULL;
 	struct be_listener **ls = NULL;
-	struct be_worker *cw = NULL, *sw = NULL;
 	struct be_sock **socks = NULL;
-	struct be_ctx *ctx = NULL;
+	struct perf_duo d = { 0 };
 	struct be_config cfg;
-	struct perf_echo c = { 0 }, sc = { 0 };
 	uint32_t n = 0, i;
 	int rc, json = 0;
 	const struct perf_opt opts[] = {
@@ -130,10 +128,8 @@ static int fanout_main(int argc, char **argv)
 	rc = perf_opts_parse("fanout", argc, argv, opts, fanout_usage);
 	if (rc >= 0)
 		return rc;
-	if (!engines || engines > 100000 || !rounds || !timeout_s || size > 4096) {
-		fprintf(stderr, "be-perf fanout: bad arguments (see --help)\n");
-		return 2;
-	}
+	if (!engines || engines > 100000 || !rounds || !timeout_s || size > 4096)
+		return perf_opts_bad("fanout");
 	{
 		char addr[160];
 
@@ -158,11 +154,7 @@ static int fanout_main(int argc, char **argv)
 	times = calloc(rounds, sizeof(*times));
 	rc = ls && socks && times ? 0 : -ENOMEM;
 	if (!rc)
-		rc = be_ctx_create(&cfg, &ctx);
-	if (!rc)
-		rc = be_worker_create(ctx, &cw);
-	if (!rc)
-		rc = be_worker_create(ctx, &sw);
+		rc = perf_duo_open(&d, &cfg);
 	/* Connect one peer at a time and check it answers: the count that
 	 * stops at the first refusal is the number of Engines a worker
 	 * holds. */
@@ -172,17 +164,17 @@ static int fanout_main(int argc, char **argv)
 
 		snprintf(name, sizeof(name), "fan-%u", i);
 		(void)perf_listen_addr(transport, name, addr, sizeof(addr)); /* checked above */
-		rc = be_listen(sw, addr, &scb, &sc, &ls[i]);
+		rc = be_listen(d.sw, addr, &scb, &d.sc, &ls[i]);
 		if (!rc)
 			rc = be_listener_addr(ls[i], laddr, sizeof(laddr));
 		if (rc)
 			break;
-		crc = be_sock_connect(cw, laddr, &ccb, &c, &socks[i]);
+		crc = be_sock_connect(d.cw, laddr, &ccb, &d.c, &socks[i]);
 		if (crc) {
 			socks[i] = NULL;
 			break; /* the client worker is full */
 		}
-		if (fan_round(cw, sw, &socks[i], 1, size, &c, timeout_s)) {
+		if (fan_round(d.cw, d.sw, &socks[i], 1, size, &d.c, timeout_s)) {
 			int k;
 
 			/* Refused by the server worker: it is full. Let the
@@ -190,28 +182,28 @@ static int fanout_main(int argc, char **argv)
 			be_sock_close(socks[i]);
 			socks[i] = NULL;
 			for (k = 0; k < 10000; k++) {
-				be_worker_progress(cw);
-				be_worker_progress(sw);
+				be_worker_progress(d.cw);
+				be_worker_progress(d.sw);
 			}
-			c.closed = 0;
-			c.errors = 0;
+			d.c.closed = 0;
+			d.c.errors = 0;
 			break;
 		}
 		n++;
 	}
 	if (!rc && n) {
-		rc = fan_round(cw, sw, socks, n, size, &c, timeout_s); /* warmup */
+		rc = fan_round(d.cw, d.sw, socks, n, size, &d.c, timeout_s); /* warmup */
 		for (i = 0; !rc && i < rounds; i++) {
 			uint64_t t0 = perf_now_ns();
 
-			rc = fan_round(cw, sw, socks, n, size, &c, timeout_s);
+			rc = fan_round(d.cw, d.sw, socks, n, size, &d.c, timeout_s);
 			times[i] = perf_now_ns() - t0;
 		}
 	}
 	if (!rc)
-		rc = fan_recv_stats(cw, &cb, &cr, &cbytes);
+		rc = fan_recv_stats(d.cw, &cb, &cr, &cbytes);
 	if (!rc)
-		rc = fan_recv_stats(sw, &sb, &sr, &sbytes);
+		rc = fan_recv_stats(d.sw, &sb, &sr, &sbytes);
 	if (rc) {
 		fprintf(stderr, "be-perf fanout: %s\n", be_strerror(rc));
 	} else if (!n) {
@@ -245,9 +237,7 @@ static int fanout_main(int argc, char **argv)
 	for (i = 0; i < engines && ls; i++)
 		if (ls[i])
 			be_listener_close(ls[i]);
-	perf_echo_destroy(sw, cw);
-	if (ctx)
-		be_ctx_destroy(ctx);
+	perf_duo_close(&d);
 	free(ls);
 	free(socks);
 	free(times);

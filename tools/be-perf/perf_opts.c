@@ -71,3 +71,9 @@ int perf_opts_parse(const char *cmd, int argc, char **argv, const struct perf_op
 	}
 	return -1;
 }
+
+int perf_opts_bad(const char *cmd)
+{
+	fprintf(stderr, "be-perf %s: bad arguments (see --help)\n", cmd);
+	return 2;
+}

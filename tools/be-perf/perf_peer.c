@@ -160,23 +160,22 @@ void perf_peer_kill(struct perf_peer *p)
 	perf_peer_wait(p, 1000);
 }
 
-int perf_peer_run(const char *cmd, int server, const char *addr, int timeout_s,
-		  int (*server_fn)(void *arg, int ready_fd),
+int perf_peer_run(const struct perf_peer_opts *o, int (*server_fn)(void *arg, int ready_fd),
 		  int (*client)(void *arg, const char *addr, struct perf_peer *peer), void *arg)
 {
 	struct perf_peer peer;
 	char peer_addr[512];
 	int rc;
 
-	if (server)
+	if (o->server)
 		return server_fn(arg, -1);
-	if (addr)
-		return client(arg, addr, NULL);
+	if (o->addr)
+		return client(arg, o->addr, NULL);
 	rc = perf_peer_spawn(&peer, -1, server_fn, arg);
 	if (!rc)
-		rc = perf_peer_addr(&peer, peer_addr, sizeof(peer_addr), timeout_s * 1000);
+		rc = perf_peer_addr(&peer, peer_addr, sizeof(peer_addr), o->timeout_s * 1000);
 	if (rc) {
-		fprintf(stderr, "be-perf %s: server did not start: %s\n", cmd, strerror(-rc));
+		fprintf(stderr, "be-perf %s: server did not start: %s\n", o->cmd, strerror(-rc));
 		perf_peer_kill(&peer);
 		return 1;
 	}

@@ -17,8 +17,11 @@
 #define BE_PERF_PEER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/resource.h>
 #include <sys/types.h>
+
+#include <be/be.h>
 
 struct perf_peer {
 	pid_t pid;        /* child, 0 once reaped */
@@ -58,17 +61,59 @@ int perf_peer_wait(struct perf_peer *p, int timeout_ms);
 void perf_peer_kill(struct perf_peer *p);
 
 /*
- * perf_peer_run() - the two ends of client/server test @cmd: only the
- * server (@server: @server_fn(@arg, -1)), only the client against @addr
- * (@client(@arg, @addr, NULL)), or, with neither, the server in a child
- * (perf_peer_spawn(), no pinning) and the client against the address it
- * announces within @timeout_s. Returns what the end returns, or 1 when the
- * child did not start (said on stderr); the child is killed when the
- * client fails.
+ * The options every client/server command (rpc-*, the Socket commands)
+ * takes; a command's options struct starts with one.
  */
-int perf_peer_run(const char *cmd, int server, const char *addr, int timeout_s,
-		  int (*server_fn)(void *arg, int ready_fd),
+struct perf_peer_opts {
+	const char *cmd;       /* the subcommand, for messages */
+	const char *transport; /* --transport */
+	const char *addr;      /* --addr: where the server listens, the client connects */
+	int server;            /* --server: only the server */
+	int json;              /* --json: one JSON object per line */
+	int adaptive;          /* --adaptive: be_worker_wait() instead of busy progress */
+	int timeout_s;         /* --timeout: bound on a run */
+	int seconds;           /* --seconds: length of a timed run */
+	uint64_t size, iters, warmup;
+};
+
+/*
+ * perf_peer_poll() - one poll of @w as @o says. Busy polling measures the
+ * library, not the scheduler's wakeup latency (as the raw tests and
+ * perftest do); adaptive polling (spin, then sleep on the completion fds)
+ * is what an application saving CPU would use.
+ */
+static inline int perf_peer_poll(const struct perf_peer_opts *o, struct be_worker *w)
+{
+	return o->adaptive ? be_worker_wait(w, 100) : be_worker_progress(w);
+}
+
+/*
+ * perf_peer_run() - the two ends of the client/server test @o->cmd: only
+ * the server (@o->server: @server_fn(@arg, -1)), only the client against
+ * @o->addr (@client(@arg, @o->addr, NULL)), or, with neither, the server in
+ * a child (perf_peer_spawn(), no pinning) and the client against the
+ * address it announces within @o->timeout_s. Returns what the end returns,
+ * or 1 when the child did not start (said on stderr); the child is killed
+ * when the client fails.
+ */
+int perf_peer_run(const struct perf_peer_opts *o, int (*server_fn)(void *arg, int ready_fd),
 		  int (*client)(void *arg, const char *addr, struct perf_peer *peer), void *arg);
 
+/*
+ * PERF_PEER_OPTS() - the entries of struct perf_peer_opts @o in a
+ * command's perf_opt table (perf.h); --busy clears adaptive.
+ */
+#define PERF_PEER_OPTS(o)                                   \
+	PERF_FLAG("--server", &(o).server, 1),              \
+	PERF_OPT("--addr", STR, &(o).addr),                 \
+	PERF_OPT("--transport", STR, &(o).transport),       \
+	PERF_OPT("--size", SIZE, &(o).size),                \
+	PERF_OPT("--iters", SIZE, &(o).iters),              \
+	PERF_OPT("--warmup", SIZE, &(o).warmup),            \
+	PERF_FLAG("--adaptive", &(o).adaptive, 1),          \
+	PERF_FLAG("--busy", &(o).adaptive, 0),              \
+	PERF_OPT("--seconds", INT, &(o).seconds),           \
+	PERF_FLAG("--json", &(o).json, 1),                  \
+	PERF_OPT("--timeout", INT, &(o).timeout_s)
 
 #endif /* BE_PERF_PEER_H */

@@ -320,12 +320,14 @@ static int pull_kernel_client(const struct pull_opts *o, const char *addr, doubl
 		return 1;
 	}
 	tcp_nodelay(fd);
-	memset(req, 0x5a, o->req);
 	for (i = 0; i < o->warmup + o->iters; i++) {
 		uint64_t t0;
 
 		if (i == o->warmup)
 			cpu0 = perf_cpu_seconds();
+		/* The request is written every call, as the be client writes
+		 * its fresh buffer: the same work on both sides. */
+		memset(req, 0x5a, o->req);
 		t0 = perf_now_ns();
 		rc = full_io(fd, req, o->req, true);
 		if (!rc)

@@ -51,19 +51,11 @@
 enum pr_mode { PR_LAT, PR_RATE, PR_COST };
 
 struct pr_opts {
+	struct perf_peer_opts p;
 	enum pr_mode mode;
-	const char *cmd;
-	const char *transport;
-	const char *addr;
-	int server, json, adaptive, timeout_s, seconds;
-	uint64_t size, iters, warmup, block;
+	uint64_t block;
 	uint32_t depth;
 };
-
-static int pr_poll(const struct pr_opts *o, struct be_worker *w)
-{
-	return o->adaptive ? be_worker_wait(w, 100) : be_worker_progress(w);
-}
 
 /* ---- server ---- */
 
@@ -113,22 +105,23 @@ static int pr_server_run(const struct pr_opts *o, int ready_fd)
 	char ra[160], sa[160], line[330];
 	int err;
 
-	if (o->addr) {
-		if (sscanf(o->addr, "%159s %159s", ra, sa) != 2) {
-			fprintf(stderr, "be-perf %s: --server needs --addr \"RPC SOCK\"\n", o->cmd);
+	if (o->p.addr) {
+		if (sscanf(o->p.addr, "%159s %159s", ra, sa) != 2) {
+			fprintf(stderr, "be-perf %s: --server needs --addr \"RPC SOCK\"\n",
+				o->p.cmd);
 			return 1;
 		}
-	} else if (perf_listen_addr(o->transport, "rpc", ra, sizeof(ra)) ||
-		   perf_listen_addr(o->transport, "sock", sa, sizeof(sa))) {
-		fprintf(stderr, "be-perf %s: verbs needs --addr or BE_RXE_IP0\n", o->cmd);
+	} else if (perf_listen_addr(o->p.transport, "rpc", ra, sizeof(ra)) ||
+		   perf_listen_addr(o->p.transport, "sock", sa, sizeof(sa))) {
+		fprintf(stderr, "be-perf %s: verbs needs --addr or BE_RXE_IP0\n", o->p.cmd);
 		return 1;
 	}
 	be_config_init(&cfg);
-	cfg.conn_timeout_ms = (uint32_t)o->timeout_s * 1000;
+	cfg.conn_timeout_ms = (uint32_t)o->p.timeout_s * 1000;
 	be_rpc_config_init(&rc);
 	if ((err = be_ctx_create(&cfg, &ctx)) || (err = be_worker_create(ctx, &w)) ||
 	    (err = be_rpc_create(w, &rc, &rpc))) {
-		fprintf(stderr, "be-perf %s: server setup: %s\n", o->cmd, be_strerror(err));
+		fprintf(stderr, "be-perf %s: server setup: %s\n", o->p.cmd, be_strerror(err));
 		return 1;
 	}
 	be_rpc_register(rpc, PR_SVC, PR_ECHO, pr_echo, NULL, 0);
@@ -142,18 +135,18 @@ static int pr_server_run(const struct pr_opts *o, int ready_fd)
 	if (!err)
 		err = be_listener_addr(ls, sa, sizeof(sa));
 	if (err) {
-		fprintf(stderr, "be-perf %s: listen: %s\n", o->cmd, be_strerror(err));
+		fprintf(stderr, "be-perf %s: listen: %s\n", o->p.cmd, be_strerror(err));
 		return 1;
 	}
 	snprintf(line, sizeof(line), "%s %s", ra, sa);
 	if (ready_fd >= 0) {
 		perf_peer_ready(ready_fd, line);
 	} else {
-		printf("be-perf %s: listening on \"%s\"\n", o->cmd, line);
+		printf("be-perf %s: listening on \"%s\"\n", o->p.cmd, line);
 		fflush(stdout);
 	}
 	while (!sv.quit || ready_fd < 0)
-		if (pr_poll(o, w) < 0)
+		if (perf_peer_poll(&o->p, w) < 0)
 			break;
 	/* Let the quit's reply leave. */
 	for (err = 0; err < 1000; err++)
@@ -207,7 +200,7 @@ static void pr_rpc_lat_cb(int status, void *reply, size_t len, void *arg)
 	struct pr_cli *c = arg;
 	uint64_t now = perf_now_ns();
 
-	if (status || len != c->o->size) {
+	if (status || len != c->o->p.size) {
 		c->errors++;
 		be_rpc_buf_free(reply);
 		return;
@@ -258,9 +251,9 @@ static int pr_wait_block(struct pr_cli *c, struct be_worker *w)
 	unsigned int n = 0;
 
 	while (c->left && !c->errors) {
-		pr_poll(c->o, w);
+		perf_peer_poll(&c->o->p, w);
 		if (++n % 4096 == 0 &&
-		    perf_now_ns() - start > (uint64_t)c->o->timeout_s * 1000000000ull)
+		    perf_now_ns() - start > (uint64_t)c->o->p.timeout_s * 1000000000ull)
 			return -ETIMEDOUT;
 	}
 	return c->errors ? -EIO : 0;
@@ -268,7 +261,7 @@ static int pr_wait_block(struct pr_cli *c, struct be_worker *w)
 
 static int pr_block(struct pr_cli *c, struct be_worker *w, bool rpc, uint64_t n)
 {
-	size_t len = c->o->size;
+	size_t len = c->o->p.size;
 
 	c->left = n;
 	if (rpc) {
@@ -334,16 +327,16 @@ static void pr_print_lat(const struct pr_opts *o, const char *test, double *v, s
 	struct perf_summary s;
 
 	perf_summarize(v, n, &s);
-	if (o->json)
+	if (o->p.json)
 		printf("{\"test\":\"%s\",\"impl\":\"be\",\"transport\":\"%s\",\"size\":%" PRIu64
 		       ",\"iters\":%zu,\"p50_us\":%.3f,\"p99_us\":%.3f,\"avg_us\":%.3f"
 		       ",\"polling\":\"%s\"}\n",
-		       test, o->transport, o->size, n, s.p50, s.p99, s.avg,
-		       o->adaptive ? "adaptive" : "busy");
+		       test, o->p.transport, o->p.size, n, s.p50, s.p99, s.avg,
+		       o->p.adaptive ? "adaptive" : "busy");
 	else
 		printf("%-9s %-5s %8" PRIu64 " B  round trip p50 %8.2f us  p99 %8.2f us  avg %8.2f us"
 		       "  (%zu)\n",
-		       test, o->transport, o->size, s.p50, s.p99, s.avg, n);
+		       test, o->p.transport, o->p.size, s.p50, s.p99, s.avg, n);
 }
 
 static int pr_client(const struct pr_opts *o, const char *addrs, struct perf_peer *peer)
@@ -360,16 +353,16 @@ static int pr_client(const struct pr_opts *o, const char *addrs, struct perf_pee
 	int err = 0;
 
 	if (sscanf(addrs, "%159s %159s", ra, sa) != 2) {
-		fprintf(stderr, "be-perf %s: --addr needs \"RPC SOCK\"\n", o->cmd);
+		fprintf(stderr, "be-perf %s: --addr needs \"RPC SOCK\"\n", o->p.cmd);
 		return 1;
 	}
 	be_config_init(&cfg);
-	cfg.conn_timeout_ms = (uint32_t)o->timeout_s * 1000;
+	cfg.conn_timeout_ms = (uint32_t)o->p.timeout_s * 1000;
 	be_rpc_config_init(&rc);
-	rc.timeout_us = (uint32_t)o->timeout_s * 1000000u;
+	rc.timeout_us = (uint32_t)o->p.timeout_s * 1000000u;
 	if ((err = be_ctx_create(&cfg, &ctx)) || (err = be_worker_create(ctx, &w)) ||
 	    (err = be_rpc_create(w, &rc, &c.rpc)) || (err = be_rpc_chan_open(c.rpc, ra, &c.ch))) {
-		fprintf(stderr, "be-perf %s: client setup: %s\n", o->cmd, be_strerror(err));
+		fprintf(stderr, "be-perf %s: client setup: %s\n", o->p.cmd, be_strerror(err));
 		return 1;
 	}
 	c.rpc_us = NULL;
@@ -379,15 +372,15 @@ static int pr_client(const struct pr_opts *o, const char *addrs, struct perf_pee
 		err = be_sock_connect(w, sa, &sock_cbs, &c, &c.s);
 		/* Warm both paths up unrecorded, then alternate blocks. */
 		if (!err)
-			err = pr_block(&c, w, false, o->warmup ? o->warmup : 1);
+			err = pr_block(&c, w, false, o->p.warmup ? o->p.warmup : 1);
 		if (!err)
-			err = pr_block(&c, w, true, o->warmup ? o->warmup : 1);
-		c.rpc_us = calloc(o->iters, sizeof(double));
-		c.sock_us = calloc(o->iters, sizeof(double));
+			err = pr_block(&c, w, true, o->p.warmup ? o->p.warmup : 1);
+		c.rpc_us = calloc(o->p.iters, sizeof(double));
+		c.sock_us = calloc(o->p.iters, sizeof(double));
 		if (!c.rpc_us || !c.sock_us)
 			err = -ENOMEM;
-		while (!err && done < o->iters) {
-			uint64_t n = o->iters - done < o->block ? o->iters - done : o->block;
+		while (!err && done < o->p.iters) {
+			uint64_t n = o->p.iters - done < o->block ? o->p.iters - done : o->block;
 
 			err = pr_block(&c, w, false, n);
 			if (!err)
@@ -407,15 +400,15 @@ static int pr_client(const struct pr_opts *o, const char *addrs, struct perf_pee
 
 		err = pr_server_cpu(&c, &s0);
 		for (i = 0; !err && i < o->depth; i++) {
-			void *req = be_rpc_buf_alloc(o->size);
+			void *req = be_rpc_buf_alloc(o->p.size);
 
 			if (!req) {
 				err = -ENOMEM;
 				break;
 			}
-			memset(req, 0x5a, o->size);
-			err = be_rpc_call(c.ch, PR_SVC, PR_ECHO, req, o->size, NULL, pr_rate_cb, &c,
-					  NULL);
+			memset(req, 0x5a, o->p.size);
+			err = be_rpc_call(c.ch, PR_SVC, PR_ECHO, req, o->p.size, NULL, pr_rate_cb,
+					  &c, NULL);
 			if (err)
 				be_rpc_buf_free(req);
 		}
@@ -423,21 +416,21 @@ static int pr_client(const struct pr_opts *o, const char *addrs, struct perf_pee
 		/* A short warmup, then measure. */
 		t0 = perf_now_ns();
 		while (!err && !c.errors && perf_now_ns() - t0 < 200000000ull)
-			pr_poll(o, w);
+			perf_peer_poll(&o->p, w);
 		err = pr_server_cpu(&c, &s0);
 		c0 = perf_cpu_seconds();
 		t0 = perf_now_ns();
 		c.measure = true;
 		while (!err && !c.errors &&
-		       perf_now_ns() - t0 < (uint64_t)o->seconds * 1000000000ull)
-			pr_poll(o, w);
+		       perf_now_ns() - t0 < (uint64_t)o->p.seconds * 1000000000ull)
+			perf_peer_poll(&o->p, w);
 		c.measure = false;
 		calls = c.completed;
 		t1 = perf_now_ns();
 		c1 = perf_cpu_seconds();
 		c.stop = true;
 		while (!err && !c.errors && c.left)
-			pr_poll(o, w);
+			perf_peer_poll(&o->p, w);
 		if (!err && !c.errors)
 			err = pr_server_cpu(&c, &s1);
 		secs = (double)(t1 - t0) / 1e9;
@@ -445,24 +438,25 @@ static int pr_client(const struct pr_opts *o, const char *addrs, struct perf_pee
 			double cpu = (c1 - c0) + (s1 - s0), rate = (double)calls / secs;
 			double per_core = cpu > 0 ? (double)calls / cpu : 0;
 
-			if (o->json)
+			if (o->p.json)
 				printf("{\"test\":\"rpc-rate\",\"impl\":\"be\",\"transport\":\"%s\""
 				       ",\"size\":%" PRIu64 ",\"depth\":%u,\"seconds\":%.3f"
 				       ",\"calls\":%" PRIu64 ",\"calls_per_s\":%.0f"
 				       ",\"calls_per_s_per_core\":%.0f,\"cpu_s\":%.3f"
 				       ",\"polling\":\"%s\"}\n",
-				       o->transport, o->size, o->depth, secs, calls, rate, per_core, cpu,
-				       o->adaptive ? "adaptive" : "busy");
+				       o->p.transport, o->p.size, o->depth, secs, calls, rate,
+				       per_core, cpu, o->p.adaptive ? "adaptive" : "busy");
 			else
 				printf("rpc-rate  %-5s %8" PRIu64 " B  depth %u: %.0f calls/s, "
 				       "%.0f calls/s per core (CPU %.2f s of both ends in %.2f s)\n",
-				       o->transport, o->size, o->depth, rate, per_core, cpu, secs);
+				       o->p.transport, o->p.size, o->depth, rate, per_core, cpu,
+				       secs);
 		}
 	}
 	if (!err && c.errors)
 		err = -EIO;
 	if (err)
-		fprintf(stderr, "be-perf %s: %s\n", o->cmd, be_strerror(err));
+		fprintf(stderr, "be-perf %s: %s\n", o->p.cmd, be_strerror(err));
 	/* Tell a spawned server to go. */
 	if (peer) {
 		void *rep = NULL;
@@ -476,8 +470,8 @@ static int pr_client(const struct pr_opts *o, const char *addrs, struct perf_pee
 	be_ctx_destroy(ctx);
 	free(c.rpc_us);
 	free(c.sock_us);
-	if (peer && perf_peer_wait(peer, o->timeout_s * 1000) != 0 && !err) {
-		fprintf(stderr, "be-perf %s: the server did not exit cleanly\n", o->cmd);
+	if (peer && perf_peer_wait(peer, o->p.timeout_s * 1000) != 0 && !err) {
+		fprintf(stderr, "be-perf %s: the server did not exit cleanly\n", o->p.cmd);
 		return 1;
 	}
 	return err ? 1 : 0;
@@ -530,50 +524,49 @@ static int pr_cost(const struct pr_opts *o)
 {
 	struct pr_cost c = { 0 };
 	struct be_rpc *crpc, *srpc;
-	struct be_worker *cw, *sw;
 	struct be_listener *l;
 	struct be_rpc_config rc;
-	struct be_ctx *ctx;
+	struct perf_duo d;
 	char addr[160];
 	uint64_t t0, t1;
 	int err;
 
-	if (perf_listen_addr(o->transport, "cost", addr, sizeof(addr))) {
-		fprintf(stderr, "be-perf %s: verbs needs BE_RXE_IP0\n", o->cmd);
+	if (perf_listen_addr(o->p.transport, "cost", addr, sizeof(addr))) {
+		fprintf(stderr, "be-perf %s: verbs needs BE_RXE_IP0\n", o->p.cmd);
 		return 1;
 	}
 	be_rpc_config_init(&rc);
-	rc.timeout_us = (uint32_t)o->timeout_s * 1000000u;
-	if ((err = be_ctx_create(NULL, &ctx)) || (err = be_worker_create(ctx, &sw)) ||
-	    (err = be_worker_create(ctx, &cw)) || (err = be_rpc_create(sw, &rc, &srpc)) ||
-	    (err = be_rpc_create(cw, &rc, &crpc)) ||
+	rc.timeout_us = (uint32_t)o->p.timeout_s * 1000000u;
+	if ((err = perf_duo_open(&d, NULL)) || (err = be_rpc_create(d.sw, &rc, &srpc)) ||
+	    (err = be_rpc_create(d.cw, &rc, &crpc)) ||
 	    (err = be_rpc_register(srpc, PR_SVC, PR_ECHO, pr_echo, NULL, 0)) ||
 	    (err = be_rpc_listen(srpc, addr, &l)) ||
 	    (err = be_listener_addr(l, addr, sizeof(addr))) ||
 	    (err = be_rpc_chan_open(crpc, addr, &c.ch))) {
-		fprintf(stderr, "be-perf %s: setup: %s\n", o->cmd, be_strerror(err));
+		fprintf(stderr, "be-perf %s: setup: %s\n", o->p.cmd, be_strerror(err));
 		return 1;
 	}
-	err = pr_cost_run(&c, cw, sw, o->warmup ? o->warmup : 1, o->size);
+	err = pr_cost_run(&c, d.cw, d.sw, o->p.warmup ? o->p.warmup : 1, o->p.size);
 	t0 = perf_now_ns();
 	if (!err)
-		err = pr_cost_run(&c, cw, sw, o->iters, o->size);
+		err = pr_cost_run(&c, d.cw, d.sw, o->p.iters, o->p.size);
 	t1 = perf_now_ns();
 	if (err)
-		fprintf(stderr, "be-perf %s: %s\n", o->cmd, be_strerror(err));
-	else if (o->json)
+		fprintf(stderr, "be-perf %s: %s\n", o->p.cmd, be_strerror(err));
+	else if (o->p.json)
 		printf("{\"test\":\"rpc-cost\",\"impl\":\"be\",\"transport\":\"%s\""
 		       ",\"size\":%" PRIu64 ",\"iters\":%" PRIu64 ",\"ns_per_call\":%.1f}\n",
-		       o->transport, o->size, o->iters, (double)(t1 - t0) / (double)o->iters);
+		       o->p.transport, o->p.size, o->p.iters,
+		       (double)(t1 - t0) / (double)o->p.iters);
 	else
 		printf("be-perf rpc-cost: %s, %" PRIu64 " B, one thread, both ends: %.1f ns per "
 		       "call (%" PRIu64 " calls)\n",
-		       o->transport, o->size, (double)(t1 - t0) / (double)o->iters, o->iters);
+		       o->p.transport, o->p.size, (double)(t1 - t0) / (double)o->p.iters,
+		       o->p.iters);
 	be_rpc_chan_destroy(c.ch);
 	be_rpc_destroy(crpc);
 	be_rpc_destroy(srpc);
-	perf_echo_destroy(cw, sw); /* together: each waits for the other */
-	be_ctx_destroy(ctx);
+	perf_duo_close(&d);
 	return err ? 1 : 0;
 }
 
@@ -605,40 +598,29 @@ static void pr_usage(FILE *f, const char *cmd)
 static int pr_main(int argc, char **argv, int mode)
 {
 	struct pr_opts o = {
-		.mode = mode, .cmd = argv[0], .transport = PERF_DEFAULT_TRANSPORT, .timeout_s = 30, .seconds = 3,
-		.size = 64, .iters = 10000, .warmup = 1000, .block = 1000, .depth = 32,
-		.adaptive = mode == PR_RATE,
+		.p = { .cmd = argv[0], .transport = PERF_DEFAULT_TRANSPORT, .timeout_s = 30,
+		       .seconds = 3, .size = 64, .iters = 10000, .warmup = 1000,
+		       .adaptive = mode == PR_RATE },
+		.mode = mode, .block = 1000, .depth = 32,
 	};
 	const struct perf_opt opts[] = {
-		PERF_FLAG("--json", &o.json, 1),
-		PERF_FLAG("--server", &o.server, 1),
-		PERF_FLAG("--adaptive", &o.adaptive, 1),
-		PERF_FLAG("--busy", &o.adaptive, 0),
-		PERF_OPT("--transport", STR, &o.transport),
-		PERF_OPT("--addr", STR, &o.addr),
-		PERF_OPT("--size", SIZE, &o.size),
-		PERF_OPT("--iters", SIZE, &o.iters),
-		PERF_OPT("--warmup", SIZE, &o.warmup),
+		PERF_PEER_OPTS(o.p),
 		PERF_OPT("--block", SIZE, &o.block),
 		PERF_OPT("--depth", U32, &o.depth),
-		PERF_OPT("--seconds", INT, &o.seconds),
-		PERF_OPT("--timeout", INT, &o.timeout_s),
 		PERF_OPTS_END,
 	};
 	int rc;
 
-	rc = perf_opts_parse(o.cmd, argc, argv, opts, pr_usage);
+	rc = perf_opts_parse(o.p.cmd, argc, argv, opts, pr_usage);
 	if (rc >= 0)
 		return rc;
-	if (!o.iters || !o.block || !o.depth || o.depth > 65536 || o.timeout_s <= 0 ||
-	    o.timeout_s > 4000 || o.seconds <= 0 || o.size > (1u << 30) ||
-	    (o.server && !o.addr)) {
-		fprintf(stderr, "be-perf %s: bad arguments (see --help)\n", o.cmd);
-		return 2;
-	}
+	if (!o.p.iters || !o.block || !o.depth || o.depth > 65536 || o.p.timeout_s <= 0 ||
+	    o.p.timeout_s > 4000 || o.p.seconds <= 0 || o.p.size > (1u << 30) ||
+	    (o.p.server && !o.p.addr))
+		return perf_opts_bad(o.p.cmd);
 	if (mode == PR_COST)
 		return pr_cost(&o);
-	return perf_peer_run(o.cmd, o.server, o.addr, o.timeout_s, pr_server_fn, pr_client_fn, &o);
+	return perf_peer_run(&o.p, pr_server_fn, pr_client_fn, &o);
 }
 
 #define PR_COMMAND(id, name, mode, help) PERF_COMMAND_MODE(id, name, help, pr_main, mode)

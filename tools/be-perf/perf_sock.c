@@ -56,15 +56,11 @@
 enum sk_mode { SK_LAT, SK_BW, SK_HOL, SK_MUX, SK_IDLE };
 
 struct sk_opts {
+	struct perf_peer_opts p;
 	enum sk_mode mode;
-	const char *cmd;
-	const char *transport;
-	const char *addr;
-	int server, json, sched, timeout_s, stats;
-	int adaptive;          /* be_worker_wait() instead of busy progress */
+	int sched, stats;
 	int after_progress;    /* lat: send from the loop, not the callback */
-	int seconds;           /* idle: how long to wait */
-	uint64_t size, big, iters, warmup;
+	uint64_t big;
 	uint32_t sockets, window;
 };
 
@@ -104,13 +100,6 @@ static void sk_srv_close(struct be_sock *s, int reason, void *user)
 	be_sock_close(s);
 }
 
-/* Busy polling measures the library, not the scheduler's wakeup latency
- * (as the raw tests and perftest do); adaptive polling (spin, then sleep
- * on the completion fds) is what an application saving CPU would use. */
-static int sk_poll(const struct sk_opts *o, struct be_worker *w)
-{
-	return o->adaptive ? be_worker_wait(w, 100) : be_worker_progress(w);
-}
 
 /* The no-progress timeout of a polling loop. It reads the clock only
  * every 4096 idle busy polls (the loop stays a tight progress loop, as in
@@ -123,7 +112,7 @@ struct sk_idle {
 
 static bool sk_idle_expired(const struct sk_opts *o, struct sk_idle *d, bool progressed)
 {
-	unsigned int every = o->adaptive ? 1 : 4096;
+	unsigned int every = o->p.adaptive ? 1 : 4096;
 	uint64_t now;
 
 	if (progressed) {
@@ -137,14 +126,14 @@ static bool sk_idle_expired(const struct sk_opts *o, struct sk_idle *d, bool pro
 		d->since = now;
 		return false;
 	}
-	return now - d->since > (uint64_t)o->timeout_s * 1000000000ull;
+	return now - d->since > (uint64_t)o->p.timeout_s * 1000000000ull;
 }
 
 static void sk_config(const struct sk_opts *o, struct be_config *cfg)
 {
 	be_config_init(cfg);
 	cfg->frag_sched = o->sched;
-	cfg->conn_timeout_ms = (uint32_t)o->timeout_s * 1000;
+	cfg->conn_timeout_ms = (uint32_t)o->p.timeout_s * 1000;
 }
 
 static int sk_server_run(const struct sk_opts *o, int ready_fd)
@@ -158,41 +147,41 @@ static int sk_server_run(const struct sk_opts *o, int ready_fd)
 	struct be_config cfg;
 	struct be_ctx *ctx;
 	char addr[160], def[160];
-	const char *la = o->addr;
+	const char *la = o->p.addr;
 	struct sk_idle idle = { 0 };
 	int rc;
 
 	sk_config(o, &cfg);
 	if (!la) {
-		if (perf_listen_addr(o->transport, NULL, def, sizeof(def))) {
+		if (perf_listen_addr(o->p.transport, NULL, def, sizeof(def))) {
 			fprintf(stderr, "be-perf %s: verbs needs --addr or BE_RXE_IP0 (the "
-				"IP of an RDMA device)\n", o->cmd);
+				"IP of an RDMA device)\n", o->p.cmd);
 			return 1;
 		}
 		la = def;
 	}
 	if ((rc = be_ctx_create(&cfg, &ctx)) || (rc = be_worker_create(ctx, &w))) {
-		fprintf(stderr, "be-perf %s: server setup: %s\n", o->cmd, be_strerror(rc));
+		fprintf(stderr, "be-perf %s: server setup: %s\n", o->p.cmd, be_strerror(rc));
 		return 1;
 	}
 	rc = be_listen(w, la, &cbs, &sv, &l);
 	if (!rc)
 		rc = be_listener_addr(l, addr, sizeof(addr));
 	if (rc) {
-		fprintf(stderr, "be-perf %s: listen on %s: %s\n", o->cmd, la, be_strerror(rc));
+		fprintf(stderr, "be-perf %s: listen on %s: %s\n", o->p.cmd, la, be_strerror(rc));
 		return 1;
 	}
 	if (ready_fd >= 0)
 		perf_peer_ready(ready_fd, addr);
 	else
 	{
-		printf("be-perf %s: listening on %s\n", o->cmd, addr);
+		printf("be-perf %s: listening on %s\n", o->p.cmd, addr);
 		fflush(stdout);
 	}
 	/* Serve until every socket the client opened is closed (one client
 	 * when spawned; forever with --server). */
 	while (ready_fd < 0 || sv.accepted == 0 || sv.closed < sv.accepted)
-		if (sk_idle_expired(o, &idle, sk_poll(o, w) > 0) && ready_fd >= 0)
+		if (sk_idle_expired(o, &idle, perf_peer_poll(&o->p, w) > 0) && ready_fd >= 0)
 			break;
 	be_listener_close(l);
 	be_worker_destroy(w);
@@ -311,9 +300,9 @@ static void sk_cli_lat_cb(struct sk_sock *k, void *buf, size_t len)
 
 	k->answered++;
 	k->head++;
-	if (k->answered > c->o->warmup)
+	if (k->answered > c->o->p.warmup)
 		sk_sample(c, (double)(now - k->sent_ns[(k->answered - 1) % SK_MAXQ]) / 2e3);
-	else if (k->answered == c->o->warmup) {
+	else if (k->answered == c->o->p.warmup) {
 		c->cb_t0 = now;
 		c->cb_cpu0 = perf_cpu_seconds();
 	}
@@ -321,7 +310,7 @@ static void sk_cli_lat_cb(struct sk_sock *k, void *buf, size_t len)
 		be_free(buf);
 		return;
 	}
-	if (len != c->o->size || (len && ((char *)buf)[0] != 'E')) {
+	if (len != c->o->p.size || (len && ((char *)buf)[0] != 'E')) {
 		/* Not the echo of what was sent: counted, and the loop stops. */
 		be_free(buf);
 		c->errors++;
@@ -367,7 +356,7 @@ static int sk_wait(struct be_worker *w, struct sk_cli *c, struct sk_sock *k, uin
 	while (k->answered < n) {
 		uint64_t before = k->answered;
 
-		sk_poll(c->o, w);
+		perf_peer_poll(&c->o->p, w);
 		if (sk_idle_expired(c->o, &idle, k->answered != before))
 			return -ETIMEDOUT;
 		if (k->answered != before) {
@@ -404,34 +393,34 @@ static void sk_report(const struct sk_opts *o, struct sk_cli *c, double secs, ui
 	if (o->mode == SK_IDLE) {
 		double pct = secs > 0 ? cpu / secs * 100.0 : 0;
 
-		if (o->json)
+		if (o->p.json)
 			printf("{\"test\":\"idle\",\"transport\":\"%s\",\"sockets\":%u"
 			       ",\"seconds\":%.3f,\"cpu_s\":%.4f,\"cpu_pct\":%.3f"
 			       ",\"polling\":\"adaptive\"}\n",
-			       o->transport, o->sockets, secs, cpu, pct);
+			       o->p.transport, o->sockets, secs, cpu, pct);
 		else
 			printf("be-perf idle: %s, %u socket(s) on one Engine, %.1f s: CPU %.4f s "
 			       "= %.3f %% of one core (both processes)\n",
-			       o->transport, o->sockets, secs, cpu, pct);
+			       o->p.transport, o->sockets, secs, cpu, pct);
 		return;
 	}
-	if (o->json) {
+	if (o->p.json) {
 		printf("{\"test\":\"%s\",\"transport\":\"%s\",\"size\":%" PRIu64
 		       ",\"iters\":%" PRIu64 ",\"p50_us\":%.3f,\"p99_us\":%.3f,\"avg_us\":%.3f"
 		       ",\"mb_s\":%.2f,\"cpu_s_per_gb\":%.4f,\"sockets\":%u"
 		       ",\"bytes_per_socket\":%" PRIu64 ",\"scheduling\":\"%s\""
 		       ",\"polling\":\"%s\"%s%s}\n",
-		       names[o->mode], o->transport, o->size, o->iters, s.p50, s.p99, s.avg, mb_s,
-		       cpu_gb, o->sockets, c->mem_per_sock,
-		       o->sched ? "round-robin" : "fifo", o->adaptive ? "adaptive" : "busy",
+		       names[o->mode], o->p.transport, o->p.size, o->p.iters, s.p50, s.p99, s.avg,
+		       mb_s, cpu_gb, o->sockets, c->mem_per_sock,
+		       o->sched ? "round-robin" : "fifo", o->p.adaptive ? "adaptive" : "busy",
 		       o->mode != SK_LAT ? "" :
 		       o->after_progress ? ",\"client\":\"after-progress\"" :
 					   ",\"client\":\"callback\"", tx);
 		return;
 	}
 	printf("be-perf %s: %s, %" PRIu64 " B, %u socket(s), scheduling %s, %s polling%s\n",
-	       names[o->mode], o->transport, o->size, o->sockets,
-	       o->sched ? "round-robin" : "fifo", o->adaptive ? "adaptive" : "busy",
+	       names[o->mode], o->p.transport, o->p.size, o->sockets,
+	       o->sched ? "round-robin" : "fifo", o->p.adaptive ? "adaptive" : "busy",
 	       o->mode != SK_LAT ? "" :
 	       o->after_progress ? ", client sends after progress" :
 				   ", client sends from its callback");
@@ -468,14 +457,14 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 	struct be_config cfg;
 	struct be_ctx *ctx;
 	double cpu0 = perf_cpu_seconds(), secs = 0;
-	uint64_t bytes = 0, t0, i, total = o->iters + o->warmup;
+	uint64_t bytes = 0, t0, i, total = o->p.iters + o->p.warmup;
 	uint32_t nsock = o->mode == SK_HOL ? 2 : o->sockets, j;
 	uint64_t mem0 = 0;
 	int rc;
 
 	sk_config(o, &cfg);
 	if ((rc = be_ctx_create(&cfg, &ctx)) || (rc = be_worker_create(ctx, &w))) {
-		fprintf(stderr, "be-perf %s: setup: %s\n", o->cmd, be_strerror(rc));
+		fprintf(stderr, "be-perf %s: setup: %s\n", o->p.cmd, be_strerror(rc));
 		return 1;
 	}
 	c.socks = calloc(nsock, sizeof(*c.socks));
@@ -488,7 +477,7 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 			mem0 = sk_mem_in_use();
 		rc = be_sock_connect(w, addr, &cbs, &c.socks[j], &c.socks[j].s);
 		if (rc) {
-			fprintf(stderr, "be-perf %s: connect %s: %s\n", o->cmd, addr,
+			fprintf(stderr, "be-perf %s: connect %s: %s\n", o->p.cmd, addr,
 				be_strerror(rc));
 			return 1;
 		}
@@ -506,11 +495,11 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 			k->cb_total = total;
 			c.cb_t0 = t0;
 			c.cb_cpu0 = cpu0;
-			rc = sk_send(&c, k, o->size, 'E');
+			rc = sk_send(&c, k, o->p.size, 'E');
 			while (!rc && k->answered < total) {
 				uint64_t before = k->answered;
 
-				sk_poll(o, w);
+				perf_peer_poll(&o->p, w);
 				if (c.errors)
 					rc = -EIO;
 				else if (sk_idle_expired(o, &idle, k->answered != before))
@@ -518,48 +507,48 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 			}
 			t0 = c.cb_t0;
 			cpu0 = c.cb_cpu0;
-			bytes = 2 * o->size * o->iters;
+			bytes = 2 * o->p.size * o->p.iters;
 			break;
 		}
 		for (i = 0; i < total && !rc; i++) {
-			if (i == o->warmup) {
+			if (i == o->p.warmup) {
 				t0 = perf_now_ns();
 				cpu0 = perf_cpu_seconds();
 			}
-			rc = sk_send(&c, &c.socks[0], o->size, 'E');
+			rc = sk_send(&c, &c.socks[0], o->p.size, 'E');
 			if (!rc)
-				rc = sk_wait(w, &c, &c.socks[0], i + 1, true, i >= o->warmup);
+				rc = sk_wait(w, &c, &c.socks[0], i + 1, true, i >= o->p.warmup);
 		}
-		bytes = 2 * o->size * o->iters;
+		bytes = 2 * o->p.size * o->p.iters;
 		break;
 	case SK_IDLE:
 		for (j = 0; j < nsock && !rc; j++)
-			rc = sk_send(&c, &c.socks[j], o->size, 'E');
+			rc = sk_send(&c, &c.socks[j], o->p.size, 'E');
 		for (j = 0; j < nsock && !rc; j++)
 			rc = sk_wait(w, &c, &c.socks[j], 1, false, false);
 		t0 = perf_now_ns();
 		cpu0 = perf_cpu_seconds();
-		while (!rc && perf_now_ns() - t0 < (uint64_t)o->seconds * 1000000000ull)
+		while (!rc && perf_now_ns() - t0 < (uint64_t)o->p.seconds * 1000000000ull)
 			rc = be_worker_wait(w, 100) < 0 ? -EIO : 0;
 		break;
 	case SK_MUX:
 		for (i = 0; i < total && !rc; i++) {
-			if (i == o->warmup) {
+			if (i == o->p.warmup) {
 				t0 = perf_now_ns();
 				cpu0 = perf_cpu_seconds();
 			}
 			for (j = 0; j < nsock && !rc; j++)
-				rc = sk_send(&c, &c.socks[j], o->size, 'E');
+				rc = sk_send(&c, &c.socks[j], o->p.size, 'E');
 			for (j = 0; j < nsock && !rc; j++)
-				rc = sk_wait(w, &c, &c.socks[j], i + 1, true, i >= o->warmup);
+				rc = sk_wait(w, &c, &c.socks[j], i + 1, true, i >= o->p.warmup);
 		}
-		bytes = 2 * o->size * o->iters * nsock;
+		bytes = 2 * o->p.size * o->p.iters * nsock;
 		break;
 	case SK_BW: {
 		/* As raw-bw: --warmup messages per socket first, all answered
 		 * (the first touch of every buffer, on both sides, is not the
 		 * stream), then the clock, the CPU and the samples. */
-		uint64_t warm = o->warmup, per = warm + (o->iters + nsock - 1) / nsock;
+		uint64_t warm = o->p.warmup, per = warm + (o->p.iters + nsock - 1) / nsock;
 
 		for (i = 0; i < per && !rc; i++) {
 			if (i == warm) {
@@ -576,12 +565,12 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 				if (i >= from + o->window)
 					rc = sk_wait(w, &c, k, i - o->window + 1, false, i >= warm);
 				if (!rc)
-					rc = sk_send(&c, k, o->size, 'A');
+					rc = sk_send(&c, k, o->p.size, 'A');
 			}
 		}
 		for (j = 0; j < nsock && !rc; j++)
 			rc = sk_wait(w, &c, &c.socks[j], per, false, true);
-		bytes = o->size * (per - warm) * nsock;
+		bytes = o->p.size * (per - warm) * nsock;
 		c.cpu_tx = perf_cpu_seconds() - c.cpu_tx0;
 		break;
 	}
@@ -595,21 +584,21 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 		 * is new memory, and its first touch (page faults, on both
 		 * sides) is not the steady state being measured. */
 		cpu0 = perf_cpu_seconds();
-		for (i = 0; c.nsamples < o->iters && !rc; i++) {
+		for (i = 0; c.nsamples < o->p.iters && !rc; i++) {
 			while (big->tail - big->head < 2 && !rc) {
 				rc = sk_send(&c, big, o->big, 'A');
 				nbig++;
 			}
 			if (!rc)
-				rc = sk_send(&c, ping, o->size, 'E');
+				rc = sk_send(&c, ping, o->p.size, 'E');
 			if (!rc)
 				rc = sk_wait(w, &c, ping, i + 1, true,
-					     i >= o->warmup && big->answered >= SK_HOL_WARM_BIG);
+					     i >= o->p.warmup && big->answered >= SK_HOL_WARM_BIG);
 			/* The big socket's acks are consumed by sk_cli_recv. */
 		}
 		if (!rc)
 			rc = sk_wait(w, &c, big, nbig, false, false);
-		bytes = o->big * nbig + 2 * o->size * i;
+		bytes = o->big * nbig + 2 * o->p.size * i;
 		break;
 	}
 	}
@@ -621,7 +610,7 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 			fprintf(stderr, "%s\n", json);
 	}
 	if (rc) {
-		fprintf(stderr, "be-perf %s: %s\n", o->cmd,
+		fprintf(stderr, "be-perf %s: %s\n", o->p.cmd,
 			rc == -ETIMEDOUT ? "no progress: timed out" : be_strerror(rc));
 		return 1;
 	}
@@ -629,17 +618,18 @@ static int sk_client(const struct sk_opts *o, const char *addr, struct perf_peer
 		be_sock_close(c.socks[j].s);
 	/* Close cleanly: done when the server answered every close, so it
 	 * is not left waiting for us while we wait for it to exit. */
-	rc = be_worker_shutdown(w, o->timeout_s * 1000);
+	rc = be_worker_shutdown(w, o->p.timeout_s * 1000);
 	if (rc)
-		fprintf(stderr, "be-perf %s: shutdown: %s\n", o->cmd, be_strerror(rc));
+		fprintf(stderr, "be-perf %s: shutdown: %s\n", o->p.cmd, be_strerror(rc));
 	{
 		double cpu = perf_cpu_seconds() - cpu0;
 
 		if (peer) {
-			int prc = perf_peer_wait(peer, o->timeout_s * 1000);
+			int prc = perf_peer_wait(peer, o->p.timeout_s * 1000);
 
 			if (prc != 0)
-				fprintf(stderr, "be-perf %s: server exited with %d\n", o->cmd, prc);
+				fprintf(stderr, "be-perf %s: server exited with %d\n", o->p.cmd,
+					prc);
 			cpu += (double)peer->ru.ru_utime.tv_sec + peer->ru.ru_utime.tv_usec / 1e6 +
 			       (double)peer->ru.ru_stime.tv_sec + peer->ru.ru_stime.tv_usec / 1e6;
 		}
@@ -685,59 +675,48 @@ static void sk_usage(FILE *f, const char *cmd)
 static int sk_main(int argc, char **argv, int mode)
 {
 	struct sk_opts o = {
-		.mode = mode, .cmd = argv[0], .transport = NULL, .sched = 1, .timeout_s = 30,
-		.size = mode == SK_BW ? 1u << 20 : 64, .big = 16u << 20,
-		.iters = mode == SK_BW ? 2000 : mode == SK_MUX ? 100 : 10000, .warmup = 100,
+		.p = { .cmd = argv[0], .transport = NULL, .timeout_s = 30, .seconds = 10,
+		       .size = mode == SK_BW ? 1u << 20 : 64, .warmup = 100,
+		       .iters = mode == SK_BW ? 2000 : mode == SK_MUX ? 100 : 10000,
+		       .adaptive = mode == SK_BW || mode == SK_IDLE },
+		.mode = mode, .sched = 1, .big = 16u << 20,
 		.sockets = mode == SK_MUX ? 1000 : 1, .window = 16,
-		.adaptive = mode == SK_BW || mode == SK_IDLE, .seconds = 10,
 	};
 	const struct perf_opt opts[] = {
-		PERF_FLAG("--json", &o.json, 1),
-		PERF_FLAG("--server", &o.server, 1),
-		PERF_FLAG("--adaptive", &o.adaptive, 1),
-		PERF_FLAG("--busy", &o.adaptive, 0),
+		PERF_PEER_OPTS(o.p),
 		PERF_FLAG("--stats", &o.stats, 1),
 		PERF_FLAG("--no-sched", &o.sched, 0),
 		PERF_FLAG("--after-progress", &o.after_progress, 1),
-		PERF_OPT("--transport", STR, &o.transport),
-		PERF_OPT("--addr", STR, &o.addr),
-		PERF_OPT("--size", SIZE, &o.size),
 		PERF_OPT("--big", SIZE, &o.big),
-		PERF_OPT("--iters", SIZE, &o.iters),
-		PERF_OPT("--warmup", SIZE, &o.warmup),
 		PERF_OPT("--sockets", U32, &o.sockets),
 		PERF_OPT("--window", U32, &o.window),
-		PERF_OPT("--timeout", INT, &o.timeout_s),
-		PERF_OPT("--seconds", INT, &o.seconds),
 		PERF_OPTS_END,
 	};
 	char scheme[16];
 	int rc;
 
-	rc = perf_opts_parse(o.cmd, argc, argv, opts, sk_usage);
+	rc = perf_opts_parse(o.p.cmd, argc, argv, opts, sk_usage);
 	if (rc >= 0)
 		return rc;
-	if (!o.iters || !o.sockets || !o.window || o.window >= SK_MAXQ || o.timeout_s <= 0 ||
-	    o.seconds <= 0 ||
-	    (mode == SK_HOL && o.big <= 4096) || (o.server && !o.addr)) {
-		fprintf(stderr, "be-perf %s: bad arguments (see --help)\n", o.cmd);
-		return 2;
-	}
-	if (!o.transport) {
+	if (!o.p.iters || !o.sockets || !o.window || o.window >= SK_MAXQ || o.p.timeout_s <= 0 ||
+	    o.p.seconds <= 0 ||
+	    (mode == SK_HOL && o.big <= 4096) || (o.p.server && !o.p.addr))
+		return perf_opts_bad(o.p.cmd);
+	if (!o.p.transport) {
 		/* The transport --addr names, else the default. */
-		const char *sep = o.addr ? strstr(o.addr, "://") : NULL;
+		const char *sep = o.p.addr ? strstr(o.p.addr, "://") : NULL;
 
-		if (sep && (size_t)(sep - o.addr) < sizeof(scheme)) {
-			memcpy(scheme, o.addr, (size_t)(sep - o.addr));
-			scheme[sep - o.addr] = '\0';
-			o.transport = scheme;
+		if (sep && (size_t)(sep - o.p.addr) < sizeof(scheme)) {
+			memcpy(scheme, o.p.addr, (size_t)(sep - o.p.addr));
+			scheme[sep - o.p.addr] = '\0';
+			o.p.transport = scheme;
 		} else {
-			o.transport = PERF_DEFAULT_TRANSPORT;
+			o.p.transport = PERF_DEFAULT_TRANSPORT;
 		}
 	}
 	if (mode == SK_HOL)
 		o.sockets = 2;
-	return perf_peer_run(o.cmd, o.server, o.addr, o.timeout_s, sk_server_fn, sk_client_fn, &o);
+	return perf_peer_run(&o.p, sk_server_fn, sk_client_fn, &o);
 }
 
 #define SK_COMMAND(id, name, mode, help) PERF_COMMAND_MODE(id, name, help, sk_main, mode)

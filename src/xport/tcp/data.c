@@ -828,7 +828,12 @@ void be__tcp_conn_progress(struct tcp_conn *c)
 {
 	if (c->state == TCP_C_ESTABLISHED) {
 		conn_rx(c);
-		if (c->state == TCP_C_ESTABLISHED)
+		/* Nothing unwritten (nor a WR that failed local checks, now
+		 * at the head), no ack owed and no EPOLLOUT to take back (a
+		 * reader's usual case): conn_tx would only find that out. */
+		if (c->state == TCP_C_ESTABLISHED &&
+		    (c->rx_count != c->ack_sent || (c->ep_events & EPOLLOUT) || c->ctl_len ||
+		     c->tx_written < c->sq_cnt))
 			conn_tx(c, 1);
 	} else if (c->state == TCP_C_ERROR && c->fd >= 0) {
 		conn_drain(c);

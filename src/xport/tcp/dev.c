@@ -10,9 +10,14 @@
  * another region's key from its own and keys do not repeat until 2^32
  * registrations. Registration runs under bemalloc's pool lock on any
  * thread; lookups run on the workers for every WR (lkey) and every
- * incoming WRITE (rkey), so the table sits under a rwlock.
+ * incoming WRITE (rkey), so the table sits under a rwlock. A thread
+ * keeps the last regions it found (reg_hits): a worker posts from and
+ * receives into a few bemalloc regions, over and over, and skips the
+ * lock for those until any region of any device is deregistered or a
+ * device closes (reg_epoch moves).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +87,21 @@ int be__tcp_dev_query(struct be_xdev *xdev, struct be_xdev_attr *out)
 
 /* ---- registration ---------------------------------------------------- */
 
+/* Moves on every deregistration and device close: what a thread found
+ * before (reg_hits) may be gone. */
+static _Atomic uint64_t reg_epoch = 1;
+
+#define REG_HITS 2
+struct reg_hit {
+	const struct tcp_dev *d;
+	uint64_t epoch;           /* reg_epoch when found; 0: empty */
+	uintptr_t addr;
+	size_t len;
+	uint32_t key;
+};
+static __thread struct reg_hit reg_hits[REG_HITS];
+static __thread unsigned reg_hit_next;
+
 static uint32_t reg_hash(uint32_t key, uint32_t nbuckets)
 {
 	return (key * 0x9E3779B1u) >> 7 & (nbuckets - 1);
@@ -119,6 +139,7 @@ void be__tcp_reg_fini(struct tcp_dev *d)
 			free(r);
 		}
 	}
+	atomic_fetch_add_explicit(&reg_epoch, 1, memory_order_release);
 	if (d->nregions)
 		be_log_warn("tcp: device closed with %u regions registered", d->nregions);
 	free(d->buckets);
@@ -158,16 +179,35 @@ static void reg_grow_locked(struct tcp_dev *d)
 	d->nbuckets = n;
 }
 
+/* [addr, +len) inside [base, +rlen); overflow-safe: addr >= base, and
+ * len fits in what is left. */
+static int reg_in(uintptr_t base, size_t rlen, uint64_t addr, uint64_t len)
+{
+	return addr >= base && addr - base <= rlen && len <= rlen - (addr - base);
+}
+
 int be__tcp_reg_check(struct tcp_dev *d, uint32_t key, uint64_t addr, uint64_t len)
 {
+	/* Read before the lock: a region found under it after a
+	 * deregistration moved the epoch is remembered as already stale. */
+	uint64_t epoch = atomic_load_explicit(&reg_epoch, memory_order_acquire);
 	struct tcp_region *r;
-	int ok = 0;
+	struct reg_hit *h;
+	int ok = 0, i;
 
+	for (i = 0; i < REG_HITS; i++) {
+		h = &reg_hits[i];
+		if (h->epoch == epoch && h->d == d && h->key == key)
+			return reg_in(h->addr, h->len, addr, len);
+	}
 	pthread_rwlock_rdlock(&d->lock);
 	r = reg_find_locked(d, key);
-	/* Overflow-safe: addr >= start, and len fits in what is left. */
-	if (r && addr >= r->addr && addr - r->addr <= r->len && len <= r->len - (addr - r->addr))
-		ok = 1;
+	if (r) {
+		ok = reg_in(r->addr, r->len, addr, len);
+		h = &reg_hits[reg_hit_next++ % REG_HITS];
+		*h = (struct reg_hit){ .d = d, .epoch = epoch, .addr = r->addr, .len = r->len,
+				       .key = key };
+	}
 	pthread_rwlock_unlock(&d->lock);
 	return ok;
 }
@@ -227,6 +267,7 @@ static void tcp_dereg(void *dev, struct be_alloc_mr *mr)
 			break;
 		}
 	}
+	atomic_fetch_add_explicit(&reg_epoch, 1, memory_order_release);
 	pthread_rwlock_unlock(&d->lock);
 	free(r);
 	mr->handle = NULL;
