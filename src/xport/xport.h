@@ -91,8 +91,7 @@ struct be_xport_ops;
 
 /* Common heads embedded by each transport's objects (container_of). */
 struct be_xdev {
-	const struct be_xport_ops *ops;
-	int alloc_dev;   /* bemalloc device index, -1 until attached */
+	const struct be_xport_ops *ops; /* set by dev_open() */
 };
 struct be_xevch {
 	struct be_xdev *dev;

@@ -52,7 +52,6 @@ int raw_open(struct raw_ctx *c, const struct raw_opts *o)
 		return rc;
 	}
 	c->alloc_dev = rc;
-	c->dev->alloc_dev = rc;
 	rc = c->ops->evch_create(c->dev, &c->ch);
 	if (rc) {
 		fprintf(stderr, "be-perf %s: evch_create: %s\n", o->cmd, strerror(-rc));
