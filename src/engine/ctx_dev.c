@@ -193,7 +193,6 @@ static int ctx_dev_open_locked(struct be_ctx *ctx, const struct be_xport_ops *op
 		goto err_close;
 	}
 	cd->alloc_dev = rc;
-	cd->dev->alloc_dev = rc;
 	ctx_dev_limits(ctx, cd);
 	cd->frag_size = ctx->cfg.frag_size ? ctx->cfg.frag_size : ctx_frag_default(&cd->attr);
 	if (ctx->cfg.send_window && cd->frag_size > ctx->cfg.send_window)

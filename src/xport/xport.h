@@ -50,8 +50,12 @@
  *   (BE_XWC_WR_FLUSH_ERR for those after the first), and a
  *   BE_XEV_DISCONNECTED event reaches its evch.
  *   Peer death is detected within a bounded time (socket hang-up for shm
- *   and tcp: the first WR completes with BE_XWC_REM_ABORT_ERR; the QP's
- *   retry timeout for verbs: BE_XWC_RETRY_EXC_ERR).
+ *   and tcp: the first WR completes with BE_XWC_REM_ABORT_ERR; for verbs
+ *   the DREQ the dead process's kernel sends, once, or the QP's retry
+ *   timeout, BE_XWC_RETRY_EXC_ERR, of a WR outstanding or posted later).
+ *   So a verbs conn with nothing posted whose DREQ was lost learns of it
+ *   only at its next post: the Engine's keepalive makes one in bounded
+ *   time.
  * - After conn_destroy() no completion or event names that conn again.
  *
  * Threads: a device may be used from several threads (registration happens
@@ -91,8 +95,7 @@ struct be_xport_ops;
 
 /* Common heads embedded by each transport's objects (container_of). */
 struct be_xdev {
-	const struct be_xport_ops *ops;
-	int alloc_dev;   /* bemalloc device index, -1 until attached */
+	const struct be_xport_ops *ops; /* set by dev_open() */
 };
 struct be_xevch {
 	struct be_xdev *dev;

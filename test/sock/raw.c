@@ -45,7 +45,6 @@ void raw_open(const char *transport)
 	raw.ops->dev_reg_hook(raw.dev, &hook);
 	raw.alloc_dev = be_alloc_attach_device(&hook);
 	ASSERT_GE(raw.alloc_dev, 0);
-	raw.dev->alloc_dev = raw.alloc_dev;
 	ASSERT_OK(raw.ops->evch_create(raw.dev, &raw.ch));
 	ASSERT_OK(raw.ops->cq_create(raw.dev, 4096, &raw.cq));
 	ASSERT_OK(raw.ops->srq_create(raw.cq, 256, &raw.srq));

@@ -43,8 +43,8 @@ static void xt_open_dev(struct xt *t)
 	ASSERT_OK(t->ops->dev_open(!strcmp(t->transport, "verbs") && dev ? dev : "", &t->dev));
 	ASSERT_OK(t->ops->dev_query(t->dev, &t->attr));
 	t->ops->dev_reg_hook(t->dev, &t->hook);
-	t->dev->alloc_dev = be_alloc_attach_device(&t->hook);
-	ASSERT_OK(t->dev->alloc_dev);
+	t->alloc_dev = be_alloc_attach_device(&t->hook);
+	ASSERT_OK(t->alloc_dev);
 }
 
 void xt_init(struct xt *t, int argc, char **argv)
@@ -109,7 +109,7 @@ void xt_fini(struct xt *t)
 {
 	while (xt_bufs)
 		xt_free(t, xt_bufs->p);
-	ASSERT_OK(be_alloc_detach_device(t->dev->alloc_dev));
+	ASSERT_OK(be_alloc_detach_device(t->alloc_dev));
 	t->ops->dev_close(t->dev);
 	t->dev = NULL;
 }
@@ -151,7 +151,7 @@ void xt_region(struct xt *t, const void *p, uint8_t **base, size_t *len)
 {
 	struct be_alloc_region r;
 
-	ASSERT_OK(be_alloc_lookup(p, t->dev->alloc_dev, &r));
+	ASSERT_OK(be_alloc_lookup(p, t->alloc_dev, &r));
 	*base = r.base;
 	*len = r.len;
 }
@@ -160,7 +160,7 @@ uint32_t xt_lkey(struct xt *t, const void *p)
 {
 	struct be_alloc_region r;
 
-	ASSERT_OK(be_alloc_lookup(p, t->dev->alloc_dev, &r));
+	ASSERT_OK(be_alloc_lookup(p, t->alloc_dev, &r));
 	return r.lkey;
 }
 
@@ -168,7 +168,7 @@ uint32_t xt_rkey(struct xt *t, const void *p)
 {
 	struct be_alloc_region r;
 
-	ASSERT_OK(be_alloc_lookup(p, t->dev->alloc_dev, &r));
+	ASSERT_OK(be_alloc_lookup(p, t->alloc_dev, &r));
 	return r.rkey;
 }
 

@@ -68,6 +68,7 @@ struct xt {
 	struct be_xdev *dev;
 	struct be_xdev_attr attr;
 	struct be_alloc_reg_hook hook;  /* to register memory by hand */
+	int alloc_dev;                  /* bemalloc's index of dev */
 	struct xt_side *sides[XT_MAX_SIDES];
 	int nsides;
 	uint64_t hang_ns;

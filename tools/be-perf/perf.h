@@ -74,12 +74,16 @@ int perf_pin_cpu(int cpu);
 pid_t perf_fork_pinned(int cpu, const char *who);
 
 /*
- * perf_listen_addr() - the default listen address of a test on
- * @transport into @buf: shm "shm://be-perf-<pid>[-@name]" (@name may be
- * NULL), verbs a port of $BE_RXE_IP0, others a port of 127.0.0.1.
- * Returns 0, or -ENODEV on verbs without BE_RXE_IP0.
+ * perf_listen_addr() - the default listen address of command @cmd's test
+ * on @transport into @buf: shm "shm://be-perf-<pid>[-@name]" (@name may
+ * be NULL), verbs a port of $BE_RXE_IP0, others a port of 127.0.0.1.
+ * Returns 0, or -ENODEV on verbs without BE_RXE_IP0 (said on stderr by
+ * perf_no_rxe_ip()).
  */
-int perf_listen_addr(const char *transport, const char *name, char *buf, size_t len);
+int perf_listen_addr(const char *cmd, const char *transport, const char *name, char *buf,
+		     size_t len);
+/* Say on stderr that verbs needs BE_RXE_IP0 (or --addr) for @cmd. */
+void perf_no_rxe_ip(const char *cmd);
 
 /*
  * The echo ping-pong of the one-process tests (perf_echo.c): counters of

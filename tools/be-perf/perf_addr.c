@@ -12,7 +12,14 @@
 
 #include "perf.h"
 
-int perf_listen_addr(const char *transport, const char *name, char *buf, size_t len)
+void perf_no_rxe_ip(const char *cmd)
+{
+	fprintf(stderr, "be-perf %s: verbs needs BE_RXE_IP0 (the IP of an RDMA device) "
+			"when no --addr is given\n", cmd);
+}
+
+int perf_listen_addr(const char *cmd, const char *transport, const char *name, char *buf,
+		     size_t len)
 {
 	if (!strcmp(transport, "shm")) {
 		snprintf(buf, len, "shm://be-perf-%d%s%s", (int)getpid(), name ? "-" : "",
@@ -20,8 +27,10 @@ int perf_listen_addr(const char *transport, const char *name, char *buf, size_t 
 	} else if (!strcmp(transport, "verbs")) {
 		const char *ip = getenv("BE_RXE_IP0");
 
-		if (!ip)
+		if (!ip || !*ip) {
+			perf_no_rxe_ip(cmd);
 			return -ENODEV;
+		}
 		snprintf(buf, len, "verbs://%s:0", ip);
 	} else {
 		snprintf(buf, len, "%s://127.0.0.1:0", transport);

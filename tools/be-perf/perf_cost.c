@@ -87,11 +87,8 @@ static int cost_main(int argc, char **argv)
 	if (!iters || !o.timeout_s || o.size > (64u << 20))
 		return perf_opts_bad("cost");
 	warmup = iters / 10 + 1;
-	if (perf_listen_addr(o.transport, "cost", addr, sizeof(addr))) {
-		fprintf(stderr, "be-perf cost: verbs needs BE_RXE_IP0 (the IP of an RDMA "
-				"device)\n");
+	if (perf_listen_addr("cost", o.transport, "cost", addr, sizeof(addr)))
 		return 2;
-	}
 	be_config_init(&cfg);
 	rc = perf_duo_open(&d, &cfg);
 	if (!rc)

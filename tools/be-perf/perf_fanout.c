@@ -132,11 +132,8 @@ static int fanout_main(int argc, char **argv)
 	{
 		char addr[160];
 
-		if (perf_listen_addr(o.transport, NULL, addr, sizeof(addr))) {
-			fprintf(stderr, "be-perf fanout: verbs needs BE_RXE_IP0 (the IP of an "
-					"RDMA device)\n");
+		if (perf_listen_addr("fanout", o.transport, NULL, addr, sizeof(addr)))
 			return 2;
-		}
 	}
 	fan_raise_nofile();
 	be_config_init(&cfg);
@@ -162,7 +159,7 @@ static int fanout_main(int argc, char **argv)
 		int crc;
 
 		snprintf(name, sizeof(name), "fan-%u", i);
-		(void)perf_listen_addr(o.transport, name, addr, sizeof(addr)); /* checked above */
+		(void)perf_listen_addr("fanout", o.transport, name, addr, sizeof(addr)); /* checked above */
 		rc = be_listen(d.sw, addr, &scb, &d.sc, &ls[i]);
 		if (!rc)
 			rc = be_listener_addr(ls[i], laddr, sizeof(laddr));

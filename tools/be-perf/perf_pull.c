@@ -127,7 +127,7 @@ static int pull_be_server(void *arg, int ready_fd)
 	uint64_t t0 = perf_now_ns();
 	int rc;
 
-	if (perf_listen_addr(o->transport, "pull", def, sizeof(def)))
+	if (perf_listen_addr("pull", o->transport, "pull", def, sizeof(def)))
 		return 2;
 	if ((rc = be_ctx_create(NULL, &ctx)) || (rc = be_worker_create(ctx, &w)) ||
 	    (rc = be_listen(w, def, &cbs, &sv, &l)) ||

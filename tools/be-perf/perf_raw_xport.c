@@ -52,7 +52,6 @@ int raw_open(struct raw_ctx *c, const struct raw_opts *o)
 		return rc;
 	}
 	c->alloc_dev = rc;
-	c->dev->alloc_dev = rc;
 	rc = c->ops->evch_create(c->dev, &c->ch);
 	if (rc) {
 		fprintf(stderr, "be-perf %s: evch_create: %s\n", o->cmd, strerror(-rc));
@@ -549,8 +548,7 @@ int raw_local_addr(const struct raw_opts *o, char *buf, size_t len)
 		const char *ip = getenv("BE_RXE_IP0");
 
 		if (!ip || !*ip) {
-			fprintf(stderr, "be-perf %s: verbs needs --addr or BE_RXE_IP0 (the "
-				"Soft-RoCE address inside the guest)\n", o->cmd);
+			perf_no_rxe_ip(o->cmd);
 			return -EINVAL;
 		}
 		snprintf(buf, len, "%s:0", ip);

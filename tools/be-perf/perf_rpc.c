@@ -111,9 +111,8 @@ static int pr_server_run(const struct pr_opts *o, int ready_fd)
 				o->p.cmd);
 			return 1;
 		}
-	} else if (perf_listen_addr(o->p.transport, "rpc", ra, sizeof(ra)) ||
-		   perf_listen_addr(o->p.transport, "sock", sa, sizeof(sa))) {
-		fprintf(stderr, "be-perf %s: verbs needs --addr or BE_RXE_IP0\n", o->p.cmd);
+	} else if (perf_listen_addr(o->p.cmd, o->p.transport, "rpc", ra, sizeof(ra)) ||
+		   perf_listen_addr(o->p.cmd, o->p.transport, "sock", sa, sizeof(sa))) {
 		return 1;
 	}
 	be_config_init(&cfg);
@@ -531,10 +530,8 @@ static int pr_cost(const struct pr_opts *o)
 	uint64_t t0, t1;
 	int err;
 
-	if (perf_listen_addr(o->p.transport, "cost", addr, sizeof(addr))) {
-		fprintf(stderr, "be-perf %s: verbs needs BE_RXE_IP0\n", o->p.cmd);
+	if (perf_listen_addr(o->p.cmd, o->p.transport, "cost", addr, sizeof(addr)))
 		return 1;
-	}
 	be_rpc_config_init(&rc);
 	rc.timeout_us = (uint32_t)o->p.timeout_s * 1000000u;
 	if ((err = perf_duo_open(&d, NULL)) || (err = be_rpc_create(d.sw, &rc, &srpc)) ||

@@ -153,11 +153,8 @@ static int sk_server_run(const struct sk_opts *o, int ready_fd)
 
 	sk_config(o, &cfg);
 	if (!la) {
-		if (perf_listen_addr(o->p.transport, NULL, def, sizeof(def))) {
-			fprintf(stderr, "be-perf %s: verbs needs --addr or BE_RXE_IP0 (the "
-				"IP of an RDMA device)\n", o->p.cmd);
+		if (perf_listen_addr(o->p.cmd, o->p.transport, NULL, def, sizeof(def)))
 			return 1;
-		}
 		la = def;
 	}
 	if ((rc = be_ctx_create(&cfg, &ctx)) || (rc = be_worker_create(ctx, &w))) {

@@ -27,7 +27,6 @@ int be__fake_dev_open(const char *name, struct be_xdev **out)
 		return rc;
 	}
 	d->x.ops = &be__xport_fake_ops;
-	d->x.alloc_dev = -1;
 	d->in_ops = in_ops;
 	pthread_mutex_lock(&be__fake.lock);
 	be__list_add_tail(&be__fake.devs, &d->link);

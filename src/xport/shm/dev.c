@@ -60,7 +60,7 @@ int be__shm_dev_open(const char *name, struct be_xdev **out)
 		else
 			d->ring_size = (uint32_t)v;
 	}
-	d->base.alloc_dev = -1;
+	d->base.ops = &be__xport_shm_ops;
 	*out = &d->base;
 	return 0;
 

@@ -48,7 +48,6 @@ int be__tcp_dev_open(const char *name, struct be_xdev **out)
 		return ret;
 	}
 	d->x.ops = &be__xport_tcp_ops;
-	d->x.alloc_dev = -1;
 	*out = &d->x;
 	return 0;
 }

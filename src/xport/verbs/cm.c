@@ -62,9 +62,12 @@
  *
  * Parameters of every QP: rnr_retry_count 0, so a SEND that finds no
  * receive fails at once (the core's credits make that impossible, so it is
- * a bug to surface, not to hide behind retries); retry_count 7 with an ACK
+ * a bug to surface, not to hide behind retries); retry_count 6 with an ACK
  * timeout of 4.096 us * 2^BE_VERBS_ACK_TIMEOUT (default 16: about 268 ms),
- * so a dead peer is detected in about two seconds.
+ * so a dead peer is detected in about two seconds. Not 7: Soft-RoCE takes
+ * a retry_count of 7 as "retry forever" (as IBTA defines only for
+ * rnr_retry), and a peer whose DREQ was lost would never be detected
+ * (test-verbs-dreq-lost).
  *
  * Private data. The RC connect request carries at most 56 bytes of user
  * data and rdma_cm reports its full size, not the sender's length, so the
@@ -105,7 +108,7 @@
 #include "xport/verbs/verbs.h"
 
 #define CM_DEFAULT_TIMEOUT_MS 10000
-#define CM_RETRY_COUNT 7
+#define CM_RETRY_COUNT 6 /* 7 is "forever" on Soft-RoCE: see above */
 #define CM_REJ_CONSUMER_DEFINED 28 /* IB CM reject reason: rdma_reject() */
 
 static uint8_t cm_ack_timeout(void)

@@ -221,7 +221,6 @@ int be__verbs_dev_open(const char *name, struct be_xdev **out)
 		return -ENOMEM;
 	}
 	dev->base.ops = &be__xport_verbs_ops;
-	dev->base.alloc_dev = -1;
 	dev->ctx = ctx;
 	dev->guid = guid;
 	dev->pid = getpid();
