@@ -230,6 +230,18 @@ int child_stop(Child *c)
 
 // ---- the server end of a client run --------------------------------------
 
+bool ServerOpts::option(Opts &o)
+{
+	return o.value("--listen", &listen) || o.value("--threads", &threads) ||
+	       o.value("--ready-fd", &ready_fd);
+}
+
+void ServerOpts::check(Opts &o) const
+{
+	if (!threads || threads > 1024)
+		o.die("--threads must be 1..1024");
+}
+
 bool Peer::option(Opts &o)
 {
 	return o.value("--connect", &addr_) || o.value("--server-pid", &pid_) ||

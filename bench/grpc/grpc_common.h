@@ -172,6 +172,25 @@ class Opts {
 	int i_;
 };
 
+// ---- a server's options ----------------------------------------------------
+
+// The options of every server mode: --listen ADDR, --threads N (its
+// completion-queue threads) and --ready-fd FD (where the client that
+// spawned it, Peer::start(), learns the port). GB_SERVER_USAGE is their
+// line of a program's usage.
+#define GB_SERVER_USAGE "  server: --listen ADDR (127.0.0.1:0) --threads N (half the cores)\n"
+struct ServerOpts {
+	std::string listen = "127.0.0.1:0";
+	uint64_t threads = half_cores(), ready_fd = UINT64_MAX;
+
+	// Takes the option at @o's position if it is one of these.
+	bool option(Opts &o);
+	// Dies (Opts::die()) unless --threads is 1..1024.
+	void check(Opts &o) const;
+	// serve_cq()'s @ready_fd: -1 without --ready-fd.
+	int ready() const { return ready_fd == UINT64_MAX ? -1 : (int)ready_fd; }
+};
+
 // ---- the server end of a client run --------------------------------------
 
 // The server end of a client run: a child spawned by the client (default)

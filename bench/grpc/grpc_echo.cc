@@ -63,7 +63,7 @@ namespace {
 
 const char *kUsage =
 	"usage: grpc-echo server|lat|rate [options]\n"
-	"  server: --listen ADDR (127.0.0.1:0) --threads N (half the cores)\n"
+	GB_SERVER_USAGE
 	"  lat:    --size B (64) --iters N (20000) --warmup N (2000)\n"
 	"  rate:   --size B (64) --outstanding K (32) --iters N (200000) --warmup N (20000)\n"
 	"          --threads T (client threads; half the cores, at most K)\n"
@@ -76,26 +76,22 @@ int server_main(int argc, char **argv)
 {
 	sigset_t stop = gb::stop_signals_block();
 	gb::Opts o("grpc-echo server", argc, argv, 2);
-	std::string listen = "127.0.0.1:0";
-	uint64_t threads = gb::half_cores(), ready_fd = UINT64_MAX;
+	gb::ServerOpts so;
 	grpc::ServerBuilder b;
 	Echo::AsyncService svc;
 	int port = 0;
 
 	while (o.more()) {
-		if (o.value("--listen", &listen) || o.value("--threads", &threads) ||
-		    o.value("--ready-fd", &ready_fd))
+		if (so.option(o))
 			continue;
 		o.unknown();
 	}
-	if (!threads || threads > 1024)
-		o.die("--threads must be 1..1024");
-	gb::configure_server(b, listen, &port);
+	so.check(o);
+	gb::configure_server(b, so.listen, &port);
 	b.RegisterService(&svc);
 	// The reply takes the request's bytes: a move, not a copy.
 	return gb::serve_unary<Echo::AsyncService, EchoMsg, EchoMsg>(
-		"grpc-echo server", b, &port, (unsigned)threads,
-		ready_fd == UINT64_MAX ? -1 : (int)ready_fd, stop, &svc,
+		"grpc-echo server", b, &port, (unsigned)so.threads, so.ready(), stop, &svc,
 		&Echo::AsyncService::RequestCall, [](EchoMsg &req, EchoMsg *resp) {
 			resp->mutable_data()->swap(*req.mutable_data());
 			return grpc::Status::OK;

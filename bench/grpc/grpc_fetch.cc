@@ -65,7 +65,7 @@ namespace {
 
 const char *kUsage =
 	"usage: grpc-fetch server|ranker [options]\n"
-	"  server: --listen ADDR (127.0.0.1:0) --threads N (half the cores)\n"
+	GB_SERVER_USAGE
 	"          --tables T (4) --rows R (1M) --dim D (32)\n"
 	"  ranker: --qps Q (1000) --keys K (1024) --alpha A (1.09) --seconds S (10)\n"
 	"          --warmup S (1) --deadline-ms D (30; 0: none) --verify all|sample|none\n"
@@ -120,21 +120,20 @@ int server_main(int argc, char **argv)
 {
 	sigset_t stop = gb::stop_signals_block();
 	gb::Opts o("grpc-fetch server", argc, argv, 2);
-	std::string listen = "127.0.0.1:0";
-	uint64_t threads = gb::half_cores(), ready_fd = UINT64_MAX, ntables = 4, dim = 32;
+	gb::ServerOpts so;
+	uint64_t ntables = 4, dim = 32;
 	Tables tab;
 	int port = 0;
 
 	while (o.more()) {
-		if (o.value("--listen", &listen) || o.value("--threads", &threads) ||
-		    o.value("--tables", &ntables) || o.value("--rows", &tab.rows) ||
-		    o.value("--dim", &dim) || o.value("--ready-fd", &ready_fd))
+		if (so.option(o) || o.value("--tables", &ntables) || o.value("--rows", &tab.rows) ||
+		    o.value("--dim", &dim))
 			continue;
 		o.unknown();
 	}
-	if (!threads || threads > 1024 || !ntables || ntables > 1024 || !tab.rows || !dim ||
-	    dim > 65536)
-		o.die("--threads and --tables must be 1..1024, --dim 1..65536, --rows > 0");
+	so.check(o);
+	if (!ntables || ntables > 1024 || !tab.rows || !dim || dim > 65536)
+		o.die("--tables must be 1..1024, --dim 1..65536, --rows > 0");
 	if (tab.rows > (1ull << 36) / dim / ntables)
 		o.die("--tables x --rows x --dim must be at most 2^36 values (256 GiB)");
 	tab.dim = (uint32_t)dim;
@@ -148,11 +147,10 @@ int server_main(int argc, char **argv)
 
 	grpc::ServerBuilder b;
 	Ps::AsyncService svc;
-	gb::configure_server(b, listen, &port);
+	gb::configure_server(b, so.listen, &port);
 	b.RegisterService(&svc);
 	return gb::serve_unary<Ps::AsyncService, FetchRequest, FetchReply>(
-		"grpc-fetch server", b, &port, (unsigned)threads,
-		ready_fd == UINT64_MAX ? -1 : (int)ready_fd, stop, &svc,
+		"grpc-fetch server", b, &port, (unsigned)so.threads, so.ready(), stop, &svc,
 		&Ps::AsyncService::RequestFetch, [&tab](FetchRequest &req, FetchReply *resp) {
 			return tab.lookup(req, resp);
 		});

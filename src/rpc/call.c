@@ -47,17 +47,16 @@ enum { ATT_FIRST, ATT_RETRY, ATT_HEDGE };
 
 /* ---- objects */
 
-/* A zeroed call: calls on the free list were zeroed when they went there
- * (call_put()), after their caller was told, not on the way to a send. */
+/* A zeroed call (its free_link aside): calls on the free list were
+ * zeroed when they went there (call_put()), after their caller was told,
+ * not on the way to a send. */
 static struct rpc_call *call_get(struct be_rpc *rpc)
 {
-	struct rpc_call *c = rpc->call_free;
+	struct be__list *p = be__list_pop(&rpc->call_free);
 
-	if (!c)
-		return calloc(1, sizeof(*c));
-	rpc->call_free = c->next_free;
-	c->next_free = NULL;
-	return c;
+	if (!p)
+		return calloc(1, sizeof(struct rpc_call));
+	return be__list_entry(p, struct rpc_call, free_link);
 }
 
 /* Drop one reference; the last frees the request buffer and the call. */
@@ -72,41 +71,32 @@ static void call_put(struct rpc_call *c)
 		free(c);
 		return;
 	}
-	*c = (struct rpc_call){ .next_free = rpc->call_free };
-	rpc->call_free = c;
+	*c = (struct rpc_call){ 0 };
+	be__list_add_head(&rpc->call_free, &c->free_link);
 }
 
 static struct rpc_attempt *att_get(struct be_rpc *rpc)
 {
-	struct rpc_attempt *a = rpc->att_free;
+	struct be__list *p = be__list_pop(&rpc->att_free);
 
-	if (a)
-		rpc->att_free = a->next;
-	else
-		a = malloc(sizeof(*a));
-	return a;
+	if (!p)
+		return malloc(sizeof(struct rpc_attempt));
+	return be__list_entry(p, struct rpc_attempt, free_link);
 }
 
 static void att_put(struct be_rpc *rpc, struct rpc_attempt *a)
 {
-	a->next = rpc->att_free;
-	rpc->att_free = a;
+	be__list_add_head(&rpc->att_free, &a->free_link);
 }
 
 void be__rpc_call_free_all(struct be_rpc *rpc)
 {
-	while (rpc->call_free) {
-		struct rpc_call *c = rpc->call_free;
+	struct be__list *p;
 
-		rpc->call_free = c->next_free;
-		free(c);
-	}
-	while (rpc->att_free) {
-		struct rpc_attempt *a = rpc->att_free;
-
-		rpc->att_free = a->next;
-		free(a);
-	}
+	while ((p = be__list_pop(&rpc->call_free)))
+		free(be__list_entry(p, struct rpc_call, free_link));
+	while ((p = be__list_pop(&rpc->att_free)))
+		free(be__list_entry(p, struct rpc_attempt, free_link));
 }
 
 /* Unlink @a from its call, its conn and the id table; the replica's

@@ -111,6 +111,9 @@ int be_rpc_create(struct be_worker *w, const struct be_rpc_config *cfg, struct b
 	rpc->refs = 1;
 	rpc->calls.free_head = RPC_IDS_NONE;
 	rpc->atts.free_head = RPC_IDS_NONE;
+	be__list_init(&rpc->att_free);
+	be__list_init(&rpc->call_free);
+	be__list_init(&rpc->req_free);
 	rpc->rnd = (uint64_t)rpc_now() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)rpc;
 	if (!rpc->rnd)
 		rpc->rnd = 1;

@@ -413,6 +413,7 @@ struct rpc_attempt {
 	bool sent;                /* its send completed with 0 */
 	struct be__list clink;    /* conn->atts */
 	struct rpc_attempt *next; /* call->atts */
+	struct be__list free_link; /* rpc->att_free */
 };
 
 struct rpc_call {
@@ -445,7 +446,7 @@ struct rpc_call {
 	struct rpc_scatter *sc;
 	uint32_t leg;
 	struct be__list link;     /* ch->calls, or rpc->deferred */
-	struct rpc_call *next_free;
+	struct be__list free_link; /* rpc->call_free */
 };
 
 struct rpc_scatter {
@@ -478,7 +479,7 @@ struct be_rpc_req {
 	struct rpc_conn *conn;
 	struct be_rpc_hdr h;
 	uint64_t deadline_ns;     /* UINT64_MAX: none; 0: not started (server.c) */
-	struct be_rpc_req *next_free;
+	struct be__list free_link; /* rpc->req_free */
 };
 
 /* ---- the RPC state of a worker */
@@ -505,9 +506,7 @@ struct be_rpc {
 
 	/* ids and caches */
 	struct rpc_ids calls, atts;
-	struct rpc_attempt *att_free;
-	struct rpc_call *call_free;
-	struct be_rpc_req *req_free;
+	struct be__list att_free, call_free, req_free; /* freed objects, for reuse */
 	struct be_rpc_req *req_cur;  /* the request whose handler runs, until answered */
 	struct be__list deferred; /* calls completing at the next flush */
 

@@ -288,8 +288,7 @@ static void req_release(struct be_rpc_req *req)
 		rpc->req_cur = NULL;
 	be__rpc_conn_put(req->conn);
 	rpc->ss.in_flight--;
-	req->next_free = rpc->req_free;
-	rpc->req_free = req;
+	be__list_add_head(&rpc->req_free, &req->free_link);
 	be__rpc_unref(rpc);
 }
 
@@ -404,6 +403,7 @@ void be__rpc_server_recv(struct rpc_conn *c, void *buf, size_t len)
 	void *payload = (uint8_t *)buf + BE_RPC_HDR_LEN;
 	struct rpc_method *m;
 	struct be_rpc_req *req, *prev;
+	struct be__list *p;
 	struct be_rpc_hdr h;
 	const char *why;
 
@@ -454,11 +454,8 @@ void be__rpc_server_recv(struct rpc_conn *c, void *buf, size_t len)
 		reply_status(rpc, c, &h, -ETIMEDOUT);
 		return;
 	}
-	req = rpc->req_free;
-	if (req)
-		rpc->req_free = req->next_free;
-	else
-		req = malloc(sizeof(*req));
+	p = be__list_pop(&rpc->req_free);
+	req = p ? be__list_entry(p, struct be_rpc_req, free_link) : malloc(sizeof(*req));
 	if (!req) {
 		be_free(buf);
 		reply_status(rpc, c, &h, -ENOMEM);
@@ -484,12 +481,10 @@ void be__rpc_server_recv(struct rpc_conn *c, void *buf, size_t len)
 
 void be__rpc_server_free(struct be_rpc *rpc)
 {
-	while (rpc->req_free) {
-		struct be_rpc_req *r = rpc->req_free;
+	struct be__list *p;
 
-		rpc->req_free = r->next_free;
-		free(r);
-	}
+	while ((p = be__list_pop(&rpc->req_free)))
+		free(be__list_entry(p, struct be_rpc_req, free_link));
 	free(rpc->methods);
 	rpc->methods = NULL;
 	rpc->mlast = NULL;

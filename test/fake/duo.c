@@ -24,8 +24,8 @@ void duo_start(struct duo *s)
 
 	ft_pair(&s->t, &s->ctx, s->ws, &s->srv, &s->l, addr, sizeof(addr));
 	ft_listen(&s->t, s->ws[0], &s->srv2, &s->l2, addr2, sizeof(addr2));
-	ASSERT_OK(be_sock_connect(s->ws[1], addr, &ft_client_cbs, &s->cli, &s->c));
-	ASSERT_OK(be_sock_connect(s->ws[1], addr2, &ft_client_cbs, &s->cli2, &s->c2));
+	ASSERT_OK(be_sock_connect(s->ws[1], addr, &st_server_cbs, &s->cli, &s->c));
+	ASSERT_OK(be_sock_connect(s->ws[1], addr2, &st_server_cbs, &s->cli2, &s->c2));
 	ASSERT_OK(be_sock_send(s->c, st_msg(DUO_MSG, 1), DUO_MSG, st_send_cb, &s->sends));
 	ASSERT_OK(be_sock_send(s->c2, st_msg(DUO_MSG, 2), DUO_MSG, st_send_cb, &s->sends2));
 	st_pump(s->ws, 2, warm, s);
@@ -61,7 +61,7 @@ static bool failed(void *arg)
 {
 	const struct duo_want *w = arg;
 
-	return w->s->sends.done == w->n && w->s->cli.closes && w->s->srv.closed;
+	return w->s->sends.done == w->n && w->s->cli.closed && w->s->srv.closed;
 }
 
 void duo_wait_failed(struct duo *s, int n)
@@ -75,11 +75,11 @@ void duo_wait_failed(struct duo *s, int n)
 	 * took before a receive failed on the other side completes with 0
 	 * (the callers check last_err where a send must fail). */
 	ASSERT_EQ(s->sends.ok + s->sends.other, n);
-	ASSERT_EQ(s->cli.closes, 1);
-	ASSERT_NE(s->cli.reason, 0);
+	ASSERT_EQ(s->cli.closed, 1);
+	ASSERT_NE(s->cli.close_reason, 0);
 	ASSERT_EQ(s->srv.closed, 1);
 	ASSERT_NE(s->srv.close_reason, 0);
-	ASSERT_EQ(s->cli2.closes, 0);
+	ASSERT_EQ(s->cli2.closed, 0);
 	m = st_msg(8, 0);
 	ASSERT_EQ(be_sock_send(s->c, m, 8, st_send_cb, &s->sends), -ENOTCONN);
 	be_free(m); /* refused: still ours */
@@ -91,7 +91,7 @@ void duo_large_fails(struct duo *s, const struct be__fake_faults *f, int err)
 	ASSERT_OK(be_sock_send(s->c, st_msg(DUO_LARGE, 3), DUO_LARGE, st_send_cb, &s->sends));
 	duo_wait_failed(s, 2);
 	ASSERT_EQ(s->sends.last_err, err);
-	ASSERT_EQ(s->cli.reason, err);
+	ASSERT_EQ(s->cli.close_reason, err);
 	ASSERT_EQ(s->srv.recvd, 1); /* the warm-up only: nothing of it arrived */
 }
 
@@ -111,7 +111,7 @@ void duo_finish(struct duo *s)
 	st_pump(s->ws, 2, second_done, s);
 	ASSERT_EQ(s->sends2.ok, 3);
 	ASSERT_EQ(s->srv2.bytes, 2 * DUO_MSG + DUO_LARGE);
-	ASSERT_EQ(s->cli2.closes, 0);
+	ASSERT_EQ(s->cli2.closed, 0);
 	st_pump_ms(s->ws, 2, 20);
 	ft_check_srq(s->ws[0]);
 	ft_check_srq(s->ws[1]);

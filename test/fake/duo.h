@@ -19,7 +19,7 @@ struct duo {
 	struct be_listener *l, *l2;
 	struct be_sock *c, *c2;    /* client sockets, one per Engine */
 	struct st_server srv, srv2;
-	struct ft_client cli, cli2;
+	struct st_server cli, cli2;
 	struct st_sends sends, sends2;
 };
 

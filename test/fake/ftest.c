@@ -60,33 +60,12 @@ struct be_xconn *ft_conn(struct be_sock *s)
 	return s->e->conn;
 }
 
-static void ft_cli_recv(struct be_sock *s, void *buf, size_t len, void *user)
-{
-	struct ft_client *c = user;
-
-	c->recvd++;
-	be_free(buf);
-}
-
-static void ft_cli_close(struct be_sock *s, int reason, void *user)
-{
-	struct ft_client *c = user;
-
-	c->closes++;
-	c->reason = reason;
-}
-
-const struct be_sock_cbs ft_client_cbs = {
-	.on_recv = ft_cli_recv,
-	.on_close = ft_cli_close,
-};
-
-struct be_sock *ft_connect_send(struct be_worker *w, const char *addr, struct ft_client *cli,
+struct be_sock *ft_connect_send(struct be_worker *w, const char *addr, struct st_server *cli,
 				size_t len, uint32_t seed, struct st_sends *sends)
 {
 	struct be_sock *c;
 
-	ASSERT_OK(be_sock_connect(w, addr, &ft_client_cbs, cli, &c));
+	ASSERT_OK(be_sock_connect(w, addr, &st_server_cbs, cli, &c));
 	ASSERT_OK(be_sock_send(c, st_msg(len, seed), len, st_send_cb, sends));
 	return c;
 }

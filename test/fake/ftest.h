@@ -37,17 +37,11 @@ void ft_listen(struct ft *t, struct be_worker *w, struct st_server *srv, struct 
 /* The transport conn under socket @s (its Engine's). */
 struct be_xconn *ft_conn(struct be_sock *s);
 
-/* A client socket's record: on_close calls and their reason, messages. */
-struct ft_client {
-	int closes;
-	int reason;
-	int recvd;
-};
-extern const struct be_sock_cbs ft_client_cbs; /* user: struct ft_client */
-/* Connect @w to @addr (ft_client_cbs, user @cli) and queue one message
- * st_msg(@len, @seed) on the new socket (st_send_cb into @sends); returns
- * the socket. Fails the test on an error. */
-struct be_sock *ft_connect_send(struct be_worker *w, const char *addr, struct ft_client *cli,
+/* Connect @w to @addr and queue one message st_msg(@len, @seed) on the
+ * new socket (st_send_cb into @sends); returns the socket. The client
+ * socket's record is a struct st_server (callbacks st_server_cbs, user
+ * @cli): its closed, close_reason and recvd. Fails the test on an error. */
+struct be_sock *ft_connect_send(struct be_worker *w, const char *addr, struct st_server *cli,
 				size_t len, uint32_t seed, struct st_sends *sends);
 
 /* Check that the fake transport failed exactly one send WR (fail_wr or

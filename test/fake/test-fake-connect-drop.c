@@ -13,7 +13,7 @@
 #include "ftest.h"
 
 static struct st_server srv, srv2;
-static struct ft_client cli, cli2, cli3;
+static struct st_server cli, cli2, cli3;
 static struct st_sends sends, sends2, sends3;
 
 int main(int argc, char **argv)
@@ -42,11 +42,11 @@ int main(int argc, char **argv)
 	wq[2] = ws[1];
 	ASSERT_OK(be__fake_event_rule(BE_XEV_CONNECT_REQUEST, 1, -1));
 	c = ft_connect_send(wq[0], addr, &cli, 100, 1, &sends);
-	ST_PUMP_WHILE(wq, 3, !cli.closes || sends.done != 1);
+	ST_PUMP_WHILE(wq, 3, !cli.closed || sends.done != 1);
 	be__fake_stats(&fs);
 	ASSERT_EQ(fs.ev_dropped, 1);
-	ASSERT_EQ(cli.closes, 1);
-	ASSERT_EQ(cli.reason, -ETIMEDOUT);
+	ASSERT_EQ(cli.closed, 1);
+	ASSERT_EQ(cli.close_reason, -ETIMEDOUT);
 	ASSERT_EQ(sends.done, 1);
 	ASSERT_EQ(sends.last_err, -ETIMEDOUT);
 	ASSERT_EQ(srv.accepted, 0);
@@ -57,7 +57,7 @@ int main(int argc, char **argv)
 	/* 2: the next connect to the same listener works. */
 	c2 = ft_connect_send(ws[1], addr, &cli2, 100, 2, &sends2);
 	ST_PUMP_WHILE(ws, 2, srv.recvd != 1 || sends2.ok != 1);
-	ASSERT_EQ(cli2.closes, 0);
+	ASSERT_EQ(cli2.closed, 0);
 
 	/* 3: both ESTABLISHED events of a new Engine come 50 polls late:
 	 * nothing is lost. */
@@ -67,7 +67,7 @@ int main(int argc, char **argv)
 	ST_PUMP_WHILE(ws, 2, srv2.recvd != 1 || sends3.ok != 1);
 	be__fake_stats(&fs);
 	ASSERT_EQ(fs.ev_delayed, 2);
-	ASSERT_EQ(cli3.closes, 0);
+	ASSERT_EQ(cli3.closed, 0);
 
 	be_sock_close(c2);
 	be_sock_close(c3);

@@ -15,7 +15,7 @@
 #define MSG 1000
 
 static struct st_server srv;
-static struct ft_client cli, cli2, cli3;
+static struct st_server cli, cli2, cli3;
 static struct st_sends sends, sends2, sends3;
 
 static int port_up(struct be_ctx *ctx)
@@ -55,9 +55,9 @@ int main(int argc, char **argv)
 	ASSERT_EQ(port_up(ctx), 0);
 	for (i = 0; i < 5; i++)
 		ASSERT_OK(be_sock_send(c, st_msg(MSG, 10 + i), MSG, st_send_cb, &sends));
-	ST_PUMP_WHILE(ws, 2, !cli.closes || !srv.closed || sends.done != 6);
-	ASSERT_EQ(cli.closes, 1);
-	ASSERT(is_err(cli.reason));
+	ST_PUMP_WHILE(ws, 2, !cli.closed || !srv.closed || sends.done != 6);
+	ASSERT_EQ(cli.closed, 1);
+	ASSERT(is_err(cli.close_reason));
 	ASSERT_EQ(srv.closed, 1);
 	ASSERT(is_err(srv.close_reason));
 	ASSERT_EQ(sends.done, 6);
@@ -65,9 +65,9 @@ int main(int argc, char **argv)
 
 	/* Down: a connect cannot reach anything. */
 	c2 = ft_connect_send(ws[1], addr, &cli2, MSG, 2, &sends2);
-	ST_PUMP_WHILE(ws, 2, !cli2.closes || sends2.done != 1);
-	ASSERT_EQ(cli2.closes, 1);
-	ASSERT_EQ(cli2.reason, -ENETDOWN);
+	ST_PUMP_WHILE(ws, 2, !cli2.closed || sends2.done != 1);
+	ASSERT_EQ(cli2.closed, 1);
+	ASSERT_EQ(cli2.close_reason, -ENETDOWN);
 	ASSERT_EQ(sends2.last_err, -ENETDOWN);
 
 	/* Up again: connects work. */
@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 	want = srv.recvd + 1;
 	c3 = ft_connect_send(ws[1], addr, &cli3, MSG, 3, &sends3);
 	ST_PUMP_WHILE(ws, 2, srv.recvd != want || sends3.ok != 1);
-	ASSERT_EQ(cli3.closes, 0);
+	ASSERT_EQ(cli3.closed, 0);
 	st_pump_ms(ws, 2, 20);
 	ft_check_srq(ws[0]);
 	ft_check_srq(ws[1]);

@@ -27,7 +27,7 @@ int main(int argc, char **argv)
 	be__fake_stats(&fs);
 	ASSERT_EQ(fs.post_failed, 1);
 	ASSERT_EQ(s.sends.last_err, -ENOMEM);
-	ASSERT_EQ(s.cli.reason, -ENOMEM);
+	ASSERT_EQ(s.cli.close_reason, -ENOMEM);
 	/* A WR posted before the refused one may have arrived though its
 	 * send reports the Engine's error ("delivery unknown"); nothing
 	 * arrives twice. */

@@ -64,7 +64,7 @@ int main(int argc, char **argv)
 	const struct be__fake_faults f = { .jitter_polls = 16 };
 	struct be_listener *l[NSOCK];
 	struct be_sock *c[NSOCK];
-	struct ft_client cli[NSOCK] = { { 0 } };
+	struct st_server cli[NSOCK] = { { 0 } };
 	struct be_worker *ws[2];
 	struct be_ctx *ctx;
 	struct be__fake_stats fs;
@@ -82,7 +82,7 @@ int main(int argc, char **argv)
 		rx[k].k = k;
 		ASSERT_OK(be_listen(ws[0], ft_addr(&t), &rx_cbs, &rx[k], &l[k]));
 		ASSERT_OK(be_listener_addr(l[k], addr, sizeof(addr)));
-		ASSERT_OK(be_sock_connect(ws[1], addr, &ft_client_cbs, &cli[k], &c[k]));
+		ASSERT_OK(be_sock_connect(ws[1], addr, &st_server_cbs, &cli[k], &c[k]));
 	}
 	for (i = 0; i < NMSG; i++)
 		for (k = 0; k < NSOCK; k++)
@@ -95,7 +95,7 @@ int main(int argc, char **argv)
 	for (k = 0; k < NSOCK; k++) {
 		ASSERT_EQ(rx[k].next, NMSG);
 		ASSERT_EQ(rx[k].bad, 0);
-		ASSERT_EQ(cli[k].closes, 0);
+		ASSERT_EQ(cli[k].closed, 0);
 	}
 	st_pump_ms(ws, 2, 20);
 	ft_check_srq(ws[0]);

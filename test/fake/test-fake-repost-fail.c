@@ -15,7 +15,7 @@
 #define MSG 1000
 
 static struct st_server srv;
-static struct ft_client cli, cli2;
+static struct st_server cli, cli2;
 static struct st_sends sends;
 
 int main(int argc, char **argv)
@@ -37,12 +37,12 @@ int main(int argc, char **argv)
 
 	be__fake_srq_post_fail(1, -ENOMEM);
 	ASSERT_OK(be_sock_send(c, st_msg(MSG, 2), MSG, st_send_cb, &sends));
-	ST_PUMP_WHILE(ws, 2, srv.closed != 1 || cli.closes != 1 || sends.done != 2);
+	ST_PUMP_WHILE(ws, 2, srv.closed != 1 || cli.closed != 1 || sends.done != 2);
 	be__fake_stats(&fs);
 	ASSERT_EQ(fs.srq_post_failed, 1);
 	ASSERT_EQ(srv.recvd, 2); /* the message itself was delivered */
 	ASSERT_EQ(srv.close_reason, -ENOMEM);
-	ASSERT_NE(cli.reason, 0);
+	ASSERT_NE(cli.close_reason, 0);
 	ASSERT_EQ(sends.done, 2);
 	ASSERT_GT(be_worker_stats_json(ws[0], json, sizeof(json)), 0);
 	ASSERT_EQ(st_json_num(json, "repost_errors"), 1);

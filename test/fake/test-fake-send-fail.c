@@ -37,7 +37,7 @@ int main(int argc, char **argv)
 	ft_check_one_failed(BE_XWC_SEND);
 	ASSERT_GE(s.sends.ok, 11);
 	ASSERT_EQ(s.sends.last_err, -ECONNRESET);
-	ASSERT_EQ(s.cli.reason, -ECONNRESET);
+	ASSERT_EQ(s.cli.close_reason, -ECONNRESET);
 	/* Every SEND here is signaled: what completed with 0 arrived,
 	 * nothing else did. */
 	ASSERT_EQ(s.srv.recvd, s.sends.ok);

@@ -61,7 +61,8 @@ void st_fill(void *p, size_t len, uint32_t seed);
 /* 1 if @p holds the pattern of @seed. */
 int st_check(const void *p, size_t len, uint32_t seed);
 
-/* Listener callbacks that accept everything (user: counters below). */
+/* Listener callbacks that accept everything (user: counters below); also
+ * a client socket's callbacks and record (on_accept is never called). */
 struct st_server {
 	struct be_sock **socks;
 	int nsocks, cap;

@@ -463,15 +463,23 @@ static int conn_hs_read(struct tcp_conn *c, uint8_t expect, struct tcp_hdr *h, c
 }
 
 /* Connector: the acceptor's answer arrived, the conn joins its cqs. */
+/* *@ev: an event @type of @c that carries the private data of the
+ * handshake frame @h (in c->rbuf, after its header). */
+static void conn_hs_event(struct tcp_conn *c, const struct tcp_hdr *h, enum be_xev_type type,
+			  struct be_xevent *ev)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->type = type;
+	ev->conn = &c->x;
+	ev->priv_len = (uint8_t)h->len;
+	memcpy(ev->priv, c->rbuf + TCP_HDR_LEN, h->len);
+}
+
 static void conn_established(struct tcp_conn *c, const struct tcp_hdr *h)
 {
 	struct be_xevent ev;
 
-	memset(&ev, 0, sizeof(ev));
-	ev.type = BE_XEV_ESTABLISHED;
-	ev.conn = &c->x;
-	ev.priv_len = (uint8_t)h->len;
-	memcpy(ev.priv, c->rbuf + TCP_HDR_LEN, h->len);
+	conn_hs_event(c, h, BE_XEV_ESTABLISHED, &ev);
 	conn_evch_epoll(c, EPOLL_CTL_DEL, 0);
 	conn_clear_deadline(c);
 	c->rpos = TCP_HDR_LEN + h->len;
@@ -536,12 +544,8 @@ static void conn_hs_progress(struct tcp_conn *c, uint32_t events)
 			conn_established(c, &h);
 			return;
 		}
-		memset(&ev, 0, sizeof(ev));
-		ev.type = BE_XEV_REJECTED;
+		conn_hs_event(c, &h, BE_XEV_REJECTED, &ev);
 		ev.status = -ECONNREFUSED;
-		ev.conn = &c->x;
-		ev.priv_len = (uint8_t)h.len;
-		memcpy(ev.priv, c->rbuf + TCP_HDR_LEN, h.len);
 		be__tcp_conn_close_fd(c);
 		conn_clear_deadline(c);
 		c->state = TCP_C_DEAD;
@@ -559,12 +563,8 @@ static void conn_hs_progress(struct tcp_conn *c, uint32_t events)
 			conn_free(c);
 			return;
 		}
-		memset(&ev, 0, sizeof(ev));
-		ev.type = BE_XEV_CONNECT_REQUEST;
-		ev.conn = &c->x;
+		conn_hs_event(c, &h, BE_XEV_CONNECT_REQUEST, &ev);
 		ev.listener = &c->listener->x;
-		ev.priv_len = (uint8_t)h.len;
-		memcpy(ev.priv, c->rbuf + TCP_HDR_LEN, h.len);
 		c->rpos = c->rend = 0;
 		conn_evch_epoll(c, EPOLL_CTL_DEL, 0);
 		conn_clear_deadline(c);
