@@ -10,6 +10,13 @@
  * Round 2: the child keeps receiving; the parent kills it after the first
  * completion: every signaled WR completes exactly once, successes first,
  * then errors.
+ *
+ * Both peers are forked before this process touches the library, as
+ * docs/ARCHITECTURE.md ("Fork") asks: the verbs evch's connect thread
+ * calls into librdmacm from the evch's creation on, and a child forked
+ * while it is inside libibverbs inherits its device-list lock held and
+ * hangs at its first ibv_get_device_list(). Each peer waits for the
+ * listener's address on a pipe.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -26,10 +33,16 @@ struct target {
 	uint32_t len;
 };
 
-/* The child: connect, grant and announce its target (a SEND), then idle
- * or progress. */
-static void child(int argc, char **argv, const char *addr, int progress)
+struct peer {
+	pid_t pid;
+	int fd; /* the parent's end of the pipe that carries the address */
+};
+
+/* The child: wait for the listener's address, connect, grant and announce
+ * its target (a SEND), then idle or progress. */
+static void child(int argc, char **argv, int fd, int progress)
 {
+	char addr[BE_XPORT_ADDR_MAX];
 	struct xt t;
 	struct xt_side s;
 	struct be_xconn_attr a;
@@ -39,6 +52,10 @@ static void child(int argc, char **argv, const char *addr, int progress)
 	uint8_t *buf;
 
 	alarm(120); /* never outlive the test */
+	/* A short read: the parent ended before this round. */
+	if (read(fd, addr, sizeof(addr)) != (ssize_t)sizeof(addr))
+		_exit(0);
+	close(fd);
 	xt_init(&t, argc, argv);
 	xt_side_init(&t, &s, 64, 16);
 	buf = xt_alloc(&t, BIG);
@@ -58,8 +75,24 @@ static void child(int argc, char **argv, const char *addr, int progress)
 	}
 }
 
-static void round_(struct xt *t, struct xt_side *srv, struct be_xlistener *l, int argc,
-		   char **argv, int progress)
+static void peer_fork(struct peer *p, int argc, char **argv, int progress)
+{
+	int pfd[2];
+
+	ASSERT_OK(pipe(pfd));
+	fflush(stderr);
+	p->pid = fork();
+	ASSERT(p->pid >= 0);
+	if (p->pid == 0) {
+		close(pfd[1]);
+		child(argc, argv, pfd[0], progress);
+	}
+	close(pfd[0]);
+	p->fd = pfd[1];
+}
+
+static void round_(struct xt *t, struct xt_side *srv, struct be_xlistener *l,
+		   const struct peer *p, int progress)
 {
 	char addr[BE_XPORT_ADDR_MAX];
 	struct be_xconn_attr sa = xt_attr(srv, 16);
@@ -70,14 +103,11 @@ static void round_(struct xt *t, struct xt_side *srv, struct be_xlistener *l, in
 	uint8_t *src;
 	int seen[NWR] = { 0 };
 	int i, nsig = 0, nerr = 0, status;
-	pid_t pid;
 
+	memset(addr, 0, sizeof(addr));
 	ASSERT_OK(t->ops->listener_addr(l, addr, sizeof(addr)));
-	fflush(stderr);
-	pid = fork();
-	ASSERT(pid >= 0);
-	if (pid == 0)
-		child(argc, argv, addr, progress);
+	ASSERT_EQ(write(p->fd, addr, sizeof(addr)), (ssize_t)sizeof(addr));
+	close(p->fd);
 
 	xt_post_recvs(t, srv, 1, 64);
 	xt_expect_event(t, srv, BE_XEV_CONNECT_REQUEST, &ev);
@@ -110,8 +140,8 @@ static void round_(struct xt *t, struct xt_side *srv, struct be_xlistener *l, in
 	} else {
 		xt_spin(t, 50); /* fill the pipe; the child reads nothing */
 	}
-	kill(pid, SIGKILL);
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	kill(p->pid, SIGKILL);
+	ASSERT_EQ(waitpid(p->pid, &status, 0), p->pid);
 
 	if (progress || strcmp(t->transport, "tcp")) {
 		/* Signaled WRs complete exactly once, in order, successes
@@ -171,12 +201,15 @@ int main(int argc, char **argv)
 	struct xt t;
 	struct xt_side srv;
 	struct be_xlistener *l;
+	struct peer p[2];
 
+	peer_fork(&p[0], argc, argv, 0);
+	peer_fork(&p[1], argc, argv, 1);
 	xt_init(&t, argc, argv);
 	xt_side_init(&t, &srv, 64, 16);
 	l = xt_listen(&t, &srv);
-	round_(&t, &srv, l, argc, argv, 0);
-	round_(&t, &srv, l, argc, argv, 1);
+	round_(&t, &srv, l, &p[0], 0);
+	round_(&t, &srv, l, &p[1], 1);
 	t.ops->listener_close(l);
 	xt_side_fini(&t, &srv);
 	xt_fini(&t);

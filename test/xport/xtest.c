@@ -329,9 +329,11 @@ void xt_expect_event(struct xt *t, struct xt_side *s, enum be_xev_type type,
 {
 	struct be_xevent e;
 
+	XT_WAIT(t, s->nev > 0, be__xev_type_str(type));
 	xt_next_event(t, s, &e);
 	if (e.type != type)
-		TEST_FAIL("expected event %d, got %d (status %d)", type, e.type, e.status);
+		TEST_FAIL("expected event %s, got %s (status %d)", be__xev_type_str(type),
+			  be__xev_type_str(e.type), e.status);
 	if (ev)
 		*ev = e;
 }
