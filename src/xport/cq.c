@@ -1,6 +1,7 @@
 /*
  * cq.c - the part of a completion queue the shm, tcp and fake transports
- * share, and the queue of completions a transport makes itself (cq.h).
+ * share, the ring of an SRQ's posted receives and the queue of completions
+ * a transport makes itself (cq.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -39,6 +40,31 @@ void be__xcq_free(struct be__xcq *cq)
 int be__xcq_fd(struct be_xcq *x)
 {
 	return x ? container_of(x, struct be__xcq, x)->wake.epfd : -EINVAL;
+}
+
+int be__xrq_init(struct be__xrq *q, uint32_t depth)
+{
+	uint32_t cap = 1;
+
+	while (cap < depth)
+		cap <<= 1;
+	*q = (struct be__xrq){ .cap = cap, .depth = depth };
+	q->ring = calloc(cap, sizeof(*q->ring));
+	return q->ring ? 0 : -ENOMEM;
+}
+
+void be__xrq_fini(struct be__xrq *q)
+{
+	free(q->ring);
+	q->ring = NULL;
+}
+
+int be__xrq_arm(struct be__xrq *q, uint32_t limit)
+{
+	if (limit > q->depth)
+		return -EINVAL;
+	q->limit = limit;
+	return 0;
 }
 
 /* Move @q's completions into a ring of @ncap (a power of two, at least

@@ -9,6 +9,10 @@
  * wake.epfd is the cq_fd; each transport adds its own fds to the set and
  * decides when to kick wake.efd).
  *
+ * A struct be__xrq is the ring of posted receives of an SRQ kept in
+ * memory (shm's, tcp's): up to its depth of them, taken oldest first, and
+ * the low-water mark srq_arm_limit armed, which fires once.
+ *
  * A struct be__wcq is a FIFO of completions made here rather than read
  * from hardware or from a peer's ring: tcp's every completion, shm's
  * flushed receives. It grows (by doubling) when it is full, so a push
@@ -16,9 +20,9 @@
  * indices run free, so a push and a pop cost a mask, not a division.
  *
  * Ownership: be__xcq_new() allocates the transport's whole object;
- * be__xcq_free() closes its wake fds and frees it. A be__wcq is embedded
- * in its owner and holds copies of the completions pushed;
- * be__wcq_fini() frees them.
+ * be__xcq_free() closes its wake fds and frees it. A be__xrq and a be__wcq
+ * are embedded in their owner and hold copies of the receives posted and
+ * the completions pushed; be__xrq_fini() and be__wcq_fini() free them.
  *
  * Threads: none of their own; the cq's owner serialises every call.
  */
@@ -26,6 +30,7 @@
 #define BE_XPORT_CQ_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,6 +58,65 @@ void be__xcq_free(struct be__xcq *cq);
 /* be__xcq_fd() - the cq_fd of @x (a cq that starts with a struct
  * be__xcq), or -EINVAL for NULL. */
 int be__xcq_fd(struct be_xcq *x);
+
+struct be__xrq {
+	struct be_xrecv_wr *ring; /* a copy of each posted receive, next NULL */
+	uint32_t cap;             /* a power of two >= depth */
+	uint32_t depth;
+	uint32_t head, tail;      /* free-running: tail - head are posted */
+	uint32_t limit;           /* armed low-water mark, 0 = off */
+};
+
+/* be__xrq_init() - an empty ring for up to @depth (> 0) receives.
+ * Returns 0 or -ENOMEM. */
+int be__xrq_init(struct be__xrq *q, uint32_t depth);
+
+/* be__xrq_fini() - free @q's ring (the receives still in it are the
+ * caller's to flush first, with be__xrq_take()). */
+void be__xrq_fini(struct be__xrq *q);
+
+static inline uint32_t be__xrq_len(const struct be__xrq *q)
+{
+	return q->tail - q->head;
+}
+
+/* be__xrq_post() - append a copy of @wr. Returns 0, or -ENOMEM when @q
+ * holds depth receives already. */
+static inline int be__xrq_post(struct be__xrq *q, const struct be_xrecv_wr *wr)
+{
+	struct be_xrecv_wr *r;
+
+	if (q->tail - q->head >= q->depth)
+		return -ENOMEM;
+	r = &q->ring[q->tail++ & (q->cap - 1)];
+	*r = *wr;
+	r->next = NULL;
+	return 0;
+}
+
+/* be__xrq_take() - the oldest posted receive, no longer in @q; NULL when
+ * there is none. The pointer is good until the next be__xrq_post(). */
+static inline struct be_xrecv_wr *be__xrq_take(struct be__xrq *q)
+{
+	if (q->head == q->tail)
+		return NULL;
+	return &q->ring[q->head++ & (q->cap - 1)];
+}
+
+/* be__xrq_arm() - srq_arm_limit: fire when fewer than @limit receives are
+ * left (0: never). Returns 0, or -EINVAL when @limit is over the depth. */
+int be__xrq_arm(struct be__xrq *q, uint32_t limit);
+
+/* be__xrq_limit_hit() - true, once, when @q holds fewer receives than its
+ * armed limit: the caller then reports BE_XEV_SRQ_LIMIT (the mark is off
+ * until armed again, like IBV_EVENT_SRQ_LIMIT_REACHED). */
+static inline bool be__xrq_limit_hit(struct be__xrq *q)
+{
+	if (!q->limit || q->tail - q->head >= q->limit)
+		return false;
+	q->limit = 0;
+	return true;
+}
 
 struct be__wcq {
 	struct be_xwc *ring;

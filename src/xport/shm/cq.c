@@ -123,22 +123,16 @@ void be__shm_conn_detach_cqs(struct shm_conn *c)
 int be__shm_srq_create(struct be_xcq *xcq, uint32_t depth, struct be_xsrq **out)
 {
 	struct shm_srq *s;
-	uint32_t cap = 1;
 
 	if (!xcq || !out || !depth || depth > SHM_MAX_SRQ_WR)
 		return -EINVAL;
-	while (cap < depth)
-		cap <<= 1;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s->wr = calloc(cap, sizeof(*s->wr));
-	if (!s->wr) {
+	if (be__xrq_init(&s->rq, depth)) {
 		free(s);
 		return -ENOMEM;
 	}
-	s->cap = cap;
-	s->depth = depth;
 	s->base.dev = xcq->dev;
 	s->base.cq = xcq;
 	*out = &s->base;
@@ -150,6 +144,7 @@ void be__shm_srq_destroy(struct be_xsrq *xsrq)
 	struct shm_srq *s;
 	struct shm_cq *cq;
 	struct be__list *e;
+	struct be_xrecv_wr *r;
 
 	if (!xsrq)
 		return;
@@ -161,18 +156,18 @@ void be__shm_srq_destroy(struct be_xsrq *xsrq)
 		if (c->srq == s)
 			c->srq = NULL;
 	}
-	for (; s->head != s->tail; s->head++) {
+	while ((r = be__xrq_take(&s->rq))) {
 		struct be_xwc wc;
 
 		memset(&wc, 0, sizeof(wc));
-		wc.wr_id = s->wr[s->head & (s->cap - 1)].wr_id;
+		wc.wr_id = r->wr_id;
 		wc.status = BE_XWC_WR_FLUSH_ERR;
 		wc.opcode = BE_XWC_RECV;
 		if (be__wcq_push(&cq->lq, &wc))
 			be_log_err("shm: out of memory flushing a receive");
 	}
 	be__shm_cq_kick(cq);
-	free(s->wr);
+	be__xrq_fini(&s->rq);
 	free(s);
 }
 
@@ -187,7 +182,7 @@ int be__shm_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr, struct b
 	}
 	s = to_ssrq(xsrq);
 	for (; wr; wr = wr->next) {
-		if (s->tail - s->head >= s->depth) {
+		if (be__xrq_len(&s->rq) >= s->rq.depth) {
 			if (bad)
 				*bad = wr;
 			return -ENOMEM;
@@ -199,24 +194,16 @@ int be__shm_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr, struct b
 				*bad = wr;
 			return -EINVAL;
 		}
-		s->wr[s->tail & (s->cap - 1)] = *wr;
-		s->wr[s->tail & (s->cap - 1)].next = NULL;
-		s->tail++;
+		(void)be__xrq_post(&s->rq, wr); /* there is room: checked above */
 	}
 	return 0;
 }
 
 int be__shm_srq_arm_limit(struct be_xsrq *xsrq, uint32_t limit)
 {
-	struct shm_srq *s;
-
 	if (!xsrq)
 		return -EINVAL;
-	s = to_ssrq(xsrq);
-	if (limit > s->depth)
-		return -EINVAL;
-	s->limit = limit;
-	return 0;
+	return be__xrq_arm(&to_ssrq(xsrq)->rq, limit);
 }
 
 int be__shm_cq_ack(struct be_xcq *xcq)

@@ -651,9 +651,8 @@ static void rx_srq_limit(struct shm_conn *c, struct shm_srq *s)
 {
 	struct be_xevent ev;
 
-	if (!s->limit || s->tail - s->head >= s->limit)
+	if (!be__xrq_limit_hit(&s->rq))
 		return;
-	s->limit = 0;
 	memset(&ev, 0, sizeof(ev));
 	ev.type = BE_XEV_SRQ_LIMIT;
 	ev.srq = &s->base;
@@ -888,11 +887,11 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 			}
 			continue;
 		}
-		if (!s || s->head == s->tail) {
+		r = s ? be__xrq_take(&s->rq) : NULL;
+		if (!r) {
 			err = BE_XWC_RNR_RETRY_EXC;
 			break;
 		}
-		r = &s->wr[s->head & (s->cap - 1)];
 		w = &wc[got++];
 		w->wr_id = r->wr_id;
 		w->status = BE_XWC_SUCCESS;
@@ -902,7 +901,6 @@ static int cq_poll_rx(struct shm_conn *c, struct be_xwc *wc, int n)
 		w->srq = &s->base;
 		w->vendor_err = 0;
 		w->rx_buf = NULL;
-		s->head++;
 		if (op == SHM_REC_SEND) {
 			w->opcode = BE_XWC_RECV;
 			if (blen > r->sge.length) {

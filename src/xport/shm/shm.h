@@ -111,11 +111,7 @@ struct shm_cq {
 
 struct shm_srq {
 	struct be_xsrq base;
-	struct be_xrecv_wr *wr;   /* wr_id + sge of each posted receive */
-	uint32_t cap;             /* power of two >= depth */
-	uint32_t depth;
-	uint32_t head, tail;      /* monotonic */
-	uint32_t limit;           /* armed low-water mark, 0 = off */
+	struct be__xrq rq;        /* the posted receives */
 };
 
 struct shm_listener {

@@ -282,12 +282,10 @@ int be__tcp_srq_create(struct be_xcq *xcq, uint32_t depth, struct be_xsrq **out)
 	srq = calloc(1, sizeof(*srq));
 	if (!srq)
 		return -ENOMEM;
-	srq->ring = calloc(depth, sizeof(*srq->ring));
-	if (!srq->ring) {
+	if (be__xrq_init(&srq->rq, depth)) {
 		free(srq);
 		return -ENOMEM;
 	}
-	srq->cap = depth;
 	srq->cq = container_of(xcq, struct tcp_cq, c.x);
 	srq->x.dev = xcq->dev;
 	srq->x.cq = xcq;
@@ -299,6 +297,7 @@ int be__tcp_srq_create(struct be_xcq *xcq, uint32_t depth, struct be_xsrq **out)
 void be__tcp_srq_destroy(struct be_xsrq *xsrq)
 {
 	struct tcp_srq *srq;
+	struct be_xrecv_wr *r;
 	struct be_xwc wc;
 
 	if (!xsrq)
@@ -315,13 +314,11 @@ void be__tcp_srq_destroy(struct be_xsrq *xsrq)
 	memset(&wc, 0, sizeof(wc));
 	wc.status = BE_XWC_WR_FLUSH_ERR;
 	wc.opcode = BE_XWC_RECV;
-	while (srq->count) {
-		wc.wr_id = srq->ring[srq->head].wr_id;
-		srq->head = (srq->head + 1) % srq->cap;
-		srq->count--;
+	while ((r = be__xrq_take(&srq->rq))) {
+		wc.wr_id = r->wr_id;
 		be__tcp_cq_push(srq->cq, &wc);
 	}
-	free(srq->ring);
+	be__xrq_fini(&srq->rq);
 	free(srq);
 }
 
@@ -349,36 +346,22 @@ int be__tcp_srq_post_recv(struct be_xsrq *xsrq, struct be_xrecv_wr *wr,
 	srq = container_of(xsrq, struct tcp_srq, x);
 	d = container_of(xsrq->dev, struct tcp_dev, x);
 	for (; wr; wr = wr->next) {
-		struct tcp_rwr *r;
+		int rc = -EINVAL;
 
-		if (wr->sge.length && !be__tcp_reg_check(d, wr->sge.lkey, wr->sge.addr, wr->sge.length)) {
+		if (!wr->sge.length || be__tcp_reg_check(d, wr->sge.lkey, wr->sge.addr, wr->sge.length))
+			rc = be__xrq_post(&srq->rq, wr);
+		if (rc) {
 			if (bad)
 				*bad = wr;
-			return -EINVAL;
+			return rc;
 		}
-		if (srq->count == srq->cap) {
-			if (bad)
-				*bad = wr;
-			return -ENOMEM;
-		}
-		r = &srq->ring[(srq->head + srq->count) % srq->cap];
-		r->wr_id = wr->wr_id;
-		r->addr = wr->sge.addr;
-		r->len = wr->sge.length;
-		srq->count++;
 	}
 	return 0;
 }
 
 int be__tcp_srq_arm_limit(struct be_xsrq *xsrq, uint32_t limit)
 {
-	struct tcp_srq *srq;
-
 	if (!xsrq)
 		return -EINVAL;
-	srq = container_of(xsrq, struct tcp_srq, x);
-	if (limit > srq->cap)
-		return -EINVAL;
-	srq->limit = limit;
-	return 0;
+	return be__xrq_arm(&container_of(xsrq, struct tcp_srq, x)->rq, limit);
 }

@@ -188,7 +188,7 @@ static void conn_push_send_wc(struct tcp_conn *c, const struct tcp_wr *s,
 	be__tcp_cq_push(c->scq, &wc);
 }
 
-static void conn_push_recv_wc(struct tcp_conn *c, const struct tcp_rwr *r,
+static void conn_push_recv_wc(struct tcp_conn *c, const struct be_xrecv_wr *r,
 			      enum be_xwc_opcode op, enum be_xwc_status st,
 			      uint32_t byte_len, uint32_t imm, void *rx_buf)
 {
@@ -323,20 +323,18 @@ static void conn_nak(struct tcp_conn *c, uint8_t status)
 static int conn_take_recv(struct tcp_conn *c)
 {
 	struct tcp_srq *srq = c->srq;
+	struct be_xrecv_wr *r = srq ? be__xrq_take(&srq->rq) : NULL;
 
-	if (!srq || !srq->count)
+	if (!r)
 		return 0;
-	c->rx_recv = srq->ring[srq->head];
-	srq->head = (srq->head + 1) % srq->cap;
-	srq->count--;
+	c->rx_recv = *r;
 	c->rx_has_recv = 1;
-	if (srq->limit && srq->count < srq->limit) {
+	if (be__xrq_limit_hit(&srq->rq)) {
 		struct be_xevent ev;
 
 		memset(&ev, 0, sizeof(ev));
 		ev.type = BE_XEV_SRQ_LIMIT;
 		ev.srq = &srq->x;
-		srq->limit = 0; /* one shot, like IBV_EVENT_SRQ_LIMIT_REACHED */
 		be__tcp_evch_push(c->ch, &ev);
 	}
 	return 1;
@@ -470,13 +468,13 @@ static int conn_rx_begin(struct tcp_conn *c)
 	if (h->type == TCP_F_SEND) {
 		if (!conn_take_recv(c))
 			return conn_reject_frame(c, TCP_NAK_RNR, "SEND with no receive posted");
-		if (h->len > c->rx_recv.len) {
+		if (h->len > c->rx_recv.sge.length) {
 			conn_push_recv_wc(c, &c->rx_recv, BE_XWC_RECV, BE_XWC_LOC_LEN_ERR, h->len, 0,
 					  NULL);
 			c->rx_has_recv = 0;
 			return conn_reject_frame(c, TCP_NAK_LEN, "SEND larger than the receive buffer");
 		}
-		c->rx_dst = (uint8_t *)(uintptr_t)c->rx_recv.addr;
+		c->rx_dst = (uint8_t *)(uintptr_t)c->rx_recv.sge.addr;
 	} else {
 		/* An empty one touches nothing and is not checked, as on
 		 * an RC QP (nor does its acceptance tell a key). */

@@ -175,18 +175,10 @@ struct tcp_cq {
 	struct be__list ackq;     /* conns owing their peer an ACK frame */
 };
 
-struct tcp_rwr {
-	uint64_t wr_id;
-	uint64_t addr;
-	uint32_t len;
-};
-
 struct tcp_srq {
 	struct be_xsrq x;
 	struct tcp_cq *cq;
-	struct tcp_rwr *ring;
-	uint32_t cap, head, count;
-	uint32_t limit;           /* armed low-water mark, 0 = off */
+	struct be__xrq rq;        /* the posted receives */
 	struct be__list conns;
 };
 
@@ -272,7 +264,7 @@ struct tcp_conn {
 	uint8_t *rx_dst;
 	uint32_t rx_left;         /* payload bytes still to place; 0 = at a header */
 	int rx_has_recv;          /* rx_recv was taken from the srq */
-	struct tcp_rwr rx_recv;
+	struct be_xrecv_wr rx_recv;
 	uint32_t rx_count;        /* data frames placed (the ack value) */
 	/* The last read came back short (or EAGAIN): the socket was empty.
 	 * The next poll of a sole conn (cq.c) does not read it again; a
