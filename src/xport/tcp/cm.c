@@ -462,7 +462,6 @@ static int conn_hs_read(struct tcp_conn *c, uint8_t expect, struct tcp_hdr *h, c
 	}
 }
 
-/* Connector: the acceptor's answer arrived, the conn joins its cqs. */
 /* *@ev: an event @type of @c that carries the private data of the
  * handshake frame @h (in c->rbuf, after its header). */
 static void conn_hs_event(struct tcp_conn *c, const struct tcp_hdr *h, enum be_xev_type type,
@@ -475,6 +474,7 @@ static void conn_hs_event(struct tcp_conn *c, const struct tcp_hdr *h, enum be_x
 	memcpy(ev->priv, c->rbuf + TCP_HDR_LEN, h->len);
 }
 
+/* Connector: the acceptor's answer arrived, the conn joins its cqs. */
 static void conn_established(struct tcp_conn *c, const struct tcp_hdr *h)
 {
 	struct be_xevent ev;
